@@ -1,0 +1,1 @@
+"""floorlab: the library behind the book Below the Floor."""
