@@ -1,0 +1,176 @@
+"""Device facts and measured bandwidth: the denominator of every floor in the book.
+
+Bandwidth is measured, never looked up: a large copy (bytes read + bytes
+written) and a large reduction (bytes read), on buffers far larger than any
+cache, timed with timing.time_ms. GB means 1e9 bytes.
+"""
+from __future__ import annotations
+
+import os
+import platform
+from dataclasses import asdict, dataclass
+from importlib import metadata
+
+import torch
+
+from floorlab.timing import time_ms
+
+MIB = 2**20
+BANDWIDTH_KINDS = ("copy", "read")
+CUDA_DEFAULT_SIZE_MB = 1024
+CPU_DEFAULT_SIZE_MB = 256
+_BUFFER_DTYPE = torch.float32
+
+
+@dataclass
+class Bandwidth:
+    """A measured bandwidth: median and p10/p90 in GB/s, bytes moved per repeat."""
+
+    kind: str
+    gbps: float
+    p10_gbps: float
+    p90_gbps: float
+    bytes_per_rep: int
+    device: str
+
+    def __str__(self) -> str:
+        return (
+            f"{self.kind} bandwidth {self.gbps:.1f} GB/s (p10-p90 {self.p10_gbps:.1f}-"
+            f"{self.p90_gbps:.1f}, {self.bytes_per_rep / 1e9:.2f} GB per repeat) on {self.device}"
+        )
+
+    def to_dict(self) -> dict:
+        """Plain dict, ready for JSON."""
+        return asdict(self)
+
+
+def default_device() -> torch.device:
+    """The device the book measures on: cuda if a GPU is visible, else cpu."""
+    return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+
+
+def _resolve_device(device) -> torch.device:
+    if device is None:
+        return default_device()
+    device = torch.device(device)
+    if device.type == "cuda" and not torch.cuda.is_available():
+        raise ValueError(
+            "device is 'cuda' but no CUDA GPU is visible; pass device='cpu' or leave device=None"
+        )
+    if device.type not in ("cuda", "cpu"):
+        raise ValueError(f"device must be 'cuda' or 'cpu', got {str(device)!r}")
+    return device
+
+
+def _package_version(name: str) -> str | None:
+    try:
+        return metadata.version(name)
+    except metadata.PackageNotFoundError:
+        return None
+
+
+def _cpu_name() -> str:
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+def _host_memory_gb() -> float | None:
+    try:
+        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 1e9
+    except (ValueError, OSError, AttributeError):
+        return None
+
+
+def describe_device(device=None) -> dict:
+    """Facts about the device and software: kind, name, memory_gb (1e9 bytes), versions."""
+    device = _resolve_device(device)
+    facts = {
+        "kind": device.type,
+        "name": None,
+        "memory_gb": None,
+        "compute_capability": None,
+        "cpu_count": os.cpu_count(),
+        "torch": torch.__version__,
+        "transformers": _package_version("transformers"),
+        "cuda": torch.version.cuda,
+        "python": platform.python_version(),
+    }
+    if device.type == "cuda":
+        index = device.index if device.index is not None else torch.cuda.current_device()
+        props = torch.cuda.get_device_properties(index)
+        facts["name"] = props.name
+        facts["memory_gb"] = round(props.total_memory / 1e9, 1)
+        facts["compute_capability"] = f"{props.major}.{props.minor}"
+    else:
+        facts["name"] = _cpu_name()
+        memory = _host_memory_gb()
+        facts["memory_gb"] = round(memory, 1) if memory is not None else None
+        facts["torch_threads"] = torch.get_num_threads()
+    return facts
+
+
+def _default_size_mb(device: torch.device, kind: str) -> int:
+    if device.type != "cuda":
+        return CPU_DEFAULT_SIZE_MB
+    free_bytes, _ = torch.cuda.mem_get_info(device)
+    buffers = 2 if kind == "copy" else 1
+    fitting_mb = int(free_bytes // (4 * buffers * MIB))
+    return max(1, min(CUDA_DEFAULT_SIZE_MB, fitting_mb))
+
+
+def measure_bandwidth(device=None, *, kind: str = "copy", size_mb: float | None = None,
+                      repeats: int = 20) -> Bandwidth:
+    """Measure memory bandwidth in GB/s: kind="copy" counts read+write, kind="read" a reduction.
+
+    size_mb is the source buffer in MiB (default 1024 on CUDA, 256 on CPU).
+    """
+    if kind not in BANDWIDTH_KINDS:
+        raise ValueError(f"kind must be one of {BANDWIDTH_KINDS}, got {kind!r}")
+    if size_mb is not None and not size_mb > 0:
+        raise ValueError(
+            f"size_mb must be a positive number of MiB, got {size_mb!r}; leave it None for the "
+            f"default ({CUDA_DEFAULT_SIZE_MB} on CUDA, {CPU_DEFAULT_SIZE_MB} on CPU)"
+        )
+    if int(repeats) != repeats or repeats < 1:
+        raise ValueError(f"repeats must be a whole number >= 1, got {repeats!r}")
+    device = _resolve_device(device)
+    if size_mb is None:
+        size_mb = _default_size_mb(device, kind)
+
+    element_bytes = torch.empty((), dtype=_BUFFER_DTYPE).element_size()
+    numel = max(1, int(size_mb * MIB) // element_bytes)
+    nbytes = numel * element_bytes
+    src = torch.ones(numel, dtype=_BUFFER_DTYPE, device=device)
+
+    if kind == "copy":
+        dst = torch.empty_like(src)
+        dst.fill_(0)
+        bytes_per_rep = 2 * nbytes
+
+        def step():
+            dst.copy_(src)
+    else:
+        out = torch.empty((), dtype=_BUFFER_DTYPE, device=device)
+        bytes_per_rep = nbytes
+
+        def step():
+            torch.sum(src, dim=0, out=out)
+
+    timing = time_ms(step, warmup=3, repeats=repeats, device=device)
+    del step, src
+    if device.type == "cuda":
+        torch.cuda.empty_cache()
+    return Bandwidth(
+        kind=kind,
+        gbps=bytes_per_rep / (timing.median_ms * 1e-3) / 1e9,
+        p10_gbps=bytes_per_rep / (timing.p90_ms * 1e-3) / 1e9,
+        p90_gbps=bytes_per_rep / (timing.p10_ms * 1e-3) / 1e9,
+        bytes_per_rep=bytes_per_rep,
+        device=str(device),
+    )

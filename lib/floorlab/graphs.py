@@ -1,0 +1,281 @@
+"""CUDA graphs for the decode step: capture once per batch bucket, replay with padding.
+
+A decode step launches hundreds of small kernels; a CUDA graph records them once
+and replays them with a single launch. Graphs have fixed shapes, so the runner
+captures one graph per bucket (1, 2, 4, 8, 16 by default), pads a live batch up
+to the nearest bucket, and runs eagerly above the largest one.
+
+Every graph reads its inputs from, and writes its logits to, static buffers: the
+runner copies inputs in before a replay and hands back a clone of the output,
+never a view, so a later replay cannot overwrite logits already returned.
+"""
+from __future__ import annotations
+
+import time
+import warnings
+from typing import Callable, Iterable
+
+import torch
+
+DEFAULT_BUCKETS = (1, 2, 4, 8, 16)
+
+StepFn = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
+
+
+class EagerFallbackWarning(UserWarning):
+    """A batch above the largest captured bucket ran eagerly, without a graph."""
+
+
+def check_buckets(buckets: Iterable[int], max_batch: int | None = None) -> tuple[int, ...]:
+    """Return the buckets sorted and de-duplicated; raises ValueError saying how to fix a bad one."""
+    try:
+        items = list(buckets)
+    except TypeError:
+        raise ValueError(
+            f"buckets must be a sequence of positive ints such as (1, 2, 4, 8, 16), got {buckets!r}"
+        ) from None
+    if not items:
+        raise ValueError("buckets is empty; pass at least one batch size, e.g. (1, 2, 4, 8, 16)")
+    for b in items:
+        if isinstance(b, bool) or not isinstance(b, int) or b < 1:
+            raise ValueError(
+                f"every bucket must be a positive int, got {b!r} in {tuple(items)!r}; "
+                "pass batch sizes such as (1, 2, 4, 8, 16)"
+            )
+    ordered = tuple(sorted(set(items)))
+    if max_batch is not None and ordered[-1] > max_batch:
+        raise ValueError(
+            f"the largest bucket ({ordered[-1]}) is above the model's max_batch ({max_batch}); "
+            f"build the model with max_batch >= {ordered[-1]} or pass smaller buckets"
+        )
+    return ordered
+
+
+def bucket_for(batch: int, buckets: Iterable[int]) -> int | None:
+    """Return the smallest bucket >= batch, or None when batch is above the largest bucket."""
+    if isinstance(batch, bool) or not isinstance(batch, int) or batch < 1:
+        raise ValueError(f"batch must be a positive int, got {batch!r}")
+    fitting = [b for b in buckets if b >= batch]
+    return min(fitting) if fitting else None
+
+
+def padding_waste(batch: int, buckets: Iterable[int]) -> int:
+    """Return the padded rows (bucket - batch) a graph replay computes for nothing; 0 above the largest bucket (eager)."""
+    bucket = bucket_for(batch, buckets)
+    return 0 if bucket is None else bucket - batch
+
+
+class GraphRunner:
+    """Runs a model's decode step through CUDA graphs captured at a few batch buckets.
+
+    `model` needs decode_step(tokens[B], positions[B]) -> logits[B, V], max_batch,
+    device and shape.vocab_size; `step_fn` replaces model.decode_step (for example a
+    torch.compile'd step; compile it without its own CUDA graphs, mode="default").
+    """
+
+    def __init__(self, model, buckets: Iterable[int] = DEFAULT_BUCKETS, *,
+                 step_fn: StepFn | None = None):
+        self.model = model
+        self.buckets = check_buckets(buckets, model.max_batch)
+        if not torch.cuda.is_available():
+            raise RuntimeError(
+                "CUDA graphs need a CUDA GPU and none is visible here, so on this machine "
+                "the book's CPU path shows a stored reference run instead."
+            )
+        device = torch.device(model.device)
+        if device.type != "cuda":
+            raise ValueError(
+                f"GraphRunner needs the model on a CUDA device, but it is on {device}; "
+                "build or move the model with device='cuda'"
+            )
+        if device.index is None:
+            device = torch.device("cuda", torch.cuda.current_device())
+        self.device = device
+        self.step_fn: StepFn = step_fn if step_fn is not None else model.decode_step
+        self.graphs: dict[int, torch.cuda.CUDAGraph] = {}
+        self.static_outputs: dict[int, torch.Tensor] = {}
+        self.static_tokens: torch.Tensor | None = None
+        self.static_positions: torch.Tensor | None = None
+        self.capture_s: float | None = None
+        self.last_path: str | None = None
+        self.last_padding: int = 0
+        self.last_max_abs_diff: float | None = None
+
+    @property
+    def largest_bucket(self) -> int:
+        """The largest captured batch size (rows)."""
+        return self.buckets[-1]
+
+    @property
+    def captured(self) -> bool:
+        """True once capture() has recorded a graph for every bucket."""
+        return len(self.graphs) == len(self.buckets)
+
+    def bucket_for(self, batch: int) -> int | None:
+        """Return the smallest bucket >= batch, or None above the largest bucket."""
+        return bucket_for(batch, self.buckets)
+
+    def padding_waste(self, batch: int) -> int:
+        """Return the padding rows (bucket - batch) a step at this batch computes; 0 when it runs eagerly."""
+        return padding_waste(batch, self.buckets)
+
+    def capture(self, *, warmup: int = 3, progress: str | None = None) -> float:
+        """Warm up and capture one graph per bucket; returns the time taken in seconds (also capture_s).
+
+        Warm-up runs the step at every bucket on a side stream, then graphs are
+        captured on that stream, largest first, into one shared memory pool. Warm-up writes the KV
+        cache at position 0 of rows 0..bucket-1, so afterwards the model's
+        reset_cache() (when it has one) clears it: the runner leaves no garbage.
+        """
+        if int(warmup) != warmup or warmup < 1:
+            raise ValueError(f"warmup must be a whole number >= 1, got {warmup!r}")
+        start_s = time.perf_counter()
+        self.graphs, self.static_outputs = {}, {}
+        largest = self.largest_bucket
+        with torch.cuda.device(self.device), torch.no_grad():
+            self.static_tokens = torch.zeros(largest, dtype=torch.long, device=self.device)
+            self.static_positions = torch.zeros(largest, dtype=torch.long, device=self.device)
+
+            side = torch.cuda.Stream(device=self.device)
+            side.wait_stream(torch.cuda.current_stream(self.device))
+            with torch.cuda.stream(side):
+                for bucket in reversed(self.buckets):
+                    for _ in range(int(warmup)):
+                        self.step_fn(self.static_tokens[:bucket], self.static_positions[:bucket])
+            torch.cuda.current_stream(self.device).wait_stream(side)
+            torch.cuda.synchronize(self.device)
+
+            pool = torch.cuda.graph_pool_handle()
+            for bucket in _progress(reversed(self.buckets), progress, len(self.buckets)):
+                graph = torch.cuda.CUDAGraph()
+                with torch.cuda.graph(graph, pool=pool, stream=side):
+                    out = self.step_fn(self.static_tokens[:bucket], self.static_positions[:bucket])
+                self.graphs[bucket] = graph
+                self.static_outputs[bucket] = out
+            torch.cuda.synchronize(self.device)
+        self._reset_model_cache()
+        self.capture_s = time.perf_counter() - start_s
+        return self.capture_s
+
+    def step(self, tokens: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
+        """Return logits [B, V] for one decode step: a graph replay padded to the bucket, eager above it.
+
+        Padding rows B..bucket-1 run token 0 at position 0, so they write the KV
+        cache of rows the live batch does not use, at position 0: cache rows
+        beyond the live batch must be free. The result is a clone, never a view
+        of the graph's static output.
+        """
+        batch = _check_inputs(tokens, positions)
+        bucket = self.bucket_for(batch)
+        if bucket is None:
+            warnings.warn(
+                f"batch {batch} is above the largest captured bucket {self.largest_bucket}; "
+                "running eager",
+                EagerFallbackWarning,
+                stacklevel=2,
+            )
+            self.last_path = f"eager (batch {batch} > largest bucket {self.largest_bucket})"
+            self.last_padding = 0
+            with torch.no_grad():
+                return self.step_fn(tokens.to(self.device), positions.to(self.device))
+        self._require_captured()
+        with torch.no_grad():
+            self._load_inputs(tokens, positions, bucket)
+            self.graphs[bucket].replay()
+            out = self.static_outputs[bucket][:batch].clone()
+        self.last_path = f"graph (bucket {bucket})"
+        self.last_padding = bucket - batch
+        return out
+
+    def replay_fn(self, batch: int) -> Callable[[], None]:
+        """Return a no-argument callable replaying the bucket's graph as-is (for timing and profiling)."""
+        bucket = self.bucket_for(batch)
+        if bucket is None:
+            raise ValueError(
+                f"batch {batch} is above the largest captured bucket {self.largest_bucket}; "
+                "pass a batch <= that bucket or capture larger buckets"
+            )
+        self._require_captured()
+        return self.graphs[bucket].replay
+
+    def check_bit_identical(self, tokens: torch.Tensor, positions: torch.Tensor) -> bool:
+        """Return True when a graph replay gives exactly the eager step's logits (torch.equal).
+
+        B must equal a bucket, so no padding is involved. Both runs write the same
+        KV values at the same (row, position) slots, so their order does not matter.
+        The largest absolute logit difference is kept in last_max_abs_diff.
+        """
+        batch = _check_inputs(tokens, positions)
+        if batch not in self.buckets:
+            raise ValueError(
+                f"check_bit_identical needs a batch equal to a bucket {self.buckets}, got {batch}; "
+                "pass tokens and positions with that many rows"
+            )
+        self._require_captured()
+        tokens, positions = tokens.to(self.device), positions.to(self.device)
+        with torch.no_grad():
+            eager = self.step_fn(tokens, positions).clone()
+            self._load_inputs(tokens, positions, batch)
+            self.graphs[batch].replay()
+            graph = self.static_outputs[batch].clone()
+        self.last_max_abs_diff = (eager.float() - graph.float()).abs().max().item()
+        return bool(torch.equal(eager, graph))
+
+    def _load_inputs(self, tokens: torch.Tensor, positions: torch.Tensor, bucket: int) -> None:
+        batch = tokens.shape[0]
+        self.static_tokens[:batch].copy_(tokens)
+        self.static_positions[:batch].copy_(positions)
+        if bucket > batch:
+            self.static_tokens[batch:bucket].zero_()
+            self.static_positions[batch:bucket].zero_()
+
+    def _require_captured(self) -> None:
+        if not self.captured:
+            raise RuntimeError("this GraphRunner has no graphs yet; call runner.capture() first")
+
+    def _reset_model_cache(self) -> None:
+        reset = getattr(self.model, "reset_cache", None)
+        if reset is None:
+            return
+        before = _buffer_addresses(self.model)
+        reset()
+        after = _buffer_addresses(self.model)
+        moved = [name for name, ptr in before.items() if after.get(name) != ptr]
+        if moved:
+            self.graphs, self.static_outputs = {}, {}
+            raise RuntimeError(
+                f"model.reset_cache() replaced buffers {moved}, so the captured graphs would "
+                "read freed memory; make reset_cache() clear them in place (tensor.zero_())"
+            )
+
+
+def _buffer_addresses(model) -> dict[str, int]:
+    """Device addresses of a torch module's buffers by name; empty for other objects."""
+    if not isinstance(model, torch.nn.Module):
+        return {}
+    return {name: buf.data_ptr() for name, buf in model.named_buffers()}
+
+
+def _check_inputs(tokens: torch.Tensor, positions: torch.Tensor) -> int:
+    """Return the batch size B after checking tokens and positions are matching 1-D tensors."""
+    if tokens.dim() != 1 or positions.dim() != 1:
+        raise ValueError(
+            f"tokens and positions must be 1-D [B], got shapes {tuple(tokens.shape)} and "
+            f"{tuple(positions.shape)}; pass one token and one position per row"
+        )
+    if tokens.shape[0] != positions.shape[0]:
+        raise ValueError(
+            f"tokens has {tokens.shape[0]} rows but positions has {positions.shape[0]}; "
+            "pass one position per token"
+        )
+    if tokens.shape[0] < 1:
+        raise ValueError("the batch is empty; pass at least one token")
+    return int(tokens.shape[0])
+
+
+def _progress(items, label: str | None, total: int):
+    if label is None:
+        return items
+    from tqdm.auto import tqdm
+
+    return tqdm(items, desc=str(label), total=total, leave=False)

@@ -1,0 +1,180 @@
+"""The book's figures, drawn from stand-in data."""
+import random
+from dataclasses import dataclass, field
+from types import SimpleNamespace
+
+import matplotlib
+
+matplotlib.use("Agg")
+
+import pytest
+from matplotlib.container import BarContainer, ErrorbarContainer
+
+from floorlab.figures import gpu_idle_spans_us, stacked_bar, timeline
+
+FLOOR_MS = 3.13
+SEED_BARS = [{"label": "eager", "total_ms": 7.80, "spread_ms": 0.12},
+             {"label": "CUDA graph", "total_ms": 3.40}]
+
+
+@dataclass
+class Interval:
+    name: str
+    start_us: float
+    end_us: float
+
+
+@dataclass
+class Timeline:
+    label: str
+    cpu: list = field(default_factory=list)
+    gpu: list = field(default_factory=list)
+    wall_us: float = 0.0
+
+
+def eager_timeline(launches=280, seed=0):
+    """CPU launches of ~15 µs, each followed by a ~11 µs kernel that waited for it."""
+    rng = random.Random(seed)
+    cpu, gpu, t = [], [], 5.0
+    for k in range(launches):
+        c1 = t + rng.uniform(13, 17)
+        cpu.append(Interval("cudaLaunchKernel", t, c1))
+        gpu.append(Interval(f"kernel_{k % 10}", c1 + 2, c1 + 2 + rng.uniform(9, 13)))
+        t = c1 + 12
+    return Timeline("eager", cpu, gpu, wall_us=max(t, gpu[-1].end_us) + 5)
+
+
+def graph_timeline(kernels=280):
+    """One replay call, then back-to-back kernels of 11 µs."""
+    gpu = [Interval("kernel", 25 + 11 * k, 25 + 11 * (k + 1)) for k in range(kernels)]
+    return SimpleNamespace(label="CUDA graph", cpu=[Interval("cudaGraphLaunch", 3, 21)],
+                           gpu=gpu, wall_us=gpu[-1].end_us + 5)
+
+
+def all_text(fig):
+    return " ".join(t.get_text() for t in fig.findobj(matplotlib.text.Text))
+
+
+def by_gid(ax, gid):
+    return [c for c in ax.collections if c.get_gid() == gid]
+
+
+def test_stacked_bar_draws_one_bar_per_entry_split_at_the_floor():
+    fig = stacked_bar(SEED_BARS, FLOOR_MS, title="one token")
+    (ax,) = fig.axes
+    bars = [c for c in ax.containers if isinstance(c, BarContainer)]
+    assert len(bars) == 2  # floor part and the rest
+    floor_part, rest = bars
+    assert len(floor_part) == len(rest) == 2
+    assert [p.get_width() for p in floor_part] == pytest.approx([3.13, 3.13])
+    assert [p.get_width() for p in rest] == pytest.approx([4.67, 0.27])
+    assert [t.get_text() for t in ax.get_yticklabels()] == ["eager", "CUDA graph"]
+
+
+def test_stacked_bar_floor_line_is_dashed_at_floor_ms():
+    fig = stacked_bar(SEED_BARS, FLOOR_MS)
+    (ax,) = fig.axes
+    dashed = [line for line in ax.lines if line.get_linestyle() == "--"]
+    assert len(dashed) == 1
+    assert list(dashed[0].get_xdata()) == pytest.approx([FLOOR_MS, FLOOR_MS])
+    assert "floor = bytes ÷ bandwidth = 3.13 ms" in all_text(fig)
+
+
+def test_stacked_bar_labels_carry_ms_and_multiple_of_floor():
+    text = all_text(stacked_bar(SEED_BARS, FLOOR_MS, note="stored reference run: NVIDIA H200"))
+    assert "7.80 ms · 2.5× floor" in text
+    assert "3.40 ms · 1.09× floor" in text
+    assert "4.67 ms" in text  # the gap, written inside the orange segment
+    assert "stored reference run: NVIDIA H200" in text
+
+
+def test_stacked_bar_spread_becomes_an_error_bar():
+    (ax,) = stacked_bar(SEED_BARS, FLOOR_MS).axes
+    errs = [c for c in ax.containers if isinstance(c, ErrorbarContainer)]
+    assert len(errs) == 1
+    (whisker,) = errs[0].lines[2]
+    (segment,) = whisker.get_segments()
+    assert segment[:, 0] == pytest.approx([7.80 - 0.06, 7.80 + 0.06])
+
+
+def test_stacked_bar_takes_any_number_of_bars_and_flags_impossible_times():
+    bars = SEED_BARS + [{"label": "fused", "total_ms": 3.2},
+                        {"label": "transformers", "total_ms": 12.9},
+                        {"label": "no sync", "total_ms": 1.0}]
+    fig = stacked_bar(bars, FLOOR_MS)
+    floor_part = next(c for c in fig.axes[0].containers if isinstance(c, BarContainer))
+    assert len(floor_part) == 5
+    assert "below the floor" in all_text(fig)
+
+
+def test_stacked_bar_writes_png(tmp_path):
+    path = tmp_path / "deep" / "folder" / "bar.png"
+    stacked_bar(SEED_BARS, FLOOR_MS, path=path)
+    assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+@pytest.mark.parametrize("bars, floor", [([], 3.13), (SEED_BARS, 0.0), ([{"total_ms": 1.0}], 3.13)])
+def test_stacked_bar_rejects_bad_input(bars, floor):
+    with pytest.raises(ValueError):
+        stacked_bar(bars, floor)
+
+
+def test_timeline_one_panel_per_timeline_two_rows_each():
+    fig = timeline([eager_timeline(), graph_timeline()], title="one token")
+    assert len(fig.axes) == 2
+    for ax in fig.axes:
+        assert [t.get_text() for t in ax.get_yticklabels()] == ["CPU", "GPU"]
+    eager_ax, graph_ax = fig.axes
+    assert eager_ax.get_title(loc="left") .startswith("eager · 280 kernels · wall")
+    assert graph_ax.get_title(loc="left").startswith("CUDA graph · 280 kernels · wall")
+
+
+def test_timeline_one_rectangle_per_interval():
+    eager, graph = eager_timeline(), graph_timeline()
+    eager_ax, graph_ax = timeline([eager, graph]).axes
+    (cpu,), (gpu,) = by_gid(eager_ax, "cpu"), by_gid(eager_ax, "gpu")
+    assert len(cpu.get_paths()) == 280 and len(gpu.get_paths()) == 280
+    (cpu,), (gpu,) = by_gid(graph_ax, "cpu"), by_gid(graph_ax, "gpu")
+    assert len(cpu.get_paths()) == 1 and len(gpu.get_paths()) == 280
+    assert "cudaGraphLaunch" in all_text(graph_ax.figure)
+
+
+def test_timeline_shades_and_reports_gpu_idle_time():
+    eager = eager_timeline()
+    eager_ax, graph_ax = timeline([eager, graph_timeline()]).axes
+    idle_us = sum(b - a for a, b in gpu_idle_spans_us(eager.gpu, eager.wall_us))
+    busy_us = sum(i.end_us - i.start_us for i in eager.gpu)
+    assert idle_us == pytest.approx(eager.wall_us - busy_us)
+    assert eager_ax.get_title(loc="right") == f"GPU idle {100 * idle_us / eager.wall_us:.0f}% of the step"
+    assert len(by_gid(eager_ax, "gpu-idle")[0].get_paths()) == 281  # before, between, after
+    # Back-to-back kernels leave idle time only before the first and after the last.
+    assert len(by_gid(graph_ax, "gpu-idle")[0].get_paths()) == 2
+
+
+def test_timeline_cpu_only_says_there_is_no_gpu_row():
+    ops = [Interval("aten::mm", 40 * i, 40 * i + 30) for i in range(50)]
+    fig = timeline([Timeline("eager on the CPU", ops, [], wall_us=2000.0)])
+    (ax,) = fig.axes
+    assert by_gid(ax, "gpu") == []
+    assert len(by_gid(ax, "cpu")[0].get_paths()) == 50
+    assert "no GPU row: operators run on the CPU" in all_text(fig)
+
+
+def test_timeline_picks_ms_for_long_steps_and_us_for_short_ones():
+    (ax,) = timeline([eager_timeline()]).axes
+    assert "(ms)" in ax.get_xlabel()
+    assert ax.get_xlim()[1] == pytest.approx(eager_timeline().wall_us / 1000)
+    (ax,) = timeline([eager_timeline()], max_us=500).axes
+    assert "(µs)" in ax.get_xlabel() and ax.get_xlim() == pytest.approx((0, 500))
+
+
+def test_timeline_handles_thousands_of_intervals_and_writes_png(tmp_path):
+    path = tmp_path / "figs" / "timeline.png"
+    fig = timeline([eager_timeline(launches=5000)], path=path, note="stand-in data")
+    assert len(by_gid(fig.axes[0], "gpu")[0].get_paths()) == 5000
+    assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_timeline_needs_at_least_one_timeline():
+    with pytest.raises(ValueError):
+        timeline([])

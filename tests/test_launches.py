@@ -1,0 +1,177 @@
+"""Launch counting and timelines on the CPU; the GPU paths run only where CUDA is."""
+import json
+
+import pytest
+import torch
+
+from floorlab.launches import (
+    Interval,
+    LaunchCount,
+    Timeline,
+    count_launches,
+    profile_timeline,
+)
+
+
+def three_ops():
+    """tanh, add and mul: three operators, each its own kernel on a GPU."""
+    a = torch.ones(16)
+    b = torch.full((16,), 2.0)
+
+    def step():
+        c = torch.tanh(a)
+        d = c + b
+        return d * b
+
+    return step
+
+
+class Layer(torch.nn.Module):
+    """One toy layer of k = 3 operators: mul, add, tanh."""
+
+    def __init__(self, width):
+        super().__init__()
+        self.weight = torch.nn.Parameter(torch.randn(width))
+        self.bias = torch.nn.Parameter(torch.randn(width))
+
+    def forward(self, x):
+        return torch.tanh(x * self.weight + self.bias)
+
+
+class ToyModel(torch.nn.Module):
+    def __init__(self, num_layers, width=8):
+        super().__init__()
+        self.layers = torch.nn.ModuleList(Layer(width) for _ in range(num_layers))
+
+    def forward(self, x):
+        for layer in self.layers:
+            x = layer(x)
+        return x
+
+
+def test_counts_three_operators():
+    count = count_launches(three_ops(), num_layers=1, device="cpu")
+    assert isinstance(count, LaunchCount)
+    assert count.device == "cpu"
+    assert count.kernels == 3
+    assert count.launch_calls == 3
+    assert count.kernel_names == {"aten::tanh": 1, "aten::add": 1, "aten::mul": 1}
+
+
+def test_per_layer_arithmetic():
+    count = count_launches(three_ops(), num_layers=2, device="cpu")
+    assert count.per_layer == pytest.approx(count.kernels / 2) == pytest.approx(1.5)
+
+
+@pytest.mark.parametrize("num_layers", [1, 4, 7])
+def test_toy_model_gives_k_per_layer(num_layers):
+    model = ToyModel(num_layers)
+    x = torch.randn(8)
+    with torch.no_grad():
+        count = count_launches(lambda: model(x), num_layers=num_layers, device="cpu")
+    assert count.kernels == 3 * num_layers
+    assert count.per_layer == 3.0
+    assert count.kernel_names == {
+        "aten::mul": num_layers, "aten::add": num_layers, "aten::tanh": num_layers,
+    }
+
+
+def test_matmul_counts_once_and_views_are_set_aside():
+    a, b = torch.randn(4, 4), torch.randn(4, 4)
+    count = count_launches(lambda: (a @ b.t()).view(16), num_layers=1, device="cpu")
+    assert count.kernels == 1
+    assert count.kernel_names == {"aten::mm": 1}
+    assert count.other_ops >= 1
+
+
+def test_warms_up_once_then_profiles_one_call():
+    calls = []
+    base = three_ops()
+
+    def step():
+        calls.append(1)
+        return base()
+
+    count_launches(step, num_layers=1, device="cpu")
+    assert len(calls) == 2
+
+
+def test_count_to_and_from_dict():
+    count = count_launches(three_ops(), num_layers=1, device="cpu")
+    data = json.loads(json.dumps(count.to_dict()))
+    assert LaunchCount.from_dict(data) == count
+    assert "3 kernels per step" in str(count)
+
+
+@pytest.mark.parametrize("num_layers", [0, -1, 2.5])
+def test_bad_num_layers_is_refused(num_layers):
+    with pytest.raises(ValueError, match="num_layers"):
+        count_launches(three_ops(), num_layers=num_layers, device="cpu")
+
+
+def test_cpu_timeline_has_top_level_ops_and_no_gpu_row():
+    a, b = torch.randn(4, 4), torch.randn(4, 4)
+
+    def step():
+        c = a @ b
+        return torch.tanh(c) + a
+
+    tl = profile_timeline(step, label="eager on the CPU", device="cpu")
+    assert isinstance(tl, Timeline)
+    assert tl.label == "eager on the CPU"
+    assert [i.name for i in tl.cpu] == ["aten::matmul", "aten::tanh", "aten::add"]
+    assert tl.gpu == []
+    assert tl.gpu_busy_us == 0.0 and tl.gpu_idle_us == 0.0
+    assert tl.cpu[0].start_us == pytest.approx(0.0)
+    starts = [i.start_us for i in tl.cpu]
+    assert starts == sorted(starts)
+    assert all(i.end_us >= i.start_us for i in tl.cpu)
+    assert tl.wall_us >= max(i.end_us for i in tl.cpu) - 1e-6
+
+
+def test_gpu_busy_and_idle_from_intervals():
+    tl = Timeline(
+        cpu=[Interval("cudaLaunchKernel", 0.0, 5.0)],
+        gpu=[Interval("k1", 10.0, 20.0), Interval("k2", 15.0, 25.0), Interval("k3", 40.0, 50.0)],
+        wall_us=50.0,
+        label="made up",
+    )
+    assert tl.gpu_busy_us == pytest.approx(25.0)
+    assert tl.gpu_idle_us == pytest.approx(15.0)
+    again = Timeline.from_dict(json.loads(json.dumps(tl.to_dict())))
+    assert again == tl
+    assert tl.to_dict()["gpu_idle_us"] == pytest.approx(15.0)
+
+
+@pytest.mark.gpu
+def test_cuda_eager_counts_kernels_and_launches():
+    x = torch.randn(256, device="cuda")
+
+    def step():
+        return torch.tanh(x * 2 + 1)
+
+    count = count_launches(step, num_layers=1, device="cuda")
+    assert count.device == "cuda"
+    assert count.kernels >= 3
+    assert count.launch_calls >= count.kernels
+
+
+@pytest.mark.gpu
+def test_cuda_graph_replay_is_one_launch_call():
+    x = torch.randn(256, device="cuda")
+    stream = torch.cuda.Stream()
+    stream.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(stream):
+        for _ in range(3):
+            y = torch.tanh(x * 2 + 1)
+    torch.cuda.current_stream().wait_stream(stream)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        y = torch.tanh(x * 2 + 1)
+    count = count_launches(graph.replay, num_layers=1, device="cuda")
+    assert 1 <= count.launch_calls <= 3
+    assert count.kernels >= 3 or count.note
+    tl = profile_timeline(graph.replay, label="graph", device="cuda")
+    assert [i.name.split("_v")[0] for i in tl.cpu].count("cudaGraphLaunch") == 1
+    assert tl.gpu_busy_us >= 0.0
+    del y

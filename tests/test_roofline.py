@@ -1,0 +1,132 @@
+"""The roofline arithmetic reproduces the seed chapter's numbers and refuses bad input."""
+import warnings
+from dataclasses import dataclass
+
+import pytest
+
+from floorlab.roofline import (
+    BelowFloorError,
+    BelowFloorWarning,
+    achieved_gbps,
+    bytes_per_step,
+    check_floor,
+    floor_ms,
+    gap_ms,
+    per_launch_us,
+)
+
+SEED_BYTES = 1.19e9
+SEED_GBPS = 380.0
+SEED_MEASURED_MS = 7.80
+SEED_LAUNCHES = 28 * 10
+
+
+@dataclass(frozen=True)
+class StandInShape:
+    """Just the attributes bytes_per_step needs, with the Qwen3-0.6B numbers."""
+
+    num_layers: int = 28
+    num_kv_heads: int = 8
+    head_dim: int = 128
+    params: int = 596_049_920
+
+    def weight_bytes(self, dtype_bytes=2):
+        return self.params * dtype_bytes
+
+    def kv_bytes_per_token(self, dtype_bytes=2):
+        return self.num_layers * 2 * self.num_kv_heads * self.head_dim * dtype_bytes
+
+
+def qwen3_06b():
+    try:
+        from floorlab.shapes import get_shape
+    except ImportError:
+        return StandInShape()
+    return get_shape("qwen3-0.6b")
+
+
+def test_seed_floor_is_3_13_ms():
+    assert round(floor_ms(SEED_BYTES, SEED_GBPS), 2) == 3.13
+
+
+def test_seed_gap_and_per_launch():
+    floor = round(floor_ms(SEED_BYTES, SEED_GBPS), 2)
+    gap = gap_ms(SEED_MEASURED_MS, floor)
+    assert gap == pytest.approx(4.67)
+    assert round(per_launch_us(gap, SEED_LAUNCHES)) == 17
+
+
+def test_seed_achieved_bandwidth_is_153_gbps():
+    assert round(achieved_gbps(SEED_BYTES, SEED_MEASURED_MS)) == 153
+
+
+def test_floor_and_achieved_are_inverse():
+    ms = floor_ms(2.5e9, 1000.0)
+    assert ms == pytest.approx(2.5)
+    assert achieved_gbps(2.5e9, ms) == pytest.approx(1000.0)
+
+
+@pytest.mark.parametrize("shape", [StandInShape(), qwen3_06b()], ids=["stand-in", "preset"])
+def test_bytes_per_step_qwen3_06b(shape):
+    assert shape.weight_bytes(2) == 1_192_099_840
+    assert shape.kv_bytes_per_token(2) == 114_688
+    assert bytes_per_step(shape, 1, 0) == 1_192_099_840
+    assert bytes_per_step(shape, 1, 16) == 1_192_099_840 + 16 * 114_688
+    assert bytes_per_step(shape, 8, 256) == 1_192_099_840 + 8 * 256 * 114_688
+
+
+def test_bytes_per_step_respects_dtype_bytes():
+    shape = StandInShape()
+    assert bytes_per_step(shape, 2, 10, dtype_bytes=1) == 596_049_920 + 2 * 10 * 57_344
+
+
+@pytest.mark.parametrize("gbps", [0, -380.0])
+def test_floor_rejects_nonpositive_bandwidth(gbps):
+    with pytest.raises(ValueError, match="bandwidth_gbps"):
+        floor_ms(SEED_BYTES, gbps)
+
+
+def test_floor_rejects_negative_bytes():
+    with pytest.raises(ValueError, match="bytes_moved"):
+        floor_ms(-1, SEED_GBPS)
+
+
+def test_per_launch_rejects_zero_launches():
+    with pytest.raises(ValueError, match="launches"):
+        per_launch_us(4.67, 0)
+
+
+def test_bytes_per_step_rejects_bad_batch():
+    with pytest.raises(ValueError, match="batch_size"):
+        bytes_per_step(StandInShape(), 0, 16)
+
+
+def test_error_message_says_what_to_pass():
+    with pytest.raises(ValueError) as info:
+        floor_ms(SEED_BYTES, 0)
+    assert "GB/s" in str(info.value)
+
+
+def test_check_floor_below_floor_warns():
+    with pytest.warns(BelowFloorWarning, match="cannot have happened"):
+        ratio = check_floor(1.0, 3.13)
+    assert ratio == pytest.approx(1.0 / 3.13)
+
+
+def test_check_floor_below_floor_strict_raises():
+    with pytest.raises(BelowFloorError, match="unsynchronised timer"):
+        check_floor(1.0, 3.13, what="eager step", strict=True)
+
+
+def test_check_floor_above_floor_returns_ratio_quietly():
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        ratio = check_floor(SEED_MEASURED_MS, 3.13)
+        assert ratio == pytest.approx(SEED_MEASURED_MS / 3.13)
+        assert round(ratio, 1) == 2.5
+        assert check_floor(3.13 * 0.97, 3.13, strict=True) == pytest.approx(0.97)
+
+
+def test_check_floor_rejects_zero_floor():
+    with pytest.raises(ValueError, match="floor_ms"):
+        check_floor(1.0, 0.0)

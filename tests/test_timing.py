@@ -1,0 +1,110 @@
+"""time_ms and friends: structure and call counts, never absolute speed."""
+import json
+
+import pytest
+import torch
+
+from floorlab.timing import Timing, issue_time_ms, time_ms, unsynchronised_time_ms
+
+
+class Counter:
+    def __init__(self):
+        self.calls = 0
+
+    def __call__(self):
+        self.calls += 1
+        return sum(range(200))
+
+
+def test_time_ms_calls_warmup_plus_repeats():
+    fn = Counter()
+    time_ms(fn, warmup=3, repeats=7, device="cpu")
+    assert fn.calls == 10
+
+
+def test_time_ms_summary_is_consistent():
+    t = time_ms(Counter(), warmup=1, repeats=15, device="cpu")
+    assert isinstance(t, Timing)
+    assert len(t.samples_ms) == 15
+    assert t.min_ms <= t.p10_ms <= t.median_ms <= t.p90_ms <= t.max_ms
+    assert t.spread_ms == pytest.approx(t.p90_ms - t.p10_ms)
+    assert all(s >= 0 for s in t.samples_ms)
+
+
+def test_time_ms_with_progress_label():
+    fn = Counter()
+    t = time_ms(fn, warmup=0, repeats=4, device="cpu", progress="timing")
+    assert fn.calls == 4
+    assert len(t.samples_ms) == 4
+
+
+def test_timing_from_known_samples():
+    t = Timing.from_samples([5.0, 1.0, 3.0, 2.0, 4.0])
+    assert t.median_ms == 3.0
+    assert t.min_ms == 1.0 and t.max_ms == 5.0
+    assert t.p10_ms == pytest.approx(1.4)
+    assert t.p90_ms == pytest.approx(4.6)
+    assert str(t) == "3.00 ms (p10-p90 1.40-4.60, n=5)"
+
+
+def test_timing_to_dict_is_json_ready():
+    d = Timing.from_samples([1.0, 2.0, 3.0]).to_dict()
+    again = json.loads(json.dumps(d))
+    assert again["median_ms"] == 2.0
+    assert again["spread_ms"] == pytest.approx(d["p90_ms"] - d["p10_ms"])
+    assert again["samples_ms"] == [1.0, 2.0, 3.0]
+
+
+def test_issue_time_ms_calls_warmup_plus_repeats():
+    fn = Counter()
+    t = issue_time_ms(fn, warmup=2, repeats=5, device="cpu")
+    assert fn.calls == 7
+    assert len(t.samples_ms) == 5
+    assert t.min_ms <= t.median_ms <= t.max_ms
+
+
+def test_unsynchronised_time_ms_returns_ms_per_call():
+    fn = Counter()
+    ms = unsynchronised_time_ms(fn, repeats=9)
+    assert fn.calls == 9
+    assert ms >= 0.0
+
+
+def test_unsynchronised_docstring_says_it_is_wrong_on_purpose():
+    assert "wrong on purpose" in unsynchronised_time_ms.__doc__.lower()
+
+
+@pytest.mark.parametrize("kwargs", [{"repeats": 0}, {"warmup": -1}])
+def test_time_ms_rejects_bad_counts(kwargs):
+    with pytest.raises(ValueError, match="repeats|warmup"):
+        time_ms(Counter(), device="cpu", **kwargs)
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="checks the no-GPU message")
+def test_cuda_without_gpu_says_what_to_pass():
+    with pytest.raises(ValueError, match="device='cpu'"):
+        time_ms(Counter(), device="cuda")
+
+
+@pytest.mark.gpu
+def test_time_ms_on_cuda_uses_events():
+    x = torch.randn(1024, 1024, device="cuda")
+    fn = Counter()
+
+    def step():
+        fn()
+        return x @ x
+
+    t = time_ms(step, warmup=2, repeats=5, device="cuda")
+    assert fn.calls == 7
+    assert len(t.samples_ms) == 5
+    assert t.min_ms <= t.median_ms <= t.max_ms
+    assert t.min_ms > 0
+
+
+@pytest.mark.gpu
+def test_issue_time_on_cuda_is_host_side():
+    x = torch.randn(4096, 4096, device="cuda")
+    t = issue_time_ms(lambda: x @ x, warmup=2, repeats=5, device="cuda")
+    assert len(t.samples_ms) == 5
+    assert t.min_ms > 0
