@@ -130,3 +130,20 @@ def test_check_floor_above_floor_returns_ratio_quietly():
 def test_check_floor_rejects_zero_floor():
     with pytest.raises(ValueError, match="floor_ms"):
         check_floor(1.0, 0.0)
+
+
+def test_what_if_keeps_the_seed_arithmetic_and_the_issue_bound():
+    from floorlab.roofline import what_if_ms
+    assert round(what_if_ms(7.80, saved_ms=floor_ms(1.19e9, 380) / 2), 2) == 6.23
+    assert what_if_ms(11.4, saved_ms=1.5, issue_ms=11.0) == 11.0
+    with pytest.raises(ValueError, match="step_ms"):
+        what_if_ms(0, saved_ms=1.0)
+
+
+def test_diagnose_gap_names_the_candidate_the_numbers_support():
+    from floorlab.roofline import diagnose_gap
+    assert "consistent with launch overhead" in diagnose_gap(eager_ms=7.80, floor_ms=3.13, launches=280)
+    host = diagnose_gap(eager_ms=11.4, floor_ms=0.283, launches=1036, issue_ms=11.0, busy_ms=3.0)
+    assert "waits for the CPU" in host and "kernels are the next cost" in host
+    assert "inside the operators" in diagnose_gap(eager_ms=700, floor_ms=313, launches=1100)
+    assert "hardly a gap" in diagnose_gap(eager_ms=130, floor_ms=127, launches=1100)

@@ -276,6 +276,6 @@ def _check_inputs(tokens: torch.Tensor, positions: torch.Tensor) -> int:
 def _progress(items, label: str | None, total: int):
     if label is None:
         return items
-    from tqdm.auto import tqdm
+    from tqdm import tqdm  # a text bar: works in a terminal, JupyterLab and nbval alike
 
     return tqdm(items, desc=str(label), total=total, leave=False)

@@ -140,7 +140,11 @@ def diagnose_gap(*, eager_ms: float, floor_ms: float, launches: int,
     us = per_launch_us(gap, launches)
     lines = [f"gap per launch: {gap:.3f} ms ÷ {launches} = {us:.1f} µs "
              f"(eager dispatch costs {DISPATCH_US[0]:.0f}-{DISPATCH_US[1]:.0f} µs)."]
-    if issue_ms is not None and issue_ms >= 0.8 * eager_ms:
+    if eager_ms < 1.25 * floor_ms:
+        lines.append(f"The step runs at {eager_ms / floor_ms:.2f}× the floor: there is hardly "
+                     "a gap to explain. Verdict: on this machine the bytes set the pace and "
+                     "the launches are cheap beside them.")
+    elif issue_ms is not None and issue_ms >= 0.8 * eager_ms:
         lines.append(f"The host needs {issue_ms:.2f} ms just to issue the step, "
                      f"{issue_ms / eager_ms:.0%} of the {eager_ms:.2f} ms it takes: the device "
                      "waits for the CPU. Verdict: the floor holds and the gap is dispatch.")

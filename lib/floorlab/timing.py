@@ -89,7 +89,7 @@ def _check_counts(warmup: int, repeats: int) -> None:
 def _repeat_range(repeats: int, progress: str | None):
     if progress is None:
         return range(repeats)
-    from tqdm.auto import tqdm
+    from tqdm import tqdm  # a text bar: works in a terminal, JupyterLab and nbval alike
 
     return tqdm(range(repeats), desc=str(progress), leave=False)
 
