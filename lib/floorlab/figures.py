@@ -98,8 +98,9 @@ def stacked_bar(
 ) -> Figure:
     """Horizontal bars of time per token in ms, each split into the floor and the rest.
 
-    bars: dicts with "label", "total_ms" and optionally "spread_ms" (p10-p90,
-    drawn as a whisker). A dashed line marks floor_ms. Returns the Figure.
+    bars: dicts with "label", "total_ms" and optionally "p10_ms" and "p90_ms"
+    (or a symmetric "spread_ms"), drawn as a whisker. A dashed line marks floor_ms.
+    Returns the Figure.
     """
     if not bars:
         raise ValueError("stacked_bar needs at least one bar, e.g. [{'label': 'eager', 'total_ms': 7.8}]")
@@ -114,11 +115,15 @@ def stacked_bar(
 
     labels = [str(b["label"]) for b in bars]
     totals = [float(b["total_ms"]) for b in bars]
-    spreads = [float(b.get("spread_ms") or 0.0) for b in bars]
+    lows = [t - float(b["p10_ms"]) if "p10_ms" in b else float(b.get("spread_ms") or 0.0) / 2
+            for t, b in zip(totals, bars)]
+    highs = [float(b["p90_ms"]) - t if "p90_ms" in b else float(b.get("spread_ms") or 0.0) / 2
+             for t, b in zip(totals, bars)]
+    spreads = [lo + hi for lo, hi in zip(lows, highs)]
     floor_parts = [min(t, floor_ms) for t in totals]
     rest_parts = [max(t - floor_ms, 0.0) for t in totals]
     ys = list(range(len(bars)))
-    right_ms = max(max(t + s / 2 for t, s in zip(totals, spreads)), floor_ms)
+    right_ms = max(max(t + hi for t, hi in zip(totals, highs)), floor_ms)
     xmax = right_ms * 1.32
 
     with matplotlib.rc_context(STYLE):
@@ -143,7 +148,8 @@ def stacked_bar(
         if any(spreads):
             xs = [t for t, s in zip(totals, spreads) if s > 0]
             yw = [y for y, s in zip(ys, spreads) if s > 0]
-            errs = [s / 2 for s in spreads if s > 0]
+            errs = [[lo for lo, s in zip(lows, spreads) if s > 0],
+                    [hi for hi, s in zip(highs, spreads) if s > 0]]
             ax.errorbar(xs, yw, xerr=errs, fmt="none", ecolor=INK, elinewidth=1.0,
                         capsize=3, capthick=1.0, zorder=3)
             handles.append(Line2D([], [], color=INK, lw=1.0, marker="|", markersize=7,
@@ -157,12 +163,12 @@ def stacked_bar(
             if r >= min_width:
                 ax.text(f + r / 2, y, f"{r:.2f} ms", ha="center", va="center", color=INK, fontsize=9)
 
-        for y, t, s in zip(ys, totals, spreads):
+        for y, t, hi in zip(ys, totals, highs):
             ratio = t / floor_ms
             text = f"{t:.2f} ms · {_times_floor(ratio)}"
             if ratio < BELOW_FLOOR_RATIO:
                 text += " (below the floor: check the timer)"
-            ax.annotate(text, xy=(t + s / 2, y), xytext=(6, 0), textcoords="offset points",
+            ax.annotate(text, xy=(t + hi, y), xytext=(6, 0), textcoords="offset points",
                         ha="left", va="center", color=INK, fontsize=9.5, annotation_clip=False,
                         zorder=5, bbox=dict(boxstyle="square,pad=0.15", fc="white", ec="none"))
 

@@ -327,12 +327,6 @@ def profile_timeline(step_fn: Callable[[], object], *, label: str, device=None) 
     if not timed:
         return Timeline(cpu=[], gpu=[], wall_us=0.0, label=label,
                         note="the profiler recorded no events for this call")
-    origin = min(e.time_range.start for e in timed)
-    wall_us = max(e.time_range.end for e in timed) - origin
-
-    def interval(e) -> Interval:
-        return Interval(e.name, e.time_range.start - origin, e.time_range.end - origin)
-
     note = ""
     if device.type == "cuda":
         cpu_events = [e for e in timed if _is_launch_call(e)]
@@ -342,6 +336,14 @@ def profile_timeline(step_fn: Callable[[], object], *, label: str, device=None) 
     else:
         cpu_events = [e for e in timed if _is_aten(e) and not _has_aten_ancestor(e)]
         gpu_events = []
+    # The step starts at its first launch (or operator) and ends with its last kernel:
+    # the profiler's own set-up calls before that are not part of the step.
+    rows = cpu_events + gpu_events or timed
+    origin = min(e.time_range.start for e in rows)
+    wall_us = max(e.time_range.end for e in rows) - origin
+
+    def interval(e) -> Interval:
+        return Interval(e.name, e.time_range.start - origin, e.time_range.end - origin)
 
     cpu = sorted((interval(e) for e in cpu_events), key=lambda i: i.start_us)
     gpu = sorted((interval(e) for e in gpu_events), key=lambda i: i.start_us)

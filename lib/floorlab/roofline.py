@@ -145,9 +145,10 @@ def diagnose_gap(*, eager_ms: float, floor_ms: float, launches: int,
                      "a gap to explain. Verdict: on this machine the bytes set the pace and "
                      "the launches are cheap beside them.")
     elif issue_ms is not None and issue_ms >= 0.8 * eager_ms:
-        lines.append(f"The host needs {issue_ms:.2f} ms just to issue the step, "
-                     f"{issue_ms / eager_ms:.0%} of the {eager_ms:.2f} ms it takes: the device "
-                     "waits for the CPU. Verdict: the floor holds and the gap is dispatch.")
+        share = "as long as" if issue_ms >= eager_ms else f"{issue_ms / eager_ms:.0%} of"
+        lines.append(f"The host needs {issue_ms:.2f} ms just to issue the step, {share} "
+                     f"the {eager_ms:.2f} ms the step takes: the device waits for the CPU. "
+                     "Verdict: the floor holds and the gap is dispatch.")
         if busy_ms is not None:
             lines.append(f"The device is busy for {busy_ms:.2f} ms of it, "
                          f"{busy_ms / floor_ms:.1f}× the floor: after the launches, "

@@ -1,0 +1,34 @@
+"""The chapters stay reviewable: no outputs in git except the outputs nbval checks."""
+from pathlib import Path
+
+import nbformat
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+CHAPTERS = sorted((ROOT / "chapters").glob("*.ipynb"))
+CHECKED = "NBVAL_CHECK_OUTPUT"
+
+
+@pytest.mark.parametrize("path", CHAPTERS, ids=lambda p: p.name)
+def test_only_checked_cells_carry_outputs(path):
+    nb = nbformat.read(path, as_version=4)
+    for cell in nb.cells:
+        if cell.cell_type != "code":
+            continue
+        if cell.source.startswith(f"# {CHECKED}"):
+            assert cell.outputs, f"{path.name}: a {CHECKED} cell needs its expected output stored"
+            assert cell.execution_count == 1, f"{path.name}: nbval compares only cells that were run"
+            assert all(o.output_type == "stream" for o in cell.outputs)
+        else:
+            assert not cell.outputs, f"{path.name}: strip the outputs of cell {cell.source[:40]!r}"
+            assert cell.execution_count is None, f"{path.name}: strip the execution count"
+
+
+@pytest.mark.parametrize("path", CHAPTERS, ids=lambda p: p.name)
+def test_every_chapter_is_in_the_table_of_contents(path):
+    toc = (ROOT / "_toc.yml").read_text()
+    assert f"chapters/{path.stem}" in toc, f"add chapters/{path.stem} to _toc.yml, or the site skips it"
+
+
+def test_there_are_chapters():
+    assert CHAPTERS, "chapters/ holds no notebooks"
