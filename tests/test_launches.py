@@ -175,3 +175,14 @@ def test_cuda_graph_replay_is_one_launch_call():
     assert [i.name.split("_v")[0] for i in tl.cpu].count("cudaGraphLaunch") == 1
     assert tl.gpu_busy_us >= 0.0
     del y
+
+
+def test_kernel_table_groups_gpu_time_by_short_kernel_name():
+    from floorlab.launches import Interval, Timeline, kernel_table
+    gpu = [Interval("void at::native::vectorized_layer_norm_kernel<float>(int)", 0, 2),
+           Interval("void at::native::vectorized_layer_norm_kernel<float>(int)", 5, 7),
+           Interval("nvjet_sm90_tst_64x8", 8, 14)]
+    table = kernel_table(Timeline(cpu=[], gpu=gpu, wall_us=14, label="t"))
+    assert [r["kernel"] for r in table] == ["nvjet_sm90_tst_64x8", "vectorized_layer_norm_kernel"]
+    assert table[1]["count"] == 2 and table[1]["total_us"] == 4 and table[1]["mean_us"] == 2
+    assert abs(sum(r["share"] for r in table) - 1) < 1e-9

@@ -183,3 +183,30 @@ def answer_detector(step: Callable, tokens_a, tokens_b, positions) -> bool:
     kept = first.clone()
     step(tokens_b, positions)
     return not torch.equal(first, kept)
+
+
+# Generic numeric answers (used by the chapter "The floor on a fast card").
+
+def check_number(value, expected: float, *, rel: float = 0.05, hint: str, unit: str = "") -> str:
+    """Verdict on one numeric answer: right within rel, or a hint."""
+    if value is None:
+        return NOT_ATTEMPTED
+    if _close(float(value), expected, rel):
+        return f"right: {expected:,.3g}{unit}."
+    return f"not yet: {hint}"
+
+
+def crossover_gbps(bytes_per_step: int, kernels: int, per_kernel_us: float) -> float:
+    """Bandwidth in GB/s at which the kernels' fixed cost equals the floor: bytes / (kernels x per-kernel time)."""
+    return bytes_per_step / (kernels * per_kernel_us * 1e-6) / 1e9
+
+
+def kernels_per_layer_budget(floor_ms: float, target_multiple: float, per_kernel_us: float,
+                             num_layers: int) -> float:
+    """Most kernels per layer whose fixed cost keeps a step within target_multiple x the floor."""
+    return (target_multiple - 1.0) * floor_ms * 1e3 / per_kernel_us / num_layers
+
+
+def predicted_ms(floor_ms: float, kernels: int, per_kernel_us: float) -> float:
+    """Step time in ms if every kernel adds a fixed per_kernel_us to the floor."""
+    return floor_ms + kernels * per_kernel_us / 1e3

@@ -285,7 +285,8 @@ def timeline(
                 idle_pct = 100.0 * idle_us / step_us if step_us > 0 else 0.0
                 ax.set_title(f"GPU idle {idle_pct:.0f}% of the step", loc="right",
                              color=IDLE_RED, fontsize=9.5, pad=4)
-                head = f"{tl.label} · {len(gpu)} kernels · wall {wall_ms:.2f} ms"
+                kernels = sum(not i.name.lower().startswith(("memcpy", "memset")) for i in gpu)
+                head = f"{tl.label} · {kernels} kernels · wall {wall_ms:.2f} ms"
             else:
                 ax.text(0.01, y_gpu, "no GPU row: operators run on the CPU",
                         transform=blended_transform_factory(ax.transAxes, ax.transData),

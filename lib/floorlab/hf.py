@@ -102,8 +102,9 @@ class HFDecoder:
             out.append(token)
         return torch.stack(out, dim=1)
 
+    @torch.inference_mode()
     def reset_cache(self) -> None:
-        """Zero the StaticCache in place (its tensors keep their addresses)."""
+        """Zero the StaticCache in place (its tensors keep their addresses; they were made in inference mode)."""
         if self.cache is not None:
             self.cache.reset()
 

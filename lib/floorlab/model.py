@@ -225,3 +225,12 @@ def build_model(preset_or_shape, *, device="cpu", dtype: torch.dtype = torch.bfl
             else:
                 p.normal_(0.0, 0.02, generator=gen)
     return model
+
+
+def prefill_random(model, batch: int, prompt_tokens: int, *, seed: int = 0):
+    """Prefill a random prompt; returns (prompt [batch, prompt_tokens], next tokens [batch], their positions [batch])."""
+    gen = torch.Generator(device=model.device).manual_seed(seed)
+    prompt = torch.randint(0, model.shape.vocab_size, (batch, prompt_tokens), device=model.device, generator=gen)
+    tokens = model.prefill(prompt)[:, -1].argmax(-1)
+    positions = torch.full((batch,), prompt_tokens, device=model.device)
+    return prompt, tokens, positions
