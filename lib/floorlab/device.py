@@ -13,7 +13,6 @@ from importlib import metadata
 
 import torch
 
-from floorlab.timing import time_ms
 
 MIB = 2**20
 BANDWIDTH_KINDS = ("copy", "read")
@@ -49,7 +48,8 @@ def default_device() -> torch.device:
     return torch.device("cuda" if torch.cuda.is_available() else "cpu")
 
 
-def _resolve_device(device) -> torch.device:
+def resolve_device(device) -> torch.device:
+    """A torch.device for 'cuda' or 'cpu'; None means the default device. Clear error for a missing GPU."""
     if device is None:
         return default_device()
     device = torch.device(device)
@@ -89,7 +89,7 @@ def _host_memory_gb() -> float | None:
 
 def describe_device(device=None) -> dict:
     """Facts about the device and software: kind, name, memory_gb (1e9 bytes), versions."""
-    device = _resolve_device(device)
+    device = resolve_device(device)
     facts = {
         "kind": device.type,
         "name": None,
@@ -130,6 +130,8 @@ def measure_bandwidth(device=None, *, kind: str = "copy", size_mb: float | None 
 
     size_mb is the source buffer in MiB (default 1024 on CUDA, 256 on CPU).
     """
+    from floorlab.timing import time_ms  # timing imports this module for resolve_device
+
     if kind not in BANDWIDTH_KINDS:
         raise ValueError(f"kind must be one of {BANDWIDTH_KINDS}, got {kind!r}")
     if size_mb is not None and not size_mb > 0:
@@ -139,7 +141,7 @@ def measure_bandwidth(device=None, *, kind: str = "copy", size_mb: float | None 
         )
     if int(repeats) != repeats or repeats < 1:
         raise ValueError(f"repeats must be a whole number >= 1, got {repeats!r}")
-    device = _resolve_device(device)
+    device = resolve_device(device)
     if size_mb is None:
         size_mb = _default_size_mb(device, kind)
 

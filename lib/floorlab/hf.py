@@ -6,7 +6,7 @@ import inspect
 import torch
 from transformers import Qwen3Config, Qwen3ForCausalLM, StaticCache
 
-from .model import Qwen3Decoder
+from .model import Qwen3Decoder, greedy_tokens
 from .shapes import Qwen3Shape, get_shape
 
 
@@ -92,15 +92,7 @@ class HFDecoder:
         """Greedy tokens [B, steps] after prompt [B, T]."""
         batch, length = prompt.shape
         self._check(batch, length + steps)
-        if steps < 1:
-            raise ValueError(f"steps={steps}; ask for at least one generated token")
-        token = self.prefill(prompt)[:, -1].argmax(-1)
-        out = [token]
-        for step in range(1, steps):
-            positions = torch.full((batch,), length + step - 1, device=self.device)
-            token = self.decode_step(token, positions).argmax(-1)
-            out.append(token)
-        return torch.stack(out, dim=1)
+        return greedy_tokens(self, prompt, steps)
 
     @torch.inference_mode()
     def reset_cache(self) -> None:

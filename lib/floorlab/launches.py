@@ -17,6 +17,8 @@ from typing import Callable
 import torch
 from torch.profiler import ProfilerActivity, profile
 
+from floorlab.device import resolve_device
+
 KERNEL_LAUNCH_CALLS = frozenset({
     "cudaLaunchKernel", "cudaLaunchKernelExC", "cudaLaunchCooperativeKernel",
     "cuLaunchKernel", "cuLaunchKernelEx", "cuLaunchCooperativeKernel",
@@ -150,19 +152,6 @@ def _union_us(intervals: list[Interval]) -> float:
     return total
 
 
-def _resolve_device(device) -> torch.device:
-    if device is None:
-        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    device = torch.device(device)
-    if device.type == "cuda" and not torch.cuda.is_available():
-        raise ValueError(
-            "device is 'cuda' but no CUDA GPU is visible; pass device='cpu' or leave device=None"
-        )
-    if device.type not in ("cuda", "cpu"):
-        raise ValueError(f"device must be 'cuda' or 'cpu', got {str(device)!r}")
-    return device
-
-
 def _base_name(name: str) -> str:
     return _VERSION_SUFFIX.sub("", name)
 
@@ -279,7 +268,7 @@ def _cuda_note(kernels: int, launch_names: list[str]) -> str:
 def count_launches(step_fn: Callable[[], object], *, num_layers: int, device=None) -> LaunchCount:
     """Count GPU kernels (on CPU: operators dispatched) and host launch calls in one call of step_fn."""
     num_layers = _check_num_layers(num_layers)
-    device = _resolve_device(device)
+    device = resolve_device(device)
     events = _profile_one_call(step_fn, device)
 
     if device.type == "cuda":
@@ -321,7 +310,7 @@ def count_launches(step_fn: Callable[[], object], *, num_layers: int, device=Non
 
 def profile_timeline(step_fn: Callable[[], object], *, label: str, device=None) -> Timeline:
     """Profile one call of step_fn; returns a Timeline of host and GPU intervals in us."""
-    device = _resolve_device(device)
+    device = resolve_device(device)
     events = _profile_one_call(step_fn, device)
     timed = [e for e in events if e.time_range.end >= e.time_range.start and _belongs_to_step(e)]
     if not timed:

@@ -146,15 +146,7 @@ class Qwen3Decoder(nn.Module):
         batch, length = prompt.shape
         self._check_batch(batch)
         self._check_context(length + steps)
-        if steps < 1:
-            raise ValueError(f"steps={steps}; ask for at least one generated token")
-        token = self.prefill(prompt)[:, -1].argmax(-1)
-        out = [token]
-        for step in range(1, steps):
-            positions = torch.full((batch,), length + step - 1, device=self.device)
-            token = self.decode_step(token, positions).argmax(-1)
-            out.append(token)
-        return torch.stack(out, dim=1)
+        return greedy_tokens(self, prompt, steps)
 
     def reset_cache(self) -> None:
         """Zero the K and V caches in place (their addresses stay fixed for captured graphs)."""
@@ -234,3 +226,17 @@ def prefill_random(model, batch: int, prompt_tokens: int, *, seed: int = 0):
     tokens = model.prefill(prompt)[:, -1].argmax(-1)
     positions = torch.full((batch,), prompt_tokens, device=model.device)
     return prompt, tokens, positions
+
+
+def greedy_tokens(decoder, prompt: torch.Tensor, steps: int) -> torch.Tensor:
+    """Greedy tokens [B, steps] from any decoder with prefill and decode_step (the caller checks the sizes)."""
+    if steps < 1:
+        raise ValueError(f"steps={steps}; ask for at least one generated token")
+    batch, length = prompt.shape
+    token = decoder.prefill(prompt)[:, -1].argmax(-1)
+    out = [token]
+    for step in range(1, steps):
+        positions = torch.full((batch,), length + step - 1, device=prompt.device)
+        token = decoder.decode_step(token, positions).argmax(-1)
+        out.append(token)
+    return torch.stack(out, dim=1)

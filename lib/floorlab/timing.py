@@ -12,6 +12,8 @@ from typing import Callable
 
 import torch
 
+from floorlab.device import resolve_device
+
 
 @dataclass
 class Timing:
@@ -68,17 +70,6 @@ def _percentile(samples: list[float], q: float) -> float:
     return ordered[lo] + (ordered[hi] - ordered[lo]) * (pos - lo)
 
 
-def _resolve_device(device) -> torch.device:
-    if device is None:
-        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    device = torch.device(device)
-    if device.type == "cuda" and not torch.cuda.is_available():
-        raise ValueError(
-            "device is 'cuda' but no CUDA GPU is visible; pass device='cpu' or leave device=None"
-        )
-    return device
-
-
 def _check_counts(warmup: int, repeats: int) -> None:
     if int(warmup) != warmup or warmup < 0:
         raise ValueError(f"warmup must be a whole number >= 0, got {warmup!r}")
@@ -98,7 +89,7 @@ def time_ms(fn: Callable[[], object], *, warmup: int = 3, repeats: int = 20, dev
             progress: str | None = None) -> Timing:
     """Time fn() repeats times after warmup calls; returns a Timing in ms (CUDA events on GPU)."""
     _check_counts(warmup, repeats)
-    device = _resolve_device(device)
+    device = resolve_device(device)
     on_cuda = device.type == "cuda"
 
     for _ in range(warmup):
@@ -132,7 +123,7 @@ def issue_time_ms(fn: Callable[[], object], *, warmup: int = 3, repeats: int = 2
                   device=None) -> Timing:
     """Host time in ms to issue fn() without waiting for the GPU to finish it; returns a Timing."""
     _check_counts(warmup, repeats)
-    device = _resolve_device(device)
+    device = resolve_device(device)
     on_cuda = device.type == "cuda"
 
     for _ in range(warmup):
