@@ -4,6 +4,8 @@ Each `check_*` returns a one-line verdict: "not attempted yet", "right", or
 "not yet" with a hint. Each `answer_*` returns the worked answer, in numbers
 taken from the run the reader just made.
 """
+from __future__ import annotations
+
 from dataclasses import dataclass
 from typing import Callable
 
@@ -38,8 +40,8 @@ def check_ops_per_layer(ops_per_layer, my_per_launch_us, *, gap_ms: float,
 
 
 def answer_ops_per_layer(*, gap_ms: float, num_layers: int, counted_per_layer: float,
-                         issue_ms: float, eager_ms: float) -> str:
-    """The worked answer to challenge 1, from the measured counts."""
+                         issue_ms: float | None, eager_ms: float) -> str:
+    """The worked answer to challenge 1, from the measured counts (issue_ms None on a CPU)."""
     launches = round(counted_per_layer * num_layers)
     us = per_launch_us(gap_ms, launches)
     lines = [
@@ -54,8 +56,9 @@ def answer_ops_per_layer(*, gap_ms: float, num_layers: int, counted_per_layer: f
         lines.append("That is well above the 5-20 µs an eager dispatch costs: something "
                      "besides dispatch is in the gap, most likely kernels that run below "
                      "streaming bandwidth.")
-    lines.append(f"Cross-check: the host needed {issue_ms:.2f} ms just to issue one step, "
-                 f"against {eager_ms:.2f} ms for the whole step.")
+    if issue_ms is not None:
+        lines.append(f"Cross-check: the host needed {issue_ms:.2f} ms just to issue one step, "
+                     f"against {eager_ms:.2f} ms for the whole step.")
     return "\n".join(lines)
 
 
