@@ -130,7 +130,7 @@ def what_if_ms(step_ms: float, *, saved_ms: float, issue_ms: float | None = None
     return max(remaining, issue_ms)
 
 
-DISPATCH_US = (5.0, 20.0)  # what eager PyTorch pays to dispatch one operation, per the seed chapter
+DISPATCH_US = (5.0, 20.0)  # what eager PyTorch pays to dispatch one operation, per the laptop study
 
 
 def diagnose_gap(*, eager_ms: float, floor_ms: float, launches: int,
@@ -155,7 +155,7 @@ def diagnose_gap(*, eager_ms: float, floor_ms: float, launches: int,
                          "its own kernels are the next cost.")
     elif us <= 2 * DISPATCH_US[1]:
         lines.append("That is about what a dispatch costs. Verdict: the gap is consistent "
-                     "with launch overhead, as in the seed chapter.")
+                     "with launch overhead, as in the laptop study.")
     else:
         lines.append("That is far more than a dispatch costs, so launches cannot fill the "
                      "gap. Verdict: the time is inside the operators themselves, which run "
