@@ -11,7 +11,7 @@ from typing import Callable
 
 import torch
 
-from floorlab.roofline import floor_ms, per_launch_us
+from floorlab.roofline import DISPATCH_US, floor_ms, per_launch_us
 
 NOT_ATTEMPTED = "not attempted yet: edit the cell above, then run it and this check again."
 
@@ -49,11 +49,12 @@ def answer_ops_per_layer(*, gap_ms: float, num_layers: int, counted_per_layer: f
         f"{launches} per step over {num_layers} layers.",
         f"gap ÷ launches = {gap_ms:.2f} ms ÷ {launches} = {us:.1f} µs per launch.",
     ]
-    if us <= 25:
-        lines.append("That is inside the 5-20 µs an eager dispatch costs: the gap still "
+    dispatch = f"{DISPATCH_US[0]:.0f}-{DISPATCH_US[1]:.0f} µs"
+    if us <= 2 * DISPATCH_US[1]:  # the same line diagnose_gap draws
+        lines.append(f"That is about the {dispatch} an eager dispatch costs: the gap still "
                      "looks like dispatch.")
     else:
-        lines.append("That is well above the 5-20 µs an eager dispatch costs: something "
+        lines.append(f"That is well above the {dispatch} an eager dispatch costs: something "
                      "besides dispatch is in the gap, most likely kernels that run below "
                      "streaming bandwidth.")
     if issue_ms is not None:
