@@ -11,9 +11,46 @@ from typing import Callable
 
 import torch
 
-from floorlab.roofline import DISPATCH_US, floor_ms, per_launch_us
+from floorlab.graphs import bucket_for
+from floorlab.roofline import DISPATCH_US, floor_ms, looks_like_dispatch, per_launch_us
 
 NOT_ATTEMPTED = "not attempted yet: edit the cell above, then run it and this check again."
+OPS_TOLERANCE = 0.15  # an op count within 15% of the profiler's counts as the same count
+
+
+class _Unreadable(Exception):
+    """An answer that is not a usable number; the message says how to write it."""
+
+
+def _number(value, name: str, *, fraction: bool = False) -> float:
+    """The answer as a float; raises _Unreadable with a hint for strings, bools, percents or NaN."""
+    if isinstance(value, bool):
+        raise _Unreadable(f"not yet: {name} is {value}, a yes/no; write a number there.")
+    if isinstance(value, str):
+        raise _Unreadable(f"not yet: {name} is the text {value!r}; write the number itself, "
+                          "without quotes (for example 17.5, not '17.5 µs').")
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        raise _Unreadable(f"not yet: {name} should be a number, got {type(value).__name__} "
+                          f"{value!r}.") from None
+    if number != number or number in (float("inf"), float("-inf")):
+        raise _Unreadable(f"not yet: {name} is {value!r}; write a finite number.")
+    if fraction and 1.0 < number <= 100.0:
+        raise _Unreadable(f"not yet: {name} = {value!r} looks like a percent; write it as a "
+                          f"fraction between 0 and 1 ({number / 100:.2f}, not {value!r}).")
+    return number
+
+
+def _checked(verdict: Callable[..., str]) -> Callable[..., str]:
+    """Let a check answer an unreadable number with its hint instead of an exception."""
+    def check(*args, **kwargs):
+        try:
+            return verdict(*args, **kwargs)
+        except _Unreadable as problem:
+            return str(problem)
+    check.__name__, check.__doc__ = verdict.__name__, verdict.__doc__
+    return check
 
 
 def _close(value: float, expected: float, rel: float) -> bool:
@@ -22,21 +59,30 @@ def _close(value: float, expected: float, rel: float) -> bool:
 
 # Challenge 1: count the ops of a real layer and redo the division.
 
-def check_ops_per_layer(ops_per_layer, my_per_launch_us, *, gap_ms: float,
+@_checked
+def check_ops_per_layer(ops_per_layer, my_per_launch_us, my_is_dispatch, *, gap_ms: float,
                         num_layers: int, counted_per_layer: float) -> str:
-    """Verdict on the reader's op count per layer and the per-launch division built on it."""
-    if ops_per_layer is None or my_per_launch_us is None:
+    """Verdict on the reader's op count per layer, the per-launch division and the dispatch verdict."""
+    if ops_per_layer is None or my_per_launch_us is None or my_is_dispatch is None:
         return NOT_ATTEMPTED
-    if not 0.5 * counted_per_layer <= ops_per_layer <= 2.0 * counted_per_layer:
-        return (f"not yet: {ops_per_layer} ops per layer is far from the "
-                f"{counted_per_layer:.1f} kernels the profiler counted; count every kernel, "
-                "norms and reshapes that copy included.")
-    expected_us = per_launch_us(gap_ms, ops_per_layer * num_layers)
-    if not _close(my_per_launch_us, expected_us, 0.05):
-        return (f"not yet: with {ops_per_layer} ops per layer the gap of {gap_ms:.2f} ms "
-                f"over {ops_per_layer * num_layers} launches is {expected_us:.1f} µs each, "
-                f"not {my_per_launch_us}.")
-    return f"right: {expected_us:.1f} µs per launch over {ops_per_layer * num_layers} launches."
+    ops = _number(ops_per_layer, "my_ops_per_layer")
+    if not _close(ops, counted_per_layer, OPS_TOLERANCE):
+        return (f"not yet: {ops:g} ops per layer is not what one layer of this model runs; "
+                f"count every kernel in the profiler's list above (norms, RoPE, cache writes "
+                "and copies included) and divide by the layers.")
+    launches = ops * num_layers
+    expected_us = per_launch_us(gap_ms, launches)
+    if not _close(_number(my_per_launch_us, "my_per_launch_us"), expected_us, 0.05):
+        return (f"not yet: with {ops:g} ops per layer the gap of {gap_ms:.2f} ms "
+                f"over {launches:g} launches is not {my_per_launch_us} µs each.")
+    if not isinstance(my_is_dispatch, bool):
+        return "not yet: my_gap_is_dispatch should be True or False."
+    dispatch = looks_like_dispatch(per_launch_us(gap_ms, counted_per_layer * num_layers))
+    if my_is_dispatch != dispatch:
+        return (f"not yet: compare {expected_us:.1f} µs with the {DISPATCH_US[0]:.0f}-"
+                f"{DISPATCH_US[1]:.0f} µs an eager dispatch costs, and decide again.")
+    what = "dispatch" if dispatch else "more than dispatch can explain"
+    return f"right: {expected_us:.1f} µs per launch over {launches:g} launches, {what}."
 
 
 def answer_ops_per_layer(*, gap_ms: float, num_layers: int, counted_per_layer: float,
@@ -50,96 +96,126 @@ def answer_ops_per_layer(*, gap_ms: float, num_layers: int, counted_per_layer: f
         f"gap ÷ launches = {gap_ms:.2f} ms ÷ {launches} = {us:.1f} µs per launch.",
     ]
     dispatch = f"{DISPATCH_US[0]:.0f}-{DISPATCH_US[1]:.0f} µs"
-    if us <= 2 * DISPATCH_US[1]:  # the same line diagnose_gap draws
+    if looks_like_dispatch(us):
         lines.append(f"That is about the {dispatch} an eager dispatch costs: the gap still "
-                     "looks like dispatch.")
+                     "looks like dispatch (my_gap_is_dispatch = True).")
     else:
         lines.append(f"That is well above the {dispatch} an eager dispatch costs: something "
-                     "besides dispatch is in the gap, most likely kernels that run below "
-                     "streaming bandwidth.")
+                     "besides dispatch is in the gap, most likely operators that run below "
+                     "streaming bandwidth (my_gap_is_dispatch = False).")
     if issue_ms is not None:
-        lines.append(f"Cross-check: the host needed {issue_ms:.2f} ms just to issue one step, "
+        lines.append(f"Cross-check: the host needed {issue_ms:.2f} ms to issue one step, "
                      f"against {eager_ms:.2f} ms for the whole step.")
     return "\n".join(lines)
 
 
-# Challenge 2: padding cost at batch 5 with graphs at 1, 2, 4, 8.
+# Challenge 2: padding cost at batch 5 with graphs at 1, 2, 4, 8, as the runner pads.
 
 @dataclass
 class PaddingAnswer:
-    """The padding arithmetic for one batch: rows, bytes and the break-even context."""
+    """What padding costs a replay, as GraphRunner pads: each padded row runs token 0 at position 0,
+    and the masked attention reads every slot of its cache row, whatever the position."""
     batch: int
     bucket: int
     padded_rows: int
-    padded_bytes_per_token_of_context: int
+    cache_tokens: int
+    padded_bytes_per_step: int
+    padded_ms: float
     launch_saving_ms: float
-    breakeven_context: int
+    breakeven_cache_tokens: int
 
 
-def padding_answer(*, batch: int, buckets, kv_bytes_per_token: int,
+def padding_answer(*, batch: int, buckets, kv_bytes_per_token: int, cache_tokens: int,
                    bandwidth_gbps: float, launch_saving_ms: float) -> PaddingAnswer:
-    """Padding rows for `batch`, and the context length at which their KV reads cost more than graphs save."""
-    bucket = min((b for b in sorted(buckets) if b >= batch), default=None)
+    """Padded rows for `batch`, their KV reads per step, and the cache length at which those
+    reads cost as much as the launches the graph saves."""
+    bucket = bucket_for(batch, buckets)
     if bucket is None:
         raise ValueError(f"batch {batch} is above the largest bucket {max(buckets)}; "
                          "pick a batch no larger than the largest bucket.")
     rows = bucket - batch
-    if rows == 0:
-        return PaddingAnswer(batch, bucket, 0, 0, launch_saving_ms, 0)
-    bytes_per_context_token = rows * kv_bytes_per_token
-    breakeven = launch_saving_ms / floor_ms(bytes_per_context_token, bandwidth_gbps)
-    return PaddingAnswer(batch, bucket, rows, bytes_per_context_token, launch_saving_ms,
-                         int(breakeven))
+    per_slot = rows * kv_bytes_per_token
+    padded_bytes = per_slot * cache_tokens
+    breakeven = int(launch_saving_ms / floor_ms(per_slot, bandwidth_gbps)) if rows else 0
+    return PaddingAnswer(batch, bucket, rows, cache_tokens, padded_bytes,
+                         floor_ms(padded_bytes, bandwidth_gbps), launch_saving_ms, breakeven)
 
 
-def check_padding(padded_rows, breakeven_context, expected: PaddingAnswer) -> str:
-    """Verdict on the reader's padded-row count and break-even context length."""
-    if padded_rows is None or breakeven_context is None:
+@_checked
+def check_padding(padded_rows, breakeven_cache_tokens, expected: PaddingAnswer) -> str:
+    """Verdict on the reader's padded-row count and break-even cache length."""
+    if padded_rows is None or breakeven_cache_tokens is None:
         return NOT_ATTEMPTED
-    if padded_rows != expected.padded_rows:
+    if _number(padded_rows, "my_padded_rows") != expected.padded_rows:
         return (f"not yet: batch {expected.batch} pads up to bucket {expected.bucket}; "
                 "how many rows are padding?")
-    if not _close(breakeven_context, expected.breakeven_context, 0.10):
-        return ("not yet: each padded row reads its own KV cache; find the context at which "
-                "those reads take as long as the launch overhead the graph saves.")
-    return (f"right: {expected.padded_rows} padded rows; padding costs more than it saves "
-            f"past about {expected.breakeven_context:,} tokens of context.")
+    if not _close(_number(breakeven_cache_tokens, "my_breakeven_cache_tokens"),
+                  expected.breakeven_cache_tokens, 0.10):
+        return ("not yet: each padded row reads every slot of its KV-cache row; find the "
+                "cache length at which those reads take as long as the launches the graph saves.")
+    return (f"right: {expected.padded_rows} padded rows; padding costs more than the graph "
+            f"saves once the static cache holds about {expected.breakeven_cache_tokens:,} tokens.")
 
 
 # Challenge 3: the floor and the gap for a 7B-class shape on the same card.
 
 @dataclass
 class ScaleAnswer:
-    """Floor, launch gap and the launch share of a token for a larger shape."""
+    """Floor, per-op gap and the gap's share of a token for a larger shape."""
     name: str
     bytes_per_step: int
     floor_ms: float
     launches: int
     gap_ms: float
     launch_fraction: float
+    dispatch: bool
 
 
 def scale_answer(*, name: str, bytes_per_step: int, bandwidth_gbps: float,
                  num_layers: int, kernels_per_layer: float, per_launch_us: float) -> ScaleAnswer:
-    """Floor and launch gap of a shape whose launch count scales with its layers."""
+    """Floor and per-op gap of a shape whose op count scales with its layers.
+
+    dispatch says whether this run's per-op gap looks like dispatch (looks_like_dispatch).
+    """
     launches = round(kernels_per_layer * num_layers)
     floor = floor_ms(bytes_per_step, bandwidth_gbps)
     gap = launches * per_launch_us / 1000.0
-    return ScaleAnswer(name, bytes_per_step, floor, launches, gap, gap / (floor + gap))
+    return ScaleAnswer(name, bytes_per_step, floor, launches, gap, gap / (floor + gap),
+                       looks_like_dispatch(per_launch_us))
 
 
+@_checked
 def check_scale(my_floor_ms, my_launch_fraction, expected: ScaleAnswer) -> str:
-    """Verdict on the reader's floor and launch fraction for the larger shape."""
+    """Verdict on the reader's floor and gap fraction for the larger shape."""
     if my_floor_ms is None or my_launch_fraction is None:
         return NOT_ATTEMPTED
-    if not _close(my_floor_ms, expected.floor_ms, 0.05):
-        return (f"not yet: the floor is every weight byte of {expected.name} over this "
-                "card's measured bandwidth.")
-    if not _close(my_launch_fraction, expected.launch_fraction, 0.10):
-        return ("not yet: launches grow with the layer count, not with the bytes; "
+    if not _close(_number(my_floor_ms, "my_big_floor_ms"), expected.floor_ms, 0.05):
+        return (f"not yet: the floor is the bytes {expected.name} streams per step (an untied "
+                "input table only in the rows it gathers) over this card's bandwidth.")
+    fraction = _number(my_launch_fraction, "my_big_launch_fraction", fraction=True)
+    if not _close(fraction, expected.launch_fraction, 0.10):
+        return ("not yet: the per-op cost grows with the layer count, not with the bytes; "
                 "the fraction is gap ÷ (floor + gap).")
-    return (f"right: {expected.floor_ms:.2f} ms floor; launches are "
+    return (f"right: {expected.floor_ms:.2f} ms floor; the per-op gap is "
             f"{expected.launch_fraction:.0%} of the token.")
+
+
+def answer_scale(small_name: str, small_fraction: float, big: ScaleAnswer, *,
+                 small_bytes: int, layer_ratio: float) -> str:
+    """The worked answer to challenge 3, conditioned on whether this run's gap is dispatch."""
+    lines = [f"{small_name}: the per-op gap is {small_fraction:.0%} of the token.",
+             f"{big.name}: floor {big.floor_ms:.3f} ms, gap {big.gap_ms:.3f} ms over "
+             f"{big.launches} ops, {big.launch_fraction:.0%} of the token.",
+             f"The bytes grow {big.bytes_per_step / small_bytes:.1f}×, the ops only "
+             f"{layer_ratio:.2f}×, so the fixed per-op cost is a smaller share of a big model."]
+    if big.dispatch:
+        lines.append("Here that cost is dispatch, which graphs remove: small models at small "
+                     "batch, the interactive end of serving, gain most from them.")
+    else:
+        lines.append("On this machine, though, the per-op cost is not dispatch: the operators "
+                     "themselves run below the streaming bandwidth, so graphs would not remove it. "
+                     "Faster operators would, and a bigger model hides them less, not more.")
+    return "\n".join(lines)
 
 
 # Challenge 4: the buffer-reuse bug.
@@ -191,26 +267,12 @@ def answer_detector(step: Callable, tokens_a, tokens_b, positions) -> bool:
 
 # Generic numeric answers (used by the chapter "The floor on a fast card").
 
-def check_number(value, expected: float, *, rel: float = 0.05, hint: str, unit: str = "") -> str:
+@_checked
+def check_number(value, expected: float, *, rel: float = 0.05, hint: str, unit: str = "",
+                 name: str = "your answer", fraction: bool = False) -> str:
     """Verdict on one numeric answer: right within rel, or a hint."""
     if value is None:
         return NOT_ATTEMPTED
-    if _close(float(value), expected, rel):
+    if _close(_number(value, name, fraction=fraction), expected, rel):
         return f"right: {expected:,.3g}{unit}."
     return f"not yet: {hint}"
-
-
-def crossover_gbps(bytes_per_step: int, kernels: int, per_kernel_us: float) -> float:
-    """Bandwidth in GB/s at which the kernels' fixed cost equals the floor: bytes / (kernels x per-kernel time)."""
-    return bytes_per_step / (kernels * per_kernel_us * 1e-6) / 1e9
-
-
-def kernels_per_layer_budget(floor_ms: float, target_multiple: float, per_kernel_us: float,
-                             num_layers: int) -> float:
-    """Most kernels per layer whose fixed cost keeps a step within target_multiple x the floor."""
-    return (target_multiple - 1.0) * floor_ms * 1e3 / per_kernel_us / num_layers
-
-
-def predicted_ms(floor_ms: float, kernels: int, per_kernel_us: float) -> float:
-    """Step time in ms if every kernel adds a fixed per_kernel_us to the floor."""
-    return floor_ms + kernels * per_kernel_us / 1e3

@@ -13,6 +13,7 @@ from importlib import metadata
 
 import torch
 
+from floorlab.roofline import floor_bandwidth
 
 MIB = 2**20
 BANDWIDTH_KINDS = ("copy", "read")
@@ -41,6 +42,40 @@ class Bandwidth:
     def to_dict(self) -> dict:
         """Plain dict, ready for JSON."""
         return asdict(self)
+
+
+@dataclass
+class Bandwidths:
+    """Both measured bandwidths of one run; the floor divides by the larger (floor_gbps)."""
+
+    copy: Bandwidth
+    read: Bandwidth
+
+    @property
+    def floor_gbps(self) -> float:
+        """GB/s the floor uses: the larger measured bandwidth."""
+        return floor_bandwidth(self.as_gbps())[0]
+
+    @property
+    def floor_kind(self) -> str:
+        """Which measurement floor_gbps came from: "copy" or "read"."""
+        return floor_bandwidth(self.as_gbps())[1]
+
+    def as_gbps(self) -> dict[str, float]:
+        """{"copy": GB/s, "read": GB/s}."""
+        return {"copy": self.copy.gbps, "read": self.read.gbps}
+
+    def __str__(self) -> str:
+        return f"{self.copy}\n{self.read}"
+
+    def to_dict(self) -> dict:
+        """Plain dict, ready for JSON."""
+        return {"copy": self.copy.to_dict(), "read": self.read.to_dict()}
+
+    @classmethod
+    def from_dict(cls, data: dict) -> "Bandwidths":
+        """Rebuild from to_dict() output."""
+        return cls(copy=Bandwidth(**data["copy"]), read=Bandwidth(**data["read"]))
 
 
 def default_device() -> torch.device:
@@ -176,3 +211,9 @@ def measure_bandwidth(device=None, *, kind: str = "copy", size_mb: float | None 
         bytes_per_rep=bytes_per_rep,
         device=str(device),
     )
+
+
+def measure_bandwidths(device=None, *, repeats: int = 20, size_mb: float | None = None) -> Bandwidths:
+    """Measure the copy and the read bandwidth back to back (see measure_bandwidth)."""
+    return Bandwidths(copy=measure_bandwidth(device, kind="copy", repeats=repeats, size_mb=size_mb),
+                      read=measure_bandwidth(device, kind="read", repeats=repeats, size_mb=size_mb))

@@ -14,6 +14,8 @@ from matplotlib.lines import Line2D
 from matplotlib.patches import Patch
 from matplotlib.transforms import blended_transform_factory, offset_copy
 
+from floorlab.roofline import is_below_floor
+
 # Okabe-Ito colours: distinguishable with every common colour-vision deficiency.
 FLOOR_BLUE = "#0072B2"
 REST_ORANGE = "#E69F00"
@@ -26,7 +28,6 @@ MUTED = "#666666"
 
 FIG_WIDTH_IN = 9.0
 DPI = 150
-BELOW_FLOOR_RATIO = 0.95  # same 5% noise allowance as roofline.check_floor
 
 STYLE = {
     "font.size": 10,
@@ -87,8 +88,27 @@ def _times_floor(ratio: float) -> str:
     return f"{ratio:.1f}× floor" if ratio >= 2 else f"{ratio:.2f}× floor"
 
 
+def _bar_values(bars) -> list[tuple[str, float, float, float]]:
+    """(label, median, p10, p90) in ms from {label: Timing or ms} or [(label, Timing or ms)]."""
+    items = list(bars.items()) if hasattr(bars, "items") else list(bars)
+    if not items:
+        raise ValueError("stacked_bar needs at least one bar, e.g. {'eager': time_ms(step)}")
+    out = []
+    for item in items:
+        try:
+            label, value = item
+        except (TypeError, ValueError):
+            raise ValueError(f"each bar is a (label, Timing or ms) pair, got {item!r}") from None
+        if hasattr(value, "median_ms"):
+            out.append((str(label), float(value.median_ms), float(value.p10_ms), float(value.p90_ms)))
+        else:
+            ms = float(value)
+            out.append((str(label), ms, ms, ms))
+    return out
+
+
 def stacked_bar(
-    bars: list[dict],
+    bars,
     floor_ms: float,
     *,
     title: str | None = None,
@@ -98,39 +118,31 @@ def stacked_bar(
 ) -> Figure:
     """Horizontal bars of time per token in ms, each split into the floor and the rest.
 
-    bars: dicts with "label", "total_ms" and optionally "p10_ms" and "p90_ms"
-    (or a symmetric "spread_ms"), drawn as a whisker. A dashed line marks floor_ms.
-    Returns the Figure.
+    bars: {label: Timing} (or a plain ms value), in drawing order; a Timing's p10-p90
+    band is drawn as a whisker. A dashed line marks floor_ms. Returns the Figure.
     """
-    if not bars:
-        raise ValueError("stacked_bar needs at least one bar, e.g. [{'label': 'eager', 'total_ms': 7.8}]")
+    values = _bar_values(bars)
     if not floor_ms or floor_ms <= 0:
         raise ValueError(
             f"floor_ms must be greater than 0, got {floor_ms!r}; "
-            "compute it first with roofline.floor_ms(bytes_moved, bandwidth_gbps)"
+            "compute it first with roofline.decode_floor(...) or roofline.floor_ms(bytes, gbps)"
         )
-    for bar in bars:
-        if "label" not in bar or "total_ms" not in bar:
-            raise ValueError(f"each bar needs 'label' and 'total_ms', got {bar!r}")
-
-    labels = [str(b["label"]) for b in bars]
-    totals = [float(b["total_ms"]) for b in bars]
-    lows = [t - float(b["p10_ms"]) if "p10_ms" in b else float(b.get("spread_ms") or 0.0) / 2
-            for t, b in zip(totals, bars)]
-    highs = [float(b["p90_ms"]) - t if "p90_ms" in b else float(b.get("spread_ms") or 0.0) / 2
-             for t, b in zip(totals, bars)]
+    labels = [v[0] for v in values]
+    totals = [v[1] for v in values]
+    lows = [max(t - p10, 0.0) for _, t, p10, _ in values]
+    highs = [max(p90 - t, 0.0) for _, t, _, p90 in values]
     spreads = [lo + hi for lo, hi in zip(lows, highs)]
     floor_parts = [min(t, floor_ms) for t in totals]
     rest_parts = [max(t - floor_ms, 0.0) for t in totals]
-    ys = list(range(len(bars)))
+    ys = list(range(len(values)))
     right_ms = max(max(t + hi for t, hi in zip(totals, highs)), floor_ms)
     xmax = right_ms * 1.32
 
     with matplotlib.rc_context(STYLE):
-        fig = _new_figure(1.55 + 0.62 * len(bars))
+        fig = _new_figure(1.55 + 0.62 * len(values))
         ax = fig.subplots()
         height = 0.58
-        below = [t / floor_ms < BELOW_FLOOR_RATIO for t in totals]
+        below = [is_below_floor(t / floor_ms) for t in totals]
         floor_bars = ax.barh(ys, floor_parts, height=height, color=FLOOR_BLUE,
                              label="memory traffic (the floor)")
         for patch, is_below in zip(floor_bars, below):
@@ -155,18 +167,20 @@ def stacked_bar(
             handles.append(Line2D([], [], color=INK, lw=1.0, marker="|", markersize=7,
                                   label="p10–p90 spread"))
 
-        # Values inside the segments when they fit: the arithmetic, drawn.
+        # Values inside the segments when they fit beside the whisker: the arithmetic, drawn.
         min_width = 0.13 * xmax
-        for y, f, r, is_below in zip(ys, floor_parts, rest_parts, below):
-            if f >= min_width and not is_below:
+        for y, f, r, lo, is_below in zip(ys, floor_parts, rest_parts, lows, below):
+            if f >= min_width and not is_below and f <= f + r - lo:
                 ax.text(f / 2, y, f"{f:.2f} ms", ha="center", va="center", color="white", fontsize=9)
-            if r >= min_width:
-                ax.text(f + r / 2, y, f"{r:.2f} ms", ha="center", va="center", color=INK, fontsize=9)
+            free = r - lo  # the part of the orange segment left of the whisker
+            if free >= min_width:
+                ax.text(f + free / 2, y, f"{r:.2f} ms", ha="center", va="center", color=INK,
+                        fontsize=9)
 
         for y, t, hi in zip(ys, totals, highs):
             ratio = t / floor_ms
-            text = f"{t:.2f} ms · {_times_floor(ratio)}"
-            if ratio < BELOW_FLOOR_RATIO:
+            text = f"{t:.3g} ms · {_times_floor(ratio)}"
+            if is_below_floor(ratio):
                 text += " (below the floor: check the timer)"
             ax.annotate(text, xy=(t + hi, y), xytext=(6, 0), textcoords="offset points",
                         ha="left", va="center", color=INK, fontsize=9.5, annotation_clip=False,
@@ -175,7 +189,7 @@ def stacked_bar(
         ax.axvline(floor_ms, color=INK, linestyle="--", linewidth=1.2, zorder=4,
                    label=f"floor = bytes ÷ bandwidth = {floor_ms:.2f} ms")
         top = -0.95
-        ax.set_ylim(len(bars) - 0.45, top)
+        ax.set_ylim(len(values) - 0.45, top)
         on_left = floor_ms / xmax > 0.55
         ax.annotate(
             f"floor = bytes ÷ bandwidth = {floor_ms:.2f} ms", xy=(floor_ms, top + 0.3),
@@ -195,40 +209,6 @@ def stacked_bar(
     return fig
 
 
-def _merged(spans: list[tuple[float, float]]) -> list[tuple[float, float]]:
-    """Union of (start, end) spans, sorted and non-overlapping."""
-    out: list[list[float]] = []
-    for start, end in sorted(spans):
-        if out and start <= out[-1][1]:
-            out[-1][1] = max(out[-1][1], end)
-        else:
-            out.append([start, end])
-    return [(a, b) for a, b in out]
-
-
-def gpu_idle_spans_us(gpu, step_us: float) -> list[tuple[float, float]]:
-    """(start_us, end_us) spans within [0, step_us] where no kernel runs.
-
-    Counts the whole step, so the wait for the first launch is idle time too.
-    """
-    busy = _merged([(max(i.start_us, 0.0), min(i.end_us, step_us)) for i in gpu
-                    if i.end_us > 0 and i.start_us < step_us])
-    idle, cursor = [], 0.0
-    for start, end in busy:
-        if start > cursor:
-            idle.append((cursor, start))
-        cursor = max(cursor, end)
-    if cursor < step_us:
-        idle.append((cursor, step_us))
-    return idle
-
-
-def _step_us(tl) -> float:
-    """Length of the step in µs: the wall time, stretched to cover any late interval."""
-    ends = [i.end_us for i in list(tl.cpu) + list(tl.gpu)]
-    return max([float(tl.wall_us or 0.0)] + ends)
-
-
 def timeline(
     timelines,
     *,
@@ -237,26 +217,36 @@ def timeline(
     note: str | None = None,
     max_us: float | None = None,
 ) -> Figure:
-    """One panel per timeline: a CPU row of calls and a GPU row of kernels, idle GPU time shaded.
+    """One panel per Timeline: a CPU row of calls and a GPU row of kernels, idle GPU time shaded.
 
-    Each timeline needs label, cpu, gpu (intervals with name, start_us, end_us)
-    and wall_us. max_us crops the shared time axis. Returns the Figure.
+    Each panel draws one steady-state step from its first kernel (or operator) to the
+    next step's; host calls issued earlier, while the previous step ran, sit left of
+    zero. A dotted mark shows the step's time without the profiler, when known.
+    max_us crops the shared time axis. Returns the Figure.
     """
     timelines = list(timelines)
     if not timelines:
-        raise ValueError("timeline needs at least one Timeline, e.g. from launches.profile_timeline(...)")
+        raise ValueError("timeline needs at least one Timeline, e.g. from "
+                         "floorlab.timelines.steady_timeline(...)")
 
-    span_us = max_us if max_us else max(_step_us(tl) for tl in timelines)
-    in_ms = span_us >= 2000
+    def extent(tl) -> tuple[float, float]:
+        starts = [i.start_us for i in list(tl.cpu) + list(tl.gpu)]
+        right = max([tl.span_us, (tl.timed_ms or 0.0) * 1e3])
+        return min(starts + [0.0]), right
+
+    left_us = min(extent(tl)[0] for tl in timelines)
+    right_us = max_us if max_us else max(extent(tl)[1] for tl in timelines)
+    in_ms = right_us - left_us >= 2000
     scale = 1000.0 if in_ms else 1.0
     unit = "ms" if in_ms else "µs"
     row_h = 0.62
     y_cpu, y_gpu = 1.0, 0.0
     any_gpu = any(len(tl.gpu) for tl in timelines)
+    any_timed = any(tl.timed_ms for tl in timelines)
 
     # Layout in inches, so panels keep their size whatever their number.
     n = len(timelines)
-    panel_in, gap_in, top_in, bottom_in = 1.0, 0.85, 0.45 if title else 0.3, 0.5
+    panel_in, gap_in, top_in, bottom_in = 1.0, 1.05, 0.45 if title else 0.3, 0.5
     height_in = n * panel_in + (n - 1) * gap_in + top_in + bottom_in
 
     with matplotlib.rc_context(STYLE):
@@ -266,8 +256,6 @@ def timeline(
                             hspace=gap_in / panel_in)
         for ax, tl in zip(axes, timelines):
             cpu, gpu = list(tl.cpu), list(tl.gpu)
-            step_us = _step_us(tl)
-            wall_ms = float(tl.wall_us) / 1000.0
 
             def bars(intervals):
                 return [(i.start_us / scale, max(i.end_us - i.start_us, 0.0) / scale) for i in intervals]
@@ -275,43 +263,46 @@ def timeline(
             ax.broken_barh(bars(cpu), (y_cpu - row_h / 2, row_h), facecolors=CPU_GREY,
                            linewidth=0, gid="cpu", zorder=2)
             if gpu:
-                idle = gpu_idle_spans_us(gpu, step_us)
-                idle_us = sum(b - a for a, b in idle)
+                idle = tl.gpu_idle_spans()
                 ax.broken_barh([(a / scale, (b - a) / scale) for a, b in idle],
                                (y_gpu - row_h / 2, row_h), facecolors=IDLE_RED, alpha=IDLE_ALPHA,
                                linewidth=0, gid="gpu-idle", zorder=1)
                 ax.broken_barh(bars(gpu), (y_gpu - row_h / 2, row_h), facecolors=GPU_BLUE,
                                linewidth=0, gid="gpu", zorder=2)
-                idle_pct = 100.0 * idle_us / step_us if step_us > 0 else 0.0
-                ax.set_title(f"GPU idle {idle_pct:.0f}% of the step", loc="right",
+                ax.set_title(f"GPU idle {tl.gpu_idle_share:.0%} of the step", loc="right",
                              color=IDLE_RED, fontsize=9.5, pad=4)
-                kernels = sum(not i.name.lower().startswith(("memcpy", "memset")) for i in gpu)
-                head = f"{tl.label} · {kernels} kernels · wall {wall_ms:.2f} ms"
+                head = f"{tl.label} · {tl.kernels} kernels · step {tl.profiled_ms:.3g} ms profiled"
             else:
                 ax.text(0.01, y_gpu, "no GPU row: operators run on the CPU",
                         transform=blended_transform_factory(ax.transAxes, ax.transData),
                         ha="left", va="center", color=MUTED, fontstyle="italic", fontsize=9)
-                head = f"{tl.label} · {len(cpu)} CPU operators · wall {wall_ms:.2f} ms"
+                head = f"{tl.label} · {len(cpu)} CPU operators · step {tl.profiled_ms:.3g} ms profiled"
             ax.set_title(head, loc="left", color=INK, pad=4)
-            if float(tl.wall_us) <= span_us:
-                ax.axvline(float(tl.wall_us) / scale, color=MUTED, linewidth=0.9, zorder=3)
+            if tl.span_us <= right_us:
+                ax.axvline(tl.span_us / scale, color=MUTED, linewidth=0.9, zorder=3)
+            if tl.timed_ms and tl.timed_ms * 1e3 <= right_us:
+                ax.axvline(tl.timed_ms * 1e3 / scale, color=INK, linewidth=1.1, linestyle=":",
+                           zorder=3)
+            if tl.timed_ms:
+                ax.text(1.0, -0.5, tl.profiler_note(), transform=blended_transform_factory(
+                    ax.transAxes, ax.transData), ha="right", va="top", fontsize=8.5, color=MUTED)
 
             # A few CPU calls (a graph replay) get their names written beside them.
             if 0 < len(cpu) <= 3:
                 for i in cpu:
-                    if i.name and i.start_us < span_us:
-                        ax.annotate(i.name, xy=(i.end_us / scale, y_cpu), xytext=(5, 0),
-                                    textcoords="offset points", ha="left", va="center",
-                                    fontsize=8.5, color=CPU_GREY)
+                    if i.name and i.start_us < right_us:
+                        ax.annotate(_base_call_name(i.name), xy=(i.end_us / scale, y_cpu),
+                                    xytext=(5, 0), textcoords="offset points", ha="left",
+                                    va="center", fontsize=8.5, color=CPU_GREY)
 
             ax.set_ylim(-0.6, 1.6)
             ax.set_yticks([y_cpu, y_gpu], ["CPU", "GPU"])
             ax.tick_params(axis="y", length=0, pad=6)
             ax.tick_params(axis="x", labelbottom=True)
             ax.spines["left"].set_visible(False)
-            ax.set_xlim(0, span_us / scale)
+            ax.set_xlim(left_us / scale, right_us / scale)
 
-        shown = f"time since the step began ({unit})"
+        shown = f"time since the step's first {'kernel' if any_gpu else 'operator'} ({unit})"
         if max_us:
             shown += f", first {max_us / scale:g} {unit} shown"
         axes[-1].set_xlabel(shown)
@@ -319,11 +310,20 @@ def timeline(
         if any_gpu:
             handles += [Patch(color=GPU_BLUE, label="GPU: kernel running"),
                         Patch(color=IDLE_RED, alpha=IDLE_ALPHA, label="GPU idle")]
-        handles.append(Line2D([], [], color=MUTED, linewidth=0.9, label="end of the step"))
+        handles.append(Line2D([], [], color=MUTED, linewidth=0.9, label="next step starts"))
+        if any_timed:
+            handles.append(Line2D([], [], color=INK, linewidth=1.1, linestyle=":",
+                                  label="step time without the profiler"))
         if title:
             axes[0].annotate(title, xy=(0, 1), xycoords="axes fraction", xytext=(0, 22),
                              textcoords="offset points", ha="left", va="bottom",
                              fontsize=11, color=INK)
-        _legend_and_note(axes[-1], handles, ncol=len(handles), note=note, below_pt=36)
+        _legend_and_note(axes[-1], handles, ncol=min(len(handles), 3), note=note, below_pt=36)
         _save(fig, path)
     return fig
+
+
+def _base_call_name(name: str) -> str:
+    """A host call's name without the driver's version suffix (cudaGraphLaunch_v10000 -> cudaGraphLaunch)."""
+    head, _, tail = name.rpartition("_v")
+    return head if head and tail.isdigit() else name

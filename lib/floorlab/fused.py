@@ -97,11 +97,7 @@ def fused_step(model, *, mode: str | None = None) -> StepFn:
 
     def step(tokens: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
         """Logits [B, vocab] from the compiled step (no host syncs: capturable in a CUDA graph)."""
-        if tokens.shape[0] > model.max_batch:
-            raise ValueError(
-                f"batch {tokens.shape[0]} is larger than max_batch={model.max_batch}; "
-                f"build the model with max_batch>={tokens.shape[0]}"
-            )
+        model._check(tokens.shape[0])
         with torch.no_grad():
             return compiled(tokens, positions)
 

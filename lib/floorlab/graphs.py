@@ -65,6 +65,27 @@ def padding_waste(batch: int, buckets: Iterable[int]) -> int:
     return 0 if bucket is None else bucket - batch
 
 
+def capture_graph(fn: Callable[[], object], *, warmup: int = 3, pool=None,
+                  stream: torch.cuda.Stream | None = None):
+    """Record one call of fn into a CUDA graph; returns (graph, fn's output, which replays overwrite).
+
+    fn is first called `warmup` times on the capture stream (a fresh side stream unless
+    one is given), as capture requires; every graph in the book is recorded here.
+    """
+    side = stream if stream is not None else torch.cuda.Stream()
+    if warmup:
+        side.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(side), torch.no_grad():
+            for _ in range(int(warmup)):
+                fn()
+        torch.cuda.current_stream().wait_stream(side)
+        torch.cuda.synchronize()
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph, pool=pool, stream=side), torch.no_grad():
+        out = fn()
+    return graph, out
+
+
 class GraphRunner:
     """Runs a model's decode step through CUDA graphs captured at a few batch buckets.
 
@@ -147,11 +168,9 @@ class GraphRunner:
 
             pool = torch.cuda.graph_pool_handle()
             for bucket in _progress(reversed(self.buckets), progress, len(self.buckets)):
-                graph = torch.cuda.CUDAGraph()
-                with torch.cuda.graph(graph, pool=pool, stream=side):
-                    out = self.step_fn(self.static_tokens[:bucket], self.static_positions[:bucket])
-                self.graphs[bucket] = graph
-                self.static_outputs[bucket] = out
+                self.graphs[bucket], self.static_outputs[bucket] = capture_graph(
+                    lambda: self.step_fn(self.static_tokens[:bucket], self.static_positions[:bucket]),
+                    warmup=0, pool=pool, stream=side)
             torch.cuda.synchronize(self.device)
         self._reset_model_cache()
         self.capture_s = time.perf_counter() - start_s
@@ -166,6 +185,7 @@ class GraphRunner:
         of the graph's static output.
         """
         batch = _check_inputs(tokens, positions)
+        self._check_positions(positions)
         bucket = self.bucket_for(batch)
         if bucket is None:
             warnings.warn(
@@ -229,6 +249,16 @@ class GraphRunner:
             self.static_tokens[batch:bucket].zero_()
             self.static_positions[batch:bucket].zero_()
 
+    def _check_positions(self, positions: torch.Tensor) -> None:
+        """Refuse positions past the model's cache when they are on the host (free to read there)."""
+        limit = getattr(self.model, "max_context", None)
+        if limit is None or positions.device.type != "cpu":
+            return
+        last = int(positions.max())
+        if last >= limit or int(positions.min()) < 0:
+            raise ValueError(f"position {last} is outside the model's cache of max_context={limit} "
+                             f"slots (0..{limit - 1}); build the model with max_context>={last + 1}")
+
     def _require_captured(self) -> None:
         if not self.captured:
             raise RuntimeError("this GraphRunner has no graphs yet; call runner.capture() first")
@@ -276,6 +306,6 @@ def _check_inputs(tokens: torch.Tensor, positions: torch.Tensor) -> int:
 def _progress(items, label: str | None, total: int):
     if label is None:
         return items
-    from tqdm import tqdm  # a text bar: works in a terminal, JupyterLab and nbval alike
+    from floorlab.progress import progress_bar
 
-    return tqdm(items, desc=str(label), total=total, leave=False)
+    return progress_bar(items, label=label, total=total)

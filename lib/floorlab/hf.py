@@ -6,7 +6,7 @@ import inspect
 import torch
 from transformers import Qwen3Config, Qwen3ForCausalLM, StaticCache
 
-from .model import Qwen3Decoder, greedy_tokens
+from .model import Qwen3Decoder, check_limits, greedy_tokens, init_random_
 from .shapes import Qwen3Shape, get_shape
 
 
@@ -51,12 +51,7 @@ class HFDecoder:
         return cls(model, ours.shape, max_batch=ours.max_batch, max_context=ours.max_context)
 
     def _check(self, batch: int, tokens: int) -> None:
-        if batch > self.max_batch:
-            raise ValueError(f"batch {batch} is larger than max_batch={self.max_batch}; "
-                             f"build the model with max_batch>={batch}")
-        if tokens > self.max_context:
-            raise ValueError(f"{tokens} tokens do not fit in max_context={self.max_context}; "
-                             f"build the model with max_context>={tokens}")
+        check_limits(batch, tokens, max_batch=self.max_batch, max_context=self.max_context)
 
     def _forward(self, input_ids, position_ids, cache_position) -> torch.Tensor:
         kwargs = {self._cache_arg: self.cache, "use_cache": True, "position_ids": position_ids}
@@ -108,11 +103,5 @@ def build_hf(preset_or_shape, *, device="cpu", dtype: torch.dtype = torch.bfloat
     model = _empty_hf(shape, device, dtype, attn_implementation)
     if torch.device(device).type == "meta":
         return HFDecoder(model, shape, max_batch=max_batch, max_context=max_context)
-    gen = torch.Generator(device=device).manual_seed(seed)
-    with torch.no_grad():
-        for name, p in model.named_parameters():
-            if name.endswith("norm.weight") or name.endswith("layernorm.weight"):
-                p.fill_(1.0)
-            else:
-                p.normal_(0.0, 0.02, generator=gen)
+    init_random_(model.named_parameters(), seed=seed, device=device)
     return HFDecoder(model, shape, max_batch=max_batch, max_context=max_context)

@@ -8,6 +8,36 @@ from torch import nn
 from .shapes import Qwen3Shape, get_shape
 
 
+def _whole(name: str, value, at_least: int = 1) -> int:
+    """value as an int, or a ValueError saying what the argument must be."""
+    if isinstance(value, bool) or int(value) != value or value < at_least:
+        raise ValueError(f"{name} must be a whole number >= {at_least}, got {value!r}")
+    return int(value)
+
+
+def check_limits(batch: int, tokens: int, *, max_batch: int, max_context: int) -> None:
+    """Raise a ValueError saying how to fix a batch or a token count a model was not built for."""
+    _whole("batch", batch)
+    if batch > max_batch:
+        raise ValueError(f"batch {batch} is larger than max_batch={max_batch}; "
+                         f"build the model with max_batch>={batch}")
+    _whole("tokens", tokens, at_least=0)
+    if tokens > max_context:
+        raise ValueError(f"{tokens} tokens do not fit in max_context={max_context}; "
+                         f"build the model with max_context>={tokens}")
+
+
+def init_random_(params, *, seed: int, device) -> None:
+    """Fill named parameters in place as the book's random models are made: norms 1, the rest N(0, 0.02)."""
+    gen = torch.Generator(device=device).manual_seed(seed)
+    with torch.no_grad():
+        for name, p in params:
+            if name.endswith(("norm", "norm.weight", "layernorm.weight")):
+                p.fill_(1.0)
+            else:
+                p.normal_(0.0, 0.02, generator=gen)
+
+
 def _weight(*size: int, device, dtype) -> nn.Parameter:
     return nn.Parameter(torch.empty(size, device=device, dtype=dtype), requires_grad=False)
 
@@ -36,6 +66,7 @@ class Qwen3Decoder(nn.Module):
     def __init__(self, shape: Qwen3Shape, *, max_batch: int = 16, max_context: int = 256,
                  device="cpu", dtype: torch.dtype = torch.bfloat16):
         super().__init__()
+        max_batch, max_context = _whole("max_batch", max_batch), _whole("max_context", max_context)
         self.shape, self.max_batch, self.max_context = shape, max_batch, max_context
         self.device, self.dtype = torch.device(device), dtype
         kw = dict(device=self.device, dtype=dtype)
@@ -77,26 +108,24 @@ class Qwen3Decoder(nn.Module):
         h = F.rms_norm(x, (self.shape.hidden_size,), self.final_norm, self.shape.rms_norm_eps)
         return F.linear(h, self.embed if self.lm_head is None else self.lm_head)
 
-    def _check_batch(self, batch: int) -> None:
-        if batch > self.max_batch:
-            raise ValueError(
-                f"batch {batch} is larger than max_batch={self.max_batch}; "
-                f"build the model with max_batch>={batch}"
-            )
+    def _check(self, batch: int, tokens: int = 0) -> None:
+        check_limits(batch, tokens, max_batch=self.max_batch, max_context=self.max_context)
 
-    def _check_context(self, tokens: int) -> None:
-        if tokens > self.max_context:
-            raise ValueError(
-                f"{tokens} tokens do not fit in max_context={self.max_context}; "
-                f"build the model with max_context>={tokens}"
-            )
+    def _check_positions(self, positions: torch.Tensor) -> None:
+        """Refuse positions past the cache. Only CPU positions are read: reading a GPU tensor
+        would stall the host (and break graph capture); GraphRunner.step checks its own inputs."""
+        if positions.device.type == "cpu" and positions.numel():
+            last = int(positions.max())
+            if last >= self.max_context or int(positions.min()) < 0:
+                raise ValueError(
+                    f"position {last} is outside the cache of max_context={self.max_context} slots "
+                    f"(0..{self.max_context - 1}); build the model with max_context>={last + 1}")
 
     @torch.inference_mode()
     def prefill(self, tokens: torch.Tensor) -> torch.Tensor:
         """Logits [B, T, vocab] for tokens [B, T] at positions 0..T-1; writes cache rows 0..B-1."""
         batch, length = tokens.shape
-        self._check_batch(batch)
-        self._check_context(length)
+        self._check(batch, length)
         s = self.shape
 
         def attend(i, q, k, v):
@@ -118,7 +147,8 @@ class Qwen3Decoder(nn.Module):
     def decode_step(self, tokens: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
         """Logits [B, vocab] for one token per row at its position; CUDA-graph capturable (no host syncs)."""
         batch = tokens.shape[0]
-        self._check_batch(batch)
+        self._check(batch)
+        self._check_positions(positions)
         s = self.shape
         nkv, group, d = s.num_kv_heads, s.num_heads // s.num_kv_heads, s.head_dim
         rows = self.row_index[:batch]
@@ -144,8 +174,7 @@ class Qwen3Decoder(nn.Module):
     def generate(self, prompt: torch.Tensor, steps: int) -> torch.Tensor:
         """Greedy tokens [B, steps] after prompt [B, T]."""
         batch, length = prompt.shape
-        self._check_batch(batch)
-        self._check_context(length + steps)
+        self._check(batch, length + steps)
         return greedy_tokens(self, prompt, steps)
 
     def reset_cache(self) -> None:
@@ -209,13 +238,7 @@ def build_model(preset_or_shape, *, device="cpu", dtype: torch.dtype = torch.bfl
                          device=device, dtype=dtype)
     if model.device.type == "meta":
         return model
-    gen = torch.Generator(device=model.device).manual_seed(seed)
-    with torch.no_grad():
-        for name, p in model.named_parameters():
-            if name.endswith("norm"):
-                p.fill_(1.0)
-            else:
-                p.normal_(0.0, 0.02, generator=gen)
+    init_random_(model.named_parameters(), seed=seed, device=model.device)
     return model
 
 

@@ -73,14 +73,16 @@ def _missing(what: str, name: str, folder: Path, names: list[str]) -> FileNotFou
     )
 
 
-def reference_run(name: str = DEFAULT_REFERENCE) -> dict:
-    """The stored reference run lib/floorlab/reference/<name>.json, as a dict."""
+def reference_run(name: str = DEFAULT_REFERENCE):
+    """The stored reference run lib/floorlab/reference/<name>.json, as a floorlab.runs.Run."""
+    from floorlab.runs import Run
+
     folder = Path(paths.REFERENCE_DIR)
     name = name[: -len(".json")] if name.endswith(".json") else name
     path = folder / f"{name}.json"
     if not path.is_file():
         raise _missing("reference run", name, folder, _available(folder, ".json"))
-    return load_json(path)
+    return Run.load(path)
 
 
 def reference_figure(name: str) -> Path:

@@ -47,6 +47,14 @@ class Qwen3Shape:
         """Bytes of all weights at dtype_bytes per parameter (2 for bf16)."""
         return self.param_count() * dtype_bytes
 
+    def streamed_weight_bytes(self, batch_size: int = 1, dtype_bytes: int = 2) -> int:
+        """Weight bytes one decode step reads: every matrix whole, but an untied input table only
+        in the batch_size rows the lookup gathers (a tied table is read whole by the output head)."""
+        if self.tie_word_embeddings:
+            return self.weight_bytes(dtype_bytes)
+        table = self.vocab_size * self.hidden_size * dtype_bytes
+        return self.weight_bytes(dtype_bytes) - table + int(batch_size) * self.hidden_size * dtype_bytes
+
     def kv_bytes_per_token(self, dtype_bytes: int = 2) -> int:
         """Bytes of K and V cache one token occupies across all layers."""
         return self.num_layers * 2 * self.num_kv_heads * self.head_dim * dtype_bytes
