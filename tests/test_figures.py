@@ -1,7 +1,5 @@
 """The book's figures, drawn from stand-in data."""
 import random
-from dataclasses import dataclass, field
-from types import SimpleNamespace
 
 import matplotlib
 
@@ -10,26 +8,12 @@ matplotlib.use("Agg")
 import pytest
 from matplotlib.container import BarContainer, ErrorbarContainer
 
-from floorlab.figures import gpu_idle_spans_us, stacked_bar, timeline
+from floorlab.figures import stacked_bar, timeline
+from floorlab.timelines import Interval, Timeline
+from floorlab.timing import Timing
 
 FLOOR_MS = 3.13
-SEED_BARS = [{"label": "eager", "total_ms": 7.80, "spread_ms": 0.12},
-             {"label": "CUDA graph", "total_ms": 3.40}]
-
-
-@dataclass
-class Interval:
-    name: str
-    start_us: float
-    end_us: float
-
-
-@dataclass
-class Timeline:
-    label: str
-    cpu: list = field(default_factory=list)
-    gpu: list = field(default_factory=list)
-    wall_us: float = 0.0
+SEED_BARS = {"eager": Timing.from_samples([7.74, 7.80, 7.86]), "CUDA graph": 3.40}
 
 
 def eager_timeline(launches=280, seed=0):
@@ -41,14 +25,14 @@ def eager_timeline(launches=280, seed=0):
         cpu.append(Interval("cudaLaunchKernel", t, c1))
         gpu.append(Interval(f"kernel_{k % 10}", c1 + 2, c1 + 2 + rng.uniform(9, 13)))
         t = c1 + 12
-    return Timeline("eager", cpu, gpu, wall_us=max(t, gpu[-1].end_us) + 5)
+    return Timeline(cpu, gpu, span_us=max(t, gpu[-1].end_us) + 5, label="eager")
 
 
 def graph_timeline(kernels=280):
     """One replay call, then back-to-back kernels of 11 µs."""
     gpu = [Interval("kernel", 25 + 11 * k, 25 + 11 * (k + 1)) for k in range(kernels)]
-    return SimpleNamespace(label="CUDA graph", cpu=[Interval("cudaGraphLaunch", 3, 21)],
-                           gpu=gpu, wall_us=gpu[-1].end_us + 5)
+    return Timeline([Interval("cudaGraphLaunch_v10000", 3, 21)], gpu, span_us=gpu[-1].end_us + 5,
+                    label="CUDA graph", timed_ms=3.0)
 
 
 def all_text(fig):
@@ -94,13 +78,22 @@ def test_stacked_bar_spread_becomes_an_error_bar():
     assert len(errs) == 1
     (whisker,) = errs[0].lines[2]
     (segment,) = whisker.get_segments()
-    assert segment[:, 0] == pytest.approx([7.80 - 0.06, 7.80 + 0.06])
+    timing = SEED_BARS["eager"]
+    assert segment[:, 0] == pytest.approx([timing.p10_ms, timing.p90_ms])
+
+
+def test_stacked_bar_keeps_in_bar_labels_clear_of_a_wide_whisker():
+    wide = {"eager on a noisy CPU": Timing.from_samples([400.0, 685.0, 1300.0])}
+    (ax,) = stacked_bar(wide, 100.0).axes
+    label = next(t for t in ax.texts if t.get_text() == "585 ms")
+    assert label.get_position()[0] < wide["eager on a noisy CPU"].p10_ms  # left of the whisker
+    narrow = {"eager": Timing.from_samples([150.0, 685.0, 1300.0])}
+    (ax,) = stacked_bar(narrow, 100.0).axes
+    assert "585 ms" not in [t.get_text() for t in ax.texts]  # no room beside the whisker
 
 
 def test_stacked_bar_takes_any_number_of_bars_and_flags_impossible_times():
-    bars = SEED_BARS + [{"label": "fused", "total_ms": 3.2},
-                        {"label": "transformers", "total_ms": 12.9},
-                        {"label": "no sync", "total_ms": 1.0}]
+    bars = list(SEED_BARS.items()) + [("fused", 3.2), ("transformers", 12.9), ("no sync", 1.0)]
     fig = stacked_bar(bars, FLOOR_MS)
     floor_part = next(c for c in fig.axes[0].containers if isinstance(c, BarContainer))
     assert len(floor_part) == 5
@@ -113,7 +106,7 @@ def test_stacked_bar_writes_png(tmp_path):
     assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
-@pytest.mark.parametrize("bars, floor", [([], 3.13), (SEED_BARS, 0.0), ([{"total_ms": 1.0}], 3.13)])
+@pytest.mark.parametrize("bars, floor", [({}, 3.13), (SEED_BARS, 0.0), ([1.0], 3.13)])
 def test_stacked_bar_rejects_bad_input(bars, floor):
     with pytest.raises(ValueError):
         stacked_bar(bars, floor)
@@ -125,8 +118,8 @@ def test_timeline_one_panel_per_timeline_two_rows_each():
     for ax in fig.axes:
         assert [t.get_text() for t in ax.get_yticklabels()] == ["CPU", "GPU"]
     eager_ax, graph_ax = fig.axes
-    assert eager_ax.get_title(loc="left") .startswith("eager · 280 kernels · wall")
-    assert graph_ax.get_title(loc="left").startswith("CUDA graph · 280 kernels · wall")
+    assert eager_ax.get_title(loc="left").startswith("eager · 280 kernels · step")
+    assert graph_ax.get_title(loc="left").startswith("CUDA graph · 280 kernels · step")
 
 
 def test_timeline_one_rectangle_per_interval():
@@ -142,10 +135,10 @@ def test_timeline_one_rectangle_per_interval():
 def test_timeline_shades_and_reports_gpu_idle_time():
     eager = eager_timeline()
     eager_ax, graph_ax = timeline([eager, graph_timeline()]).axes
-    idle_us = sum(b - a for a, b in gpu_idle_spans_us(eager.gpu, eager.wall_us))
+    idle_us = sum(b - a for a, b in eager.gpu_idle_spans())
     busy_us = sum(i.end_us - i.start_us for i in eager.gpu)
-    assert idle_us == pytest.approx(eager.wall_us - busy_us)
-    assert eager_ax.get_title(loc="right") == f"GPU idle {100 * idle_us / eager.wall_us:.0f}% of the step"
+    assert idle_us == pytest.approx(eager.span_us - busy_us) == pytest.approx(eager.gpu_idle_us)
+    assert eager_ax.get_title(loc="right") == f"GPU idle {idle_us / eager.span_us:.0%} of the step"
     assert len(by_gid(eager_ax, "gpu-idle")[0].get_paths()) == 281  # before, between, after
     # Back-to-back kernels leave idle time only before the first and after the last.
     assert len(by_gid(graph_ax, "gpu-idle")[0].get_paths()) == 2
@@ -153,7 +146,7 @@ def test_timeline_shades_and_reports_gpu_idle_time():
 
 def test_timeline_cpu_only_says_there_is_no_gpu_row():
     ops = [Interval("aten::mm", 40 * i, 40 * i + 30) for i in range(50)]
-    fig = timeline([Timeline("eager on the CPU", ops, [], wall_us=2000.0)])
+    fig = timeline([Timeline(ops, [], span_us=2000.0, label="eager on the CPU")])
     (ax,) = fig.axes
     assert by_gid(ax, "gpu") == []
     assert len(by_gid(ax, "cpu")[0].get_paths()) == 50
@@ -163,7 +156,7 @@ def test_timeline_cpu_only_says_there_is_no_gpu_row():
 def test_timeline_picks_ms_for_long_steps_and_us_for_short_ones():
     (ax,) = timeline([eager_timeline()]).axes
     assert "(ms)" in ax.get_xlabel()
-    assert ax.get_xlim()[1] == pytest.approx(eager_timeline().wall_us / 1000)
+    assert ax.get_xlim()[1] == pytest.approx(eager_timeline().span_us / 1000)
     (ax,) = timeline([eager_timeline()], max_us=500).axes
     assert "(µs)" in ax.get_xlabel() and ax.get_xlim() == pytest.approx((0, 500))
 
@@ -173,6 +166,14 @@ def test_timeline_handles_thousands_of_intervals_and_writes_png(tmp_path):
     fig = timeline([eager_timeline(launches=5000)], path=path, note="stand-in data")
     assert len(by_gid(fig.axes[0], "gpu")[0].get_paths()) == 5000
     assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_timeline_says_how_the_profiled_step_compares_with_the_timed_one():
+    graph = graph_timeline()
+    (ax,) = timeline([graph]).axes
+    assert graph.profiler_note() in all_text(ax.figure)
+    dotted = [line for line in ax.lines if line.get_linestyle() == ":"]
+    assert list(dotted[0].get_xdata()) == pytest.approx([3.0, 3.0])  # ms: the span is over 2 ms
 
 
 def test_timeline_needs_at_least_one_timeline():

@@ -4,13 +4,8 @@ import json
 import pytest
 import torch
 
-from floorlab.launches import (
-    Interval,
-    LaunchCount,
-    Timeline,
-    count_launches,
-    profile_timeline,
-)
+from floorlab.launches import LaunchCount, count_launches, is_kernel_name, merged_spans
+from floorlab.timelines import Interval, Timeline, kernel_table, steady_timeline
 
 
 def three_ops():
@@ -116,31 +111,71 @@ def test_cpu_timeline_has_top_level_ops_and_no_gpu_row():
         c = a @ b
         return torch.tanh(c) + a
 
-    tl = profile_timeline(step, label="eager on the CPU", device="cpu")
+    tl = steady_timeline(step, label="eager on the CPU", device="cpu", timed_ms=0.5)
     assert isinstance(tl, Timeline)
     assert tl.label == "eager on the CPU"
     assert [i.name for i in tl.cpu] == ["aten::matmul", "aten::tanh", "aten::add"]
-    assert tl.gpu == []
+    assert tl.gpu == [] and tl.kernels == 0
     assert tl.gpu_busy_us == 0.0 and tl.gpu_idle_us == 0.0
-    assert tl.cpu[0].start_us == pytest.approx(0.0)
+    assert tl.cpu[0].start_us >= 0.0
     starts = [i.start_us for i in tl.cpu]
     assert starts == sorted(starts)
     assert all(i.end_us >= i.start_us for i in tl.cpu)
-    assert tl.wall_us >= max(i.end_us for i in tl.cpu) - 1e-6
+    assert tl.span_us >= max(i.end_us for i in tl.cpu) - 1e-6
+    assert 0 < tl.busy_share <= 1
+    assert tl.timed_ms == 0.5 and "timed without the profiler" in tl.profiler_note()
+
+
+def test_steady_timeline_profiles_several_calls_and_keeps_the_middle_one():
+    calls = []
+    base = three_ops()
+
+    def step():
+        calls.append(1)
+        return base()
+
+    tl = steady_timeline(step, label="t", device="cpu", steps=5)
+    assert len(calls) == 1 + 5  # one warm-up call, then five back to back
+    assert len(tl.cpu) == 3
+    with pytest.raises(ValueError, match="steps"):
+        steady_timeline(step, label="t", device="cpu", steps=2)
 
 
 def test_gpu_busy_and_idle_from_intervals():
     tl = Timeline(
         cpu=[Interval("cudaLaunchKernel", 0.0, 5.0)],
-        gpu=[Interval("k1", 10.0, 20.0), Interval("k2", 15.0, 25.0), Interval("k3", 40.0, 50.0)],
-        wall_us=50.0,
+        gpu=[Interval("k1", 10.0, 20.0), Interval("k2", 15.0, 25.0), Interval("k3", 40.0, 50.0),
+             Interval("Memcpy DtoD", 50.0, 52.0)],
+        span_us=52.0,
         label="made up",
     )
-    assert tl.gpu_busy_us == pytest.approx(25.0)
-    assert tl.gpu_idle_us == pytest.approx(15.0)
+    assert tl.kernels == 3
+    assert tl.gpu_busy_us == pytest.approx(27.0)
+    assert tl.gpu_idle_us == pytest.approx(25.0)  # 0-10 and 25-40
     again = Timeline.from_dict(json.loads(json.dumps(tl.to_dict())))
     assert again == tl
-    assert tl.to_dict()["gpu_idle_us"] == pytest.approx(15.0)
+    assert tl.to_dict()["gpu_idle_us"] == pytest.approx(25.0)
+
+
+def test_a_launch_gap_before_a_steady_step_is_not_idle_inside_it():
+    """Steady state: the replay call of step k is issued while step k-1 still runs.
+
+    Drawn from its first kernel, the step's idle time is the gaps between its own
+    kernels (and before the next step's first kernel), not the launch latency before it.
+    """
+    launch = Interval("cudaGraphLaunch", -590.0, -580.0)  # issued while the previous step ran
+    kernels = [Interval(f"k{i}", 10.0 * i, 10.0 * i + 9.0) for i in range(100)]
+    tl = Timeline(cpu=[launch], gpu=kernels, span_us=1000.0, label="replay")
+    assert tl.gpu_idle_us == pytest.approx(100 * 1.0)
+    assert tl.gpu_idle_share == pytest.approx(0.10)
+    assert tl.gpu_idle_spans()[0] == (9.0, 10.0)
+
+
+def test_kernel_predicate_and_interval_union():
+    assert is_kernel_name("void at::native::elementwise_kernel<128, 4>")
+    assert not is_kernel_name("Memcpy HtoD (Pageable -> Device)")
+    assert not is_kernel_name("Memset (Device)")
+    assert merged_spans([(5, 7), (0, 2), (1, 3), (7, 8)]) == [(0, 3), (5, 8)]
 
 
 @pytest.mark.gpu
@@ -171,18 +206,18 @@ def test_cuda_graph_replay_is_one_launch_call():
     count = count_launches(graph.replay, num_layers=1, device="cuda")
     assert 1 <= count.launch_calls <= 3
     assert count.kernels >= 3 or count.note
-    tl = profile_timeline(graph.replay, label="graph", device="cuda")
+    tl = steady_timeline(graph.replay, label="graph", device="cuda")
     assert [i.name.split("_v")[0] for i in tl.cpu].count("cudaGraphLaunch") == 1
-    assert tl.gpu_busy_us >= 0.0
+    assert tl.kernels == 3 and tl.gpu[0].start_us == 0.0
+    assert 0.0 <= tl.gpu_idle_share < 1.0
     del y
 
 
 def test_kernel_table_groups_gpu_time_by_short_kernel_name():
-    from floorlab.launches import Interval, Timeline, kernel_table
     gpu = [Interval("void at::native::vectorized_layer_norm_kernel<float>(int)", 0, 2),
            Interval("void at::native::vectorized_layer_norm_kernel<float>(int)", 5, 7),
            Interval("nvjet_sm90_tst_64x8", 8, 14)]
-    table = kernel_table(Timeline(cpu=[], gpu=gpu, wall_us=14, label="t"))
+    table = kernel_table(Timeline(cpu=[], gpu=gpu, span_us=14, label="t"))
     assert [r["kernel"] for r in table] == ["nvjet_sm90_tst_64x8", "vectorized_layer_norm_kernel"]
     assert table[1]["count"] == 2 and table[1]["total_us"] == 4 and table[1]["mean_us"] == 2
     assert abs(sum(r["share"] for r in table) - 1) < 1e-9

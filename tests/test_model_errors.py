@@ -122,3 +122,26 @@ def test_transformers_decode_needs_a_matching_prefill(decoders):
     hf.prefill(torch.zeros(1, 3, dtype=torch.long))
     with pytest.raises(ValueError, match="call prefill with 2 rows first"):
         hf.decode_step(torch.zeros(2, dtype=torch.long), torch.full((2,), 3))
+
+
+@pytest.mark.parametrize("kwargs, match", [({"max_batch": 0}, "max_batch"), ({"max_batch": -2}, "max_batch"),
+                                           ({"max_context": 0}, "max_context"),
+                                           ({"max_context": -1}, "max_context")])
+def test_model_limits_must_be_positive(kwargs, match):
+    with pytest.raises(ValueError, match=f"{match} must be a whole number >= 1"):
+        build_model(TINY, dtype=torch.float32, **kwargs)
+
+
+@pytest.mark.parametrize("which", [0, 1], ids=["ours", "transformers"])
+def test_an_empty_batch_is_refused(decoders, which):
+    with pytest.raises(ValueError, match="batch must be a whole number >= 1"):
+        decoders[which].prefill(torch.zeros(0, 4, dtype=torch.long))
+
+
+def test_a_decode_step_past_the_cache_says_how_big_to_build_it(decoders):
+    ours, _ = decoders
+    ours.prefill(torch.zeros(1, 3, dtype=torch.long))
+    with pytest.raises(ValueError, match=r"position 8 is outside the cache.*max_context>=9"):
+        ours.decode_step(torch.zeros(1, dtype=torch.long), torch.tensor([8]))
+    with pytest.raises(ValueError, match="outside the cache"):
+        ours.decode_step(torch.zeros(1, dtype=torch.long), torch.tensor([-1]))

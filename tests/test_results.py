@@ -57,17 +57,51 @@ def reference_dirs(tmp_path, monkeypatch):
     runs, figs = tmp_path / "reference", tmp_path / "figures" / "reference"
     runs.mkdir()
     figs.mkdir(parents=True)
-    save_json({"card": "NVIDIA H200", "floor_ms": 3.13}, runs / "h200-below-the-floor.json")
-    save_json({"card": "other"}, runs / "laptop-4080.json")
+    stored_run("NVIDIA H200").save(runs / "h200-below-the-floor.json")
+    stored_run("laptop RTX 4080").save(runs / "laptop-4080.json")
+    save_json({"floor_ms": 3.13}, runs / "old-layout.json")
     (figs / "h200-timeline.png").write_bytes(b"\x89PNG\r\n\x1a\n")
     monkeypatch.setattr(paths, "REFERENCE_DIR", runs)
     monkeypatch.setattr(paths, "REFERENCE_FIGURES_DIR", figs)
     return runs, figs
 
 
-def test_reference_run_loads_the_default(reference_dirs):
-    assert reference_run()["floor_ms"] == 3.13
-    assert reference_run("laptop-4080.json")["card"] == "other"
+def stored_run(card):
+    from floorlab.device import Bandwidth, Bandwidths
+    from floorlab.roofline import decode_floor
+    from floorlab.runs import Run, measured_row
+    from floorlab.shapes import get_shape
+    from floorlab.timing import Timing
+
+    bw = Bandwidths(copy=Bandwidth("copy", 370.0, 360.0, 380.0, 10, "cuda"),
+                    read=Bandwidth("read", 380.0, 375.0, 385.0, 10, "cuda"))
+    floor = decode_floor(get_shape("qwen3-0.6b"), batch=1, prompt_tokens=32, bandwidths=bw)
+    row = measured_row("plain eager", floor, Timing.from_samples([7.7, 7.8, 7.9]))
+    return Run(kind="chapter", stamp={"date": "2026-11-30T00:00:00+00:00"},
+               device={"name": card, "kind": "cuda"}, bandwidths=bw, floors=[floor], rows=[row])
+
+
+def test_reference_run_loads_the_default_as_a_typed_run(reference_dirs):
+    run = reference_run()
+    assert run.device["name"] == "NVIDIA H200" and run.label == "NVIDIA H200, 2026-11-30"
+    assert run.floor().floor_ms == pytest.approx(run.floor("qwen3-0.6b", 1).floor_ms)
+    assert run.row("plain eager").median_ms == 7.8
+    assert run.row("plain eager").x_floor == pytest.approx(7.8 / run.floor().floor_ms)
+    assert reference_run("laptop-4080.json").device["name"] == "laptop RTX 4080"
+    with pytest.raises(KeyError, match="plain eager"):
+        run.row("plain graph")
+
+
+def test_a_run_round_trips_through_json(tmp_path):
+    from floorlab.runs import Run
+
+    run = stored_run("NVIDIA H200")
+    assert Run.load(run.save(tmp_path / "r.json")) == run
+
+
+def test_a_run_in_an_old_layout_says_to_measure_again(reference_dirs):
+    with pytest.raises(ValueError, match="measure it again"):
+        reference_run("old-layout")
 
 
 def test_missing_reference_run_lists_available(reference_dirs):

@@ -147,3 +147,60 @@ def test_diagnose_gap_names_the_candidate_the_numbers_support():
     assert "waits for the CPU" in host and "kernels are the next cost" in host
     assert "inside the operators" in diagnose_gap(eager_ms=700, floor_ms=313, launches=1100)
     assert "hardly a gap" in diagnose_gap(eager_ms=130, floor_ms=127, launches=1100)
+
+
+def test_an_untied_input_table_counts_only_the_gathered_rows():
+    from floorlab.shapes import get_shape
+
+    big = get_shape("qwen3-8b")
+    table = big.vocab_size * big.hidden_size * 2
+    assert big.streamed_weight_bytes(1) == big.weight_bytes(2) - table + big.hidden_size * 2
+    assert round(big.weight_bytes(2) / 1e9, 2) == 16.38
+    assert round(bytes_per_step(big, 1, 0) / 1e9, 2) == 15.14
+    assert bytes_per_step(big, 8, 0) - bytes_per_step(big, 1, 0) == 7 * big.hidden_size * 2
+    small = get_shape("qwen3-0.6b")  # tied: the output head streams the whole table
+    assert bytes_per_step(small, 8, 0) == small.weight_bytes(2)
+
+
+def test_one_floor_policy_larger_bandwidth_and_prompt_plus_one():
+    from floorlab.roofline import decode_floor, floor_bandwidth
+    from floorlab.shapes import get_shape
+
+    shape = get_shape("qwen3-0.6b")
+    assert floor_bandwidth({"copy": 4247.5, "read": 4281.3}) == (4281.3, "read")
+    f = decode_floor(shape, batch=1, prompt_tokens=32, bandwidths={"copy": 4247.5, "read": 4281.3})
+    assert f.visible_tokens == 33 and f.bandwidth_kind == "read"
+    assert f.bytes_per_step == bytes_per_step(shape, 1, 33)
+    assert f.floor_ms == pytest.approx(floor_ms(f.bytes_per_step, 4281.3))
+    again = decode_floor(shape, batch=1, prompt_tokens=32, bandwidths={"read": 4281.3, "copy": 4247.5})
+    assert again == f  # one configuration, one floor
+
+
+def test_the_floor_says_what_the_engine_reads_beyond_it():
+    from floorlab.roofline import decode_floor
+    from floorlab.shapes import get_shape
+
+    f = decode_floor(get_shape("qwen3-0.6b"), batch=1, prompt_tokens=32, bandwidths={"read": 4000.0},
+                     cache_tokens=128)
+    assert f.bytes_read_by_engine == f.bytes_per_step + (128 - 33) * 114_688
+    assert "128 slots" in f.reads_note() and "33 tokens" in f.reads_note()
+
+
+@pytest.mark.parametrize("issue_ms", [None, 0.0, 5.0, 8.9, 16.93, 100.0])
+@pytest.mark.parametrize("saved_ms", [0.0, 0.1, 4.0, 20.0])
+def test_a_what_if_never_predicts_a_slower_step(issue_ms, saved_ms):
+    from floorlab.roofline import what_if_ms
+
+    assert what_if_ms(8.91, saved_ms=saved_ms, issue_ms=issue_ms) <= 8.91
+
+
+def test_the_fixed_cost_model_takes_the_floor_out_of_busy_time_once():
+    from floorlab.roofline import (crossover_gbps, kernels_per_layer_budget,
+                                   overhead_us_per_kernel, predicted_ms)
+
+    # 512 kernels busy 1.73 ms over a 0.275 ms floor: each costs (1.73-0.275)/512 ms beyond its bytes
+    us = overhead_us_per_kernel(1.73, 0.275, 512)
+    assert us == pytest.approx((1.73 - 0.275) * 1e3 / 512)
+    assert predicted_ms(0.275, 512, us) == pytest.approx(1.73)  # the model reproduces its own input
+    assert crossover_gbps(1.196e9, 512, us) == pytest.approx(1.196e9 / ((1.73 - 0.275) * 1e-3) / 1e9)
+    assert kernels_per_layer_budget(0.275, 2.0, us, 28) == pytest.approx(275 / us / 28)

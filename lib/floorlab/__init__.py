@@ -1,1 +1,32 @@
-"""floorlab: the library behind the book Below the Floor."""
+"""floorlab: the library behind the book Below the Floor.
+
+The chapters import what they use from here; each name lives in one module.
+"""
+from floorlab.challenges import NOT_ATTEMPTED
+from floorlab.device import (Bandwidths, default_device, describe_device, measure_bandwidth,
+                             measure_bandwidths)
+from floorlab.figures import stacked_bar, timeline
+from floorlab.graphs import DEFAULT_BUCKETS, GraphRunner, capture_graph
+from floorlab.launches import LaunchCount, count_launches
+from floorlab.measure import Replay, Source, graph_replay, measure_path, profile_path, source_for
+from floorlab.model import Qwen3Decoder, build_model, prefill_random
+from floorlab.prose import fmt_gbps, fmt_ms, show_source, sig
+from floorlab.results import reference_figure, reference_run, run_stamp
+from floorlab.roofline import (BelowFloorError, Floor, check_floor, decode_floor, diagnose_gap,
+                               floor_ms, gap_ms, looks_like_dispatch, per_launch_us, what_if_ms)
+from floorlab.runs import Row, Run, measured_row
+from floorlab.shapes import PRESETS, Qwen3Shape, get_shape
+from floorlab.timelines import Timeline, kernel_table, steady_timeline
+from floorlab.timing import StepTimes, Timing, time_ms, time_with_issue, unsynchronised_time_ms
+
+__all__ = [
+    "NOT_ATTEMPTED", "Bandwidths", "default_device", "describe_device", "measure_bandwidth",
+    "measure_bandwidths", "stacked_bar", "timeline", "DEFAULT_BUCKETS", "GraphRunner",
+    "capture_graph", "LaunchCount", "count_launches", "Replay", "Source", "graph_replay",
+    "measure_path", "profile_path", "source_for", "Qwen3Decoder", "build_model", "prefill_random",
+    "fmt_gbps", "fmt_ms", "show_source", "sig", "reference_figure", "reference_run", "run_stamp",
+    "BelowFloorError", "Floor", "check_floor", "decode_floor", "diagnose_gap", "floor_ms", "gap_ms",
+    "looks_like_dispatch", "per_launch_us", "what_if_ms", "Row", "Run", "measured_row", "PRESETS",
+    "Qwen3Shape", "get_shape", "Timeline", "kernel_table", "steady_timeline", "StepTimes", "Timing",
+    "time_ms", "time_with_issue", "unsynchronised_time_ms",
+]

@@ -213,8 +213,9 @@ def answer_scale(small_name: str, small_fraction: float, big: ScaleAnswer, *,
                      "batch, the interactive end of serving, gain most from them.")
     else:
         lines.append("On this machine, though, the per-op cost is not dispatch: the operators "
-                     "themselves run below the streaming bandwidth, so graphs would not remove it. "
-                     "Faster operators would, and a bigger model hides them less, not more.")
+                     "themselves run below the streaming bandwidth, and a slow operator grows "
+                     "with the bytes it moves, so this fixed-cost estimate understates the 8B "
+                     "gap. Graphs would not remove it; faster operators would.")
     return "\n".join(lines)
 
 

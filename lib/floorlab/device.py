@@ -61,6 +61,15 @@ class Bandwidths:
         """Which measurement floor_gbps came from: "copy" or "read"."""
         return floor_bandwidth(self.as_gbps())[1]
 
+    def drift_note(self, later: "Bandwidths", *, tolerance: float = 0.2) -> str:
+        """A warning when a later measurement's floor bandwidth differs by more than tolerance, else ''."""
+        change = later.floor_gbps / self.floor_gbps - 1
+        if abs(change) <= tolerance:
+            return ""
+        return (f"warning: the bandwidth moved from {self.floor_gbps:.1f} to {later.floor_gbps:.1f} "
+                f"GB/s ({change:+.0%}) while this notebook ran; something else is using the "
+                "machine, so re-run before trusting these ratios.")
+
     def as_gbps(self) -> dict[str, float]:
         """{"copy": GB/s, "read": GB/s}."""
         return {"copy": self.copy.gbps, "read": self.read.gbps}

@@ -14,6 +14,7 @@ from matplotlib.lines import Line2D
 from matplotlib.patches import Patch
 from matplotlib.transforms import blended_transform_factory, offset_copy
 
+from floorlab.prose import fmt_ms
 from floorlab.roofline import is_below_floor
 
 # Okabe-Ito colours: distinguishable with every common colour-vision deficiency.
@@ -171,15 +172,15 @@ def stacked_bar(
         min_width = 0.13 * xmax
         for y, f, r, lo, is_below in zip(ys, floor_parts, rest_parts, lows, below):
             if f >= min_width and not is_below and f <= f + r - lo:
-                ax.text(f / 2, y, f"{f:.2f} ms", ha="center", va="center", color="white", fontsize=9)
+                ax.text(f / 2, y, fmt_ms(f), ha="center", va="center", color="white", fontsize=9)
             free = r - lo  # the part of the orange segment left of the whisker
             if free >= min_width:
-                ax.text(f + free / 2, y, f"{r:.2f} ms", ha="center", va="center", color=INK,
+                ax.text(f + free / 2, y, fmt_ms(r), ha="center", va="center", color=INK,
                         fontsize=9)
 
         for y, t, hi in zip(ys, totals, highs):
             ratio = t / floor_ms
-            text = f"{t:.3g} ms · {_times_floor(ratio)}"
+            text = f"{fmt_ms(t)} · {_times_floor(ratio)}"
             if is_below_floor(ratio):
                 text += " (below the floor: check the timer)"
             ax.annotate(text, xy=(t + hi, y), xytext=(6, 0), textcoords="offset points",
@@ -187,12 +188,12 @@ def stacked_bar(
                         zorder=5, bbox=dict(boxstyle="square,pad=0.15", fc="white", ec="none"))
 
         ax.axvline(floor_ms, color=INK, linestyle="--", linewidth=1.2, zorder=4,
-                   label=f"floor = bytes ÷ bandwidth = {floor_ms:.2f} ms")
+                   label=f"floor = bytes ÷ bandwidth = {fmt_ms(floor_ms)}")
         top = -0.95
         ax.set_ylim(len(values) - 0.45, top)
         on_left = floor_ms / xmax > 0.55
         ax.annotate(
-            f"floor = bytes ÷ bandwidth = {floor_ms:.2f} ms", xy=(floor_ms, top + 0.3),
+            f"floor = bytes ÷ bandwidth = {fmt_ms(floor_ms)}", xy=(floor_ms, top + 0.3),
             xytext=(-5 if on_left else 5, 0), textcoords="offset points",
             ha="right" if on_left else "left", va="center", fontsize=9, color=INK,
         )
@@ -271,12 +272,12 @@ def timeline(
                                linewidth=0, gid="gpu", zorder=2)
                 ax.set_title(f"GPU idle {tl.gpu_idle_share:.0%} of the step", loc="right",
                              color=IDLE_RED, fontsize=9.5, pad=4)
-                head = f"{tl.label} · {tl.kernels} kernels · step {tl.profiled_ms:.3g} ms profiled"
+                head = f"{tl.label} · {tl.kernels} kernels · step {fmt_ms(tl.profiled_ms)} profiled"
             else:
                 ax.text(0.01, y_gpu, "no GPU row: operators run on the CPU",
                         transform=blended_transform_factory(ax.transAxes, ax.transData),
                         ha="left", va="center", color=MUTED, fontstyle="italic", fontsize=9)
-                head = f"{tl.label} · {len(cpu)} CPU operators · step {tl.profiled_ms:.3g} ms profiled"
+                head = f"{tl.label} · {len(cpu)} CPU operators · step {fmt_ms(tl.profiled_ms)} profiled"
             ax.set_title(head, loc="left", color=INK, pad=4)
             if tl.span_us <= right_us:
                 ax.axvline(tl.span_us / scale, color=MUTED, linewidth=0.9, zorder=3)
@@ -284,8 +285,9 @@ def timeline(
                 ax.axvline(tl.timed_ms * 1e3 / scale, color=INK, linewidth=1.1, linestyle=":",
                            zorder=3)
             if tl.timed_ms:
-                ax.text(1.0, -0.5, tl.profiler_note(), transform=blended_transform_factory(
-                    ax.transAxes, ax.transData), ha="right", va="top", fontsize=8.5, color=MUTED)
+                ax.text(1.0, -0.72, tl.profiler_note(), transform=blended_transform_factory(
+                    ax.transAxes, ax.transData), ha="right", va="center", fontsize=8.5,
+                    color=MUTED, fontstyle="italic")
 
             # A few CPU calls (a graph replay) get their names written beside them.
             if 0 < len(cpu) <= 3:
@@ -295,7 +297,7 @@ def timeline(
                                     xytext=(5, 0), textcoords="offset points", ha="left",
                                     va="center", fontsize=8.5, color=CPU_GREY)
 
-            ax.set_ylim(-0.6, 1.6)
+            ax.set_ylim(-0.95, 1.6)
             ax.set_yticks([y_cpu, y_gpu], ["CPU", "GPU"])
             ax.tick_params(axis="y", length=0, pad=6)
             ax.tick_params(axis="x", labelbottom=True)

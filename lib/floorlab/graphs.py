@@ -17,6 +17,8 @@ from typing import Callable, Iterable
 
 import torch
 
+from floorlab.model import check_positions
+
 DEFAULT_BUCKETS = (1, 2, 4, 8, 16)
 
 StepFn = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
@@ -250,14 +252,9 @@ class GraphRunner:
             self.static_positions[batch:bucket].zero_()
 
     def _check_positions(self, positions: torch.Tensor) -> None:
-        """Refuse positions past the model's cache when they are on the host (free to read there)."""
         limit = getattr(self.model, "max_context", None)
-        if limit is None or positions.device.type != "cpu":
-            return
-        last = int(positions.max())
-        if last >= limit or int(positions.min()) < 0:
-            raise ValueError(f"position {last} is outside the model's cache of max_context={limit} "
-                             f"slots (0..{limit - 1}); build the model with max_context>={last + 1}")
+        if limit is not None:
+            check_positions(positions, limit)
 
     def _require_captured(self) -> None:
         if not self.captured:

@@ -27,6 +27,21 @@ def check_limits(batch: int, tokens: int, *, max_batch: int, max_context: int) -
                          f"build the model with max_context>={tokens}")
 
 
+def check_positions(positions: torch.Tensor, max_context: int) -> None:
+    """Refuse positions outside a cache of max_context slots, when they are on the host.
+
+    GPU positions are not read: that would stall the host and break graph capture.
+    """
+    if positions.device.type != "cpu" or not positions.numel():
+        return
+    low, high = int(positions.min()), int(positions.max())
+    if high >= max_context:
+        raise ValueError(f"position {high} is outside the cache of max_context={max_context} slots "
+                         f"(0..{max_context - 1}); build the model with max_context>={high + 1}")
+    if low < 0:
+        raise ValueError(f"position {low} is outside the cache; positions count from 0")
+
+
 def init_random_(params, *, seed: int, device) -> None:
     """Fill named parameters in place as the book's random models are made: norms 1, the rest N(0, 0.02)."""
     gen = torch.Generator(device=device).manual_seed(seed)
@@ -112,14 +127,7 @@ class Qwen3Decoder(nn.Module):
         check_limits(batch, tokens, max_batch=self.max_batch, max_context=self.max_context)
 
     def _check_positions(self, positions: torch.Tensor) -> None:
-        """Refuse positions past the cache. Only CPU positions are read: reading a GPU tensor
-        would stall the host (and break graph capture); GraphRunner.step checks its own inputs."""
-        if positions.device.type == "cpu" and positions.numel():
-            last = int(positions.max())
-            if last >= self.max_context or int(positions.min()) < 0:
-                raise ValueError(
-                    f"position {last} is outside the cache of max_context={self.max_context} slots "
-                    f"(0..{self.max_context - 1}); build the model with max_context>={last + 1}")
+        check_positions(positions, self.max_context)
 
     @torch.inference_mode()
     def prefill(self, tokens: torch.Tensor) -> torch.Tensor:

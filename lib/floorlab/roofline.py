@@ -83,8 +83,10 @@ class Floor:
 
     def arithmetic(self) -> str:
         """The floor as one line of arithmetic, e.g. '1.196 GB ÷ 4347 GB/s (read) = 0.275 ms'."""
-        return (f"{self.bytes_per_step / BYTES_PER_GB:.3f} GB ÷ {self.bandwidth_gbps:.0f} GB/s "
-                f"({self.bandwidth_kind}) = {self.floor_ms:.3f} ms")
+        from floorlab.prose import fmt_gbps, fmt_ms
+
+        return (f"{self.bytes_per_step / BYTES_PER_GB:.3f} GB ÷ {fmt_gbps(self.bandwidth_gbps)} "
+                f"({self.bandwidth_kind}) = {fmt_ms(self.floor_ms)}")
 
     def reads_note(self) -> str:
         """One sentence on what the floor counts against what the engine reads."""
@@ -108,8 +110,11 @@ class Floor:
 def floor_bandwidth(bandwidths) -> tuple[float, str]:
     """(GB/s, kind) the floor divides by: the larger measured bandwidth, since a floor is a lower bound.
 
-    bandwidths maps a kind ("copy", "read") to GB/s, or to an object with a .gbps.
+    bandwidths maps a kind ("copy", "read") to GB/s, or to an object with a .gbps, or is a
+    device.Bandwidths.
     """
+    if hasattr(bandwidths, "as_gbps"):
+        bandwidths = bandwidths.as_gbps()
     values = {kind: float(getattr(bw, "gbps", bw)) for kind, bw in dict(bandwidths).items()}
     if not values:
         raise ValueError("pass at least one measured bandwidth, e.g. {'copy': 4200.0, 'read': 4300.0}")

@@ -15,7 +15,7 @@ from floorlab.device import Bandwidths
 from floorlab.launches import LaunchCount
 from floorlab.roofline import Floor, achieved_gbps, check_floor
 from floorlab.timelines import Timeline
-from floorlab.timing import Timing
+from floorlab.timing import StepTimes, Timing
 
 LAYOUT = 2  # bump when the stored layout changes; Run.from_dict refuses other layouts
 STATUSES = ("measured", "absent", "failed")
@@ -53,6 +53,12 @@ class Row:
     def measured(self) -> bool:
         """True when the path ran and was timed."""
         return self.status == "measured" and self.timing is not None
+
+    def issue_note(self) -> str:
+        """A warning when the host's issue time exceeds the step beyond its spread, else ''."""
+        if self.timing is None or self.issue is None:
+            return ""
+        return StepTimes(step=self.timing, issue=self.issue).note()
 
     def to_dict(self) -> dict:
         """Plain dict, ready for JSON."""

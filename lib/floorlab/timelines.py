@@ -14,6 +14,7 @@ from typing import Callable
 import torch
 
 from floorlab.device import resolve_device
+from floorlab.prose import fmt_ms
 from floorlab.launches import (STEP_MARK, _base_name, _cuda_note, _has_aten_ancestor, _is_aten,
                                _is_gpu_event, _is_launch_call, _profile_calls, is_kernel_name,
                                merged_spans)
@@ -101,6 +102,14 @@ class Timeline:
         return busy / self.span_us if self.span_us > 0 else 0.0
 
     @property
+    def busy_ms(self) -> float:
+        """ms the device works in one timed step: the kernels' own time on a GPU; on a CPU, whose
+        host the profiler slows down, the operators' share of the profiled step times timed_ms."""
+        if self.gpu:
+            return self.gpu_busy_us / 1000.0
+        return self.busy_share * (self.timed_ms or self.profiled_ms)
+
+    @property
     def profiled_ms(self) -> float:
         """The step's span under the profiler, in ms."""
         return self.span_us / 1000.0
@@ -116,7 +125,7 @@ class Timeline:
             how = f"{ratio:.1f}× as long as"
         else:
             how = f"{ratio:.2f}× of"
-        return (f"profiled step {self.profiled_ms:.3g} ms, {how} the {self.timed_ms:.3g} ms "
+        return (f"profiled step {fmt_ms(self.profiled_ms)}, {how} the {fmt_ms(self.timed_ms)} "
                 "timed without the profiler")
 
     def to_dict(self) -> dict:

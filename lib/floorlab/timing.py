@@ -47,7 +47,9 @@ class Timing:
         """A one-line warning for a noisy timing, else ''."""
         if not self.noisy:
             return ""
-        return (f"warning: {what} is noisy (p10-p90 {self.p10_ms:.3g}-{self.p90_ms:.3g} ms, "
+        from floorlab.prose import sig
+
+        return (f"warning: {what} is noisy (p10-p90 {sig(self.p10_ms)}-{sig(self.p90_ms)} ms, "
                 f"{self.spread_ms / self.median_ms:.0%} of the median); something else was "
                 "running. Re-run it before reading much into it.")
 

@@ -1,0 +1,50 @@
+"""Numbers and code as the chapters print them: fixed notation, honest precision, real source.
+
+Prose numbers are written by MyST's {eval} role in the notebooks; these helpers
+give them one format everywhere, in JupyterLab and in the built site alike.
+"""
+from __future__ import annotations
+
+import inspect
+import math
+import textwrap
+
+COLUMN = 88  # characters a printed line may take in the site's content column
+
+
+def sig(value: float, digits: int = 3) -> str:
+    """value with `digits` significant figures, never in scientific notation: 1331, 7.80, 0.275."""
+    value = float(value)
+    if value == 0 or not math.isfinite(value):
+        return f"{value:g}"
+    decimals = max(digits - 1 - math.floor(math.log10(abs(value))), 0)
+    return f"{value:.{decimals}f}"
+
+
+def fmt_ms(ms: float, digits: int = 3) -> str:
+    """A time in ms as '7.80 ms', '1331 ms' or '0.275 ms'."""
+    return f"{sig(ms, digits)} ms"
+
+
+def fmt_gbps(gbps: float) -> str:
+    """A bandwidth at the precision the arithmetic divides by: '7.4 GB/s', '4347 GB/s'."""
+    return f"{gbps:.1f} GB/s" if gbps < 100 else f"{gbps:.0f} GB/s"
+
+
+def wrap(text: str, width: int = COLUMN) -> str:
+    """Text re-wrapped to the site's column, paragraph by paragraph (lines kept where they break)."""
+    return "\n".join(textwrap.fill(line, width, subsequent_indent="  ") if len(line) > width else line
+                     for line in text.splitlines())
+
+
+def source(obj) -> str:
+    """The source of a library function or class, as it runs, for a chapter to show."""
+    return textwrap.dedent(inspect.getsource(obj))
+
+
+def show_source(*objs):
+    """Display the source of library objects as highlighted code, in JupyterLab and in the site."""
+    from IPython.display import Markdown
+
+    blocks = [f"```python\n{source(obj).rstrip()}\n```" for obj in objs]
+    return Markdown("\n\n".join(blocks))
