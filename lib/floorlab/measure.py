@@ -76,11 +76,13 @@ class Replay:
 
     def summary(self) -> str:
         """A few printed lines: the replay, its bit-identity, speed-up and multiple of the floor."""
-        same = "yes" if self.graph.bit_identical else "NO"
+        same = {True: "yes", False: "NO", None: "not checked"}[self.graph.bit_identical]
+        if self.graph.max_abs_diff is not None:
+            same += f" (largest difference {self.graph.max_abs_diff:g})"
         return "\n".join([
             f"source                 {self.source.says()}",
-            f"graph replay           {self.graph.timing}",
-            f"bit-identical to eager {same} (largest difference {self.graph.max_abs_diff:g})",
+            f"{self.graph.path:<22} {self.graph.timing}",
+            f"bit-identical to eager {same}",
             f"speed-up over eager    {fmt_ms(self.eager.median_ms)} ÷ "
             f"{fmt_ms(self.graph.median_ms)} = {self.speedup:.2f}×",
             f"multiple of the floor  {self.graph.x_floor:.2f}× ({fmt_ms(self.floor.floor_ms)})",

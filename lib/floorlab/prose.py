@@ -9,7 +9,7 @@ import inspect
 import math
 import textwrap
 
-COLUMN = 88  # characters a printed line may take in the site's content column
+COLUMN = 76  # characters a printed line may take in the site's content column
 
 
 def sig(value: float, digits: int = 3) -> str:
