@@ -69,10 +69,11 @@ def padding_waste(batch: int, buckets: Iterable[int]) -> int:
 
 def capture_graph(fn: Callable[[], object], *, warmup: int = 3, pool=None,
                   stream: torch.cuda.Stream | None = None):
-    """Record one call of fn into a CUDA graph; returns (graph, fn's output, which replays overwrite).
+    """Record one call of fn into a CUDA graph; returns (graph, output).
 
-    fn is first called `warmup` times on the capture stream (a fresh side stream unless
-    one is given), as capture requires; every graph in the book is recorded here.
+    Every graph in the book is recorded here. fn first runs `warmup` times on
+    the capture stream (a fresh side stream unless one is given), as capture
+    requires. The output tensor is static: each replay overwrites it.
     """
     side = stream if stream is not None else torch.cuda.Stream()
     if warmup:
@@ -84,7 +85,7 @@ def capture_graph(fn: Callable[[], object], *, warmup: int = 3, pool=None,
         torch.cuda.synchronize()
     graph = torch.cuda.CUDAGraph()
     with torch.cuda.graph(graph, pool=pool, stream=side), torch.no_grad():
-        out = fn()
+        out = fn()  # recorded, not run: the kernels run at replay()
     return graph, out
 
 
@@ -178,31 +179,31 @@ class GraphRunner:
         self.capture_s = time.perf_counter() - start_s
         return self.capture_s
 
-    def step(self, tokens: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
-        """Return logits [B, V] for one decode step: a graph replay padded to the bucket, eager above it.
+    def step(self, tokens: torch.Tensor,
+             positions: torch.Tensor) -> torch.Tensor:
+        """Logits [B, V] for one decode step: a graph replay padded to the
+        bucket, or eager above the largest bucket.
 
-        Padding rows B..bucket-1 run token 0 at position 0, so they write the KV
-        cache of rows the live batch does not use, at position 0: cache rows
-        beyond the live batch must be free. The result is a clone, never a view
-        of the graph's static output.
+        Padding rows B..bucket-1 run token 0 at position 0, so they write the
+        KV cache of rows the live batch does not use: cache rows beyond the
+        live batch must be free. The result is a clone, never a view of the
+        graph's static output, which the next replay overwrites.
         """
         batch = _check_inputs(tokens, positions)
         self._check_positions(positions)
         bucket = self.bucket_for(batch)
         if bucket is None:
-            warnings.warn(
-                f"batch {batch} is above the largest captured bucket {self.largest_bucket}; "
-                "running eager",
-                EagerFallbackWarning,
-                stacklevel=2,
-            )
-            self.last_path = f"eager (batch {batch} > largest bucket {self.largest_bucket})"
+            warnings.warn(f"batch {batch} is above the largest captured "
+                          f"bucket {self.largest_bucket}; running eager",
+                          EagerFallbackWarning, stacklevel=2)
+            self.last_path = f"eager (batch {batch} > {self.largest_bucket})"
             self.last_padding = 0
             with torch.no_grad():
-                return self.step_fn(tokens.to(self.device), positions.to(self.device))
+                return self.step_fn(tokens.to(self.device),
+                                    positions.to(self.device))
         self._require_captured()
         with torch.no_grad():
-            self._load_inputs(tokens, positions, bucket)
+            self._load_inputs(tokens, positions, bucket)  # copy in, pad
             self.graphs[bucket].replay()
             out = self.static_outputs[bucket][:batch].clone()
         self.last_path = f"graph (bucket {bucket})"

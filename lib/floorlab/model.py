@@ -101,23 +101,31 @@ class Qwen3Decoder(nn.Module):
         self.register_buffer("mask_zero", torch.zeros((), **kw), persistent=False)
 
     # ---- the forward pass -------------------------------------------------------------
-    def _layer(self, i: int, x: torch.Tensor, cos: torch.Tensor, sin_signed: torch.Tensor, attend) -> None:
-        """Run layer i on x [B, T, hidden] in place; attend(i, q, k, v) returns [B, T, heads*head_dim]."""
+    def _layer(self, i: int, x: torch.Tensor, cos: torch.Tensor,
+               sin_signed: torch.Tensor, attend) -> None:
+        """Run layer i on x [B, T, hidden] in place.
+
+        attend(i, q, k, v) returns [B, T, heads * head_dim].
+        """
         s, w = self.shape, self.layers[i]
         batch, tokens = x.shape[:2]
         nq, nkv, d = s.num_heads, s.num_kv_heads, s.head_dim
-        h = F.rms_norm(x, (s.hidden_size,), w.input_norm, s.rms_norm_eps)
+        eps, rows = s.rms_norm_eps, batch * tokens
+        h = F.rms_norm(x, (s.hidden_size,), w.input_norm, eps)
         qkv = F.linear(h, w.qkv).view(batch, tokens, nq + 2 * nkv, d)
-        qk = F.rms_norm(qkv[:, :, : nq + nkv], (d,), None, s.rms_norm_eps)
+        qk = F.rms_norm(qkv[:, :, : nq + nkv], (d,), None, eps)
         qk[:, :, :nq].mul_(w.q_norm)
         qk[:, :, nq:].mul_(w.k_norm)
-        # RoPE, rotate_half convention: rotate_half(x) * sin == roll(x, d/2) * sin_signed
+        # RoPE: rotate_half(x) * sin == roll(x, d/2) * sin_signed
         qk_rot = (qk * cos).addcmul_(qk.roll(d // 2, dims=-1), sin_signed)
-        attn = attend(i, qk_rot[:, :, :nq], qk_rot[:, :, nq:], qkv[:, :, nq + nkv:])
-        x2d = x.view(batch * tokens, s.hidden_size)
-        x2d.addmm_(attn.reshape(batch * tokens, nq * d), w.o_proj.t())
-        gate, up = F.linear(F.rms_norm(x, (s.hidden_size,), w.post_norm, s.rms_norm_eps), w.gate_up).chunk(2, -1)
-        x2d.addmm_(F.silu(gate).mul_(up).view(batch * tokens, s.intermediate_size), w.down.t())
+        q, k, v = qk_rot[:, :, :nq], qk_rot[:, :, nq:], qkv[:, :, nq + nkv:]
+        attn = attend(i, q, k, v)
+        x2d = x.view(rows, s.hidden_size)
+        x2d.addmm_(attn.reshape(rows, nq * d), w.o_proj.t())
+        h = F.rms_norm(x, (s.hidden_size,), w.post_norm, eps)
+        gate, up = F.linear(h, w.gate_up).chunk(2, -1)
+        mlp = F.silu(gate).mul_(up).view(rows, s.intermediate_size)
+        x2d.addmm_(mlp, w.down.t())
 
     def _logits(self, x: torch.Tensor) -> torch.Tensor:
         h = F.rms_norm(x, (self.shape.hidden_size,), self.final_norm, self.shape.rms_norm_eps)
@@ -152,23 +160,31 @@ class Qwen3Decoder(nn.Module):
         return self._logits(x)
 
     @torch.inference_mode()
-    def decode_step(self, tokens: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
-        """Logits [B, vocab] for one token per row at its position; CUDA-graph capturable (no host syncs)."""
+    def decode_step(self, tokens: torch.Tensor,
+                    positions: torch.Tensor) -> torch.Tensor:
+        """Logits [B, vocab] for one token per row at its position.
+
+        CUDA-graph capturable: no host syncs, static buffers only.
+        """
         batch = tokens.shape[0]
         self._check(batch)
         self._check_positions(positions)
         s = self.shape
-        nkv, group, d = s.num_kv_heads, s.num_heads // s.num_kv_heads, s.head_dim
+        nkv, d = s.num_kv_heads, s.head_dim
+        group = s.num_heads // nkv
         rows = self.row_index[:batch]
         visible = self.context_index <= positions[:, None]
-        mask = torch.where(visible, self.mask_zero, float("-inf")).view(batch, 1, 1, self.max_context)
+        mask = torch.where(visible, self.mask_zero, float("-inf"))
+        mask = mask.view(batch, 1, 1, self.max_context)
 
         def attend(i, q, k, v):
             self.k_cache[i][rows, :, positions] = k[:, 0]
             self.v_cache[i][rows, :, positions] = v[:, 0]
-            # one query token: the query heads sharing a KV head become that head's query rows
+            # one query token: the query heads that share a KV head
+            # become that head's query rows
+            k_all, v_all = self.k_cache[i, :batch], self.v_cache[i, :batch]
             out = F.scaled_dot_product_attention(
-                q.view(batch, nkv, group, d), self.k_cache[i, :batch], self.v_cache[i, :batch], attn_mask=mask)
+                q.view(batch, nkv, group, d), k_all, v_all, attn_mask=mask)
             return out.reshape(batch, 1, -1)
 
         x = F.embedding(tokens, self.embed).view(batch, 1, s.hidden_size)
