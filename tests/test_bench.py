@@ -117,6 +117,7 @@ def test_skip_flags_leave_rows_absent_and_json_is_saved(skipped_run):
     assert "--skip-transformers" in notes["hf eager"]
     assert "--skip-fused" in notes["fused eager"]
     assert run.facts["parity"] == {}
+    assert "parity: not checked (--skip-transformers" in format_table(run)
     saved = Run.load(out)
     assert saved.facts["partial"] is False
     assert len(saved.rows) == 2 * len(PATHS)
@@ -224,6 +225,7 @@ def test_cli_unknown_preset_lists_known_ones(capsys):
     (["--context", "many"], "context must be a whole number"),
     (["--repeats", "0"], "repeats must be >= 1"),
     (["--out", "bench.txt"], "should end in .json"),
+    (["--presets", ","], "no preset given"),
 ])
 def test_cli_bad_values_say_how_to_fix(argv, message, capsys):
     with pytest.raises(SystemExit):

@@ -85,8 +85,9 @@ def parse_args(argv=None) -> argparse.Namespace:
         names = [n for item in args.presets for n in _list_arg(item)]
         unknown = [n for n in names if n not in PRESETS]
         if unknown or not names:
-            parser.error(f"unknown preset {', '.join(map(repr, unknown)) or 'list'}; known presets: "
-                         f"{', '.join(PRESETS)} (pass one or more, e.g. --presets qwen3-0.6b qwen3-8b)")
+            what = f"unknown preset {', '.join(map(repr, unknown))}" if unknown else "no preset given"
+            parser.error(f"{what}; known presets: {', '.join(PRESETS)} "
+                         "(pass one or more, e.g. --presets qwen3-0.6b qwen3-8b)")
         args.presets = names
     if args.batches:
         args.batches = sorted({b for group in args.batches for b in group})

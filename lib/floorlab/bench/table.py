@@ -60,6 +60,8 @@ def format_table(run: Run) -> str:
     lines.append("")
     for preset, facts in run.facts.get("parity", {}).items():
         lines.append(f"parity {preset} (relative L2 vs transformers in float32): {parity.summary(facts)}")
+    if run.settings.get("skip_transformers"):
+        lines.append("parity: not checked (--skip-transformers leaves transformers' model out)")
     for preset, facts in run.facts.get("limits", {}).items():
         text = facts.get("verdict", {}).get("summary") or facts.get("error", "not measured")
         lines.append(f"limits {preset} b{facts.get('batch', '?')}: {text}")
