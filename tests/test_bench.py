@@ -8,9 +8,11 @@ import torch
 from floorlab.bench import format_table, run_bench
 from floorlab.bench.cli import default_out_path, device_slug, parse_args
 from floorlab.bench.engine import NO_GRAPHS
-from floorlab.bench.rows import Case, Rows
+from floorlab.bench.inputs import decode_inputs, prefill
+from floorlab.bench.rows import GRAPH_COUNT_NOTE, Case, Rows, measure_graph_row
 from floorlab.bench.settings import PATHS, make_settings
 from floorlab.bench.targets import FLOOR_TARGETS, RACE_TARGETS, evaluate_targets
+from floorlab.model import build_model
 from floorlab.roofline import decode_floor
 from floorlab.runs import Row, Run
 from floorlab.shapes import PRESETS, Qwen3Shape
@@ -142,6 +144,38 @@ def test_failed_and_absent_rows_say_what_and_why():
     absent = rows.absent(case, "hf graph", NO_GRAPHS)
     assert (absent.status, absent.note) == ("absent", NO_GRAPHS)
     assert rows.rows == [failed, absent]
+
+
+class _EagerRunner:
+    """Stands in for a GraphRunner on the CPU: its 'replay' launches nothing the profiler sees."""
+
+    def __init__(self, model):
+        self.model, self.last_max_abs_diff = model, None
+
+    def step(self, tokens, positions):
+        return self.model.decode_step(tokens, positions)
+
+    def replay_fn(self, batch):
+        return lambda: None
+
+    def check_bit_identical(self, tokens, positions):
+        self.last_max_abs_diff = 0.0
+        return True
+
+
+@pytest.mark.parametrize("fresh_prefill", [False, True])
+def test_graph_row_counts_on_the_eager_step_and_checks_bits(fresh_prefill):
+    model = build_model(TINY, max_batch=1, max_context=16)
+    data = decode_inputs(TINY, 1, 4, "cpu")
+    floor = decode_floor(TINY, batch=1, prompt_tokens=4, bandwidths={"copy": 20.0})
+    case, rows = Case(TINY, floor, torch.device("cpu"), 0, 1), Rows()
+    prefill(model, data[0])
+    row = measure_graph_row(rows, case, "plain graph", _EagerRunner(model), data,
+                            lambda: model.decode_step(*data[1:]),
+                            model=model if fresh_prefill else None)
+    assert row.measured and row.bit_identical is True and row.max_abs_diff == 0.0
+    assert row.kernels > 0 and GRAPH_COUNT_NOTE in row.note
+    assert rows.launches["tiny b1 plain graph"].kernels == row.kernels
 
 
 def _row(path, ms, x_floor, preset="qwen3-0.6b", kernels=300, issue_ms=None):
