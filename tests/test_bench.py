@@ -1,120 +1,242 @@
-"""The bench on a tiny shape: every row has its keys, absent rows say why, the CLI refuses bad input."""
-import json
+"""The bench on a tiny shape: typed rows, floors from decode_floor, absent rows say why, FAIL lines
+say what caused them, the CLI refuses bad input. CPU tests never assert a time."""
 from pathlib import Path
 
 import pytest
 import torch
 
-from floorlab import bench
-from floorlab.results import load_json, save_json
+from floorlab.bench import format_table, run_bench
+from floorlab.bench.cli import default_out_path, device_slug, parse_args
+from floorlab.bench.engine import NO_GRAPHS
+from floorlab.bench.inputs import decode_inputs, prefill
+from floorlab.bench.rows import GRAPH_COUNT_NOTE, Case, Rows, measure_graph_row
+from floorlab.bench.settings import PATHS, make_settings
+from floorlab.bench.targets import FLOOR_TARGETS, RACE_TARGETS, evaluate_targets
+from floorlab.model import build_model
+from floorlab.roofline import decode_floor
+from floorlab.runs import Row, Run
 from floorlab.shapes import PRESETS, Qwen3Shape
+from floorlab.timing import Timing
 
 TINY = Qwen3Shape(hidden_size=64, intermediate_size=128, num_layers=2, num_heads=4, num_kv_heads=2,
                   head_dim=16, vocab_size=256, tie_word_embeddings=True, name="tiny")
+UNTIED = Qwen3Shape(hidden_size=64, intermediate_size=128, num_layers=2, num_heads=4, num_kv_heads=2,
+                    head_dim=16, vocab_size=512, tie_word_embeddings=False, name="untied")
 
 
 @pytest.fixture(scope="module")
-def cpu_result():
-    return bench.run_bench([TINY], [1], 8, repeats=2, warmup=1, device="cpu", progress=False)
+def cpu_run():
+    return run_bench([TINY], [1], 8, repeats=2, warmup=1, device="cpu", progress=False)
 
 
-def test_every_path_has_a_row_with_every_key(cpu_result):
-    rows = cpu_result["rows"]
-    assert sorted(r["path"] for r in rows) == sorted(bench.PATHS)
-    for row in rows:
-        assert set(bench.ROW_KEYS) <= set(row)
-        assert row["preset"] == "tiny" and row["batch"] == 1 and row["context"] == 8
-        assert row["status"] in ("measured", "absent", "failed")
+def test_every_path_has_one_typed_row(cpu_run):
+    assert isinstance(cpu_run, Run) and cpu_run.kind == "bench"
+    assert [r.path for r in cpu_run.rows] == list(PATHS)
+    for row in cpu_run.rows:
+        assert isinstance(row, Row)
+        assert (row.preset, row.batch) == ("tiny", 1)
+        assert row.status in ("measured", "absent", "failed")
 
 
-def test_cpu_measures_eager_rows(cpu_result):
-    measured = {r["path"]: r for r in cpu_result["rows"] if r["status"] == "measured"}
+def test_cpu_measures_eager_rows(cpu_run):
+    measured = {r.path: r for r in cpu_run.rows if r.measured}
     assert set(measured) == {"plain eager", "hf eager"}
+    floor = cpu_run.floor("tiny", 1)
     for row in measured.values():
-        assert row["p10_ms"] <= row["median_ms"] <= row["p90_ms"]
-        assert row["x_floor"] == pytest.approx(row["median_ms"] / cpu_result["configs"][0]["floor_ms"])
-        assert row["achieved_gbps"] > 0
-        assert row["kernels"] > 0
-        assert row["kernels_per_layer"] == pytest.approx(row["kernels"] / TINY.num_layers)
+        assert row.timing.p10_ms <= row.median_ms <= row.timing.p90_ms
+        assert row.issue is not None
+        assert row.x_floor == pytest.approx(row.median_ms / floor.floor_ms)
+        assert row.achieved_gbps > 0
+        assert row.kernels > 0
+        assert row.kernels_per_layer == pytest.approx(row.kernels / TINY.num_layers)
+        assert cpu_run.launches[f"tiny b1 {row.path}"].kernels == row.kernels
 
 
-def test_cpu_says_why_graph_rows_are_absent(cpu_result):
-    absent = {r["path"]: r["note"] for r in cpu_result["rows"] if r["status"] == "absent"}
+def test_cpu_says_why_graph_rows_are_absent(cpu_run):
+    absent = {r.path: r for r in cpu_run.rows if r.status == "absent"}
     for path in ("plain graph", "fused graph", "hf graph", "hf compile"):
-        assert bench.NO_GRAPHS in absent[path]
-    assert "CPU" in absent["fused eager"]
-    table = bench.format_table(cpu_result)
-    assert bench.NO_GRAPHS in table
+        assert NO_GRAPHS in absent[path].note
+        assert absent[path].timing is None and absent[path].x_floor is None
+    assert "CPU" in absent["fused eager"].note
+    table = format_table(cpu_run)
+    assert f"absent: {NO_GRAPHS}" in table
     assert "targets:" in table
 
 
-def test_floor_bandwidth_and_targets(cpu_result):
-    config = cpu_result["configs"][0]
-    copy_gbps = cpu_result["bandwidth"]["copy"]["gbps"]
-    assert config["floor_ms"] == pytest.approx(config["bytes_per_step"] / (copy_gbps * 1e9) * 1e3)
-    assert cpu_result["floor_bandwidth"] == "copy"
-    assert len(cpu_result["targets"]) == len(bench.FLOOR_TARGETS) + len(bench.RACE_TARGETS)
-    assert all(t["passed"] is None for t in cpu_result["targets"])  # no preset measured
+@pytest.fixture(scope="module")
+def skipped_run(tmp_path_factory):
+    out = tmp_path_factory.mktemp("bench") / "bench.json"
+    run = run_bench([UNTIED], [1, 3], 8, repeats=1, warmup=0, device="cpu", progress=False,
+                    skip_transformers=True, skip_fused=True, save_to=out)
+    return run, out
 
 
-def test_diagnose_and_parity(cpu_result):
-    d = cpu_result["diagnose"]["tiny"]
-    assert set(d["gemv"]) == {"qkv", "o_proj", "gate_up", "down", "lm_head"}
-    assert d["largest_gemv"]["bytes"] == max(g["bytes"] for g in d["gemv"].values())
-    assert d["gemv_only_ms"] > 0
-    assert d["limits"]["path"] == "plain eager"
-    parity = cpu_result["parity"]["tiny"]
-    assert parity["plain_vs_hf"] <= parity["tolerance"]
+@pytest.mark.parametrize("which", ["tied", "untied"])
+def test_floors_are_decode_floor_of_each_configuration(which, cpu_run, skipped_run):
+    run = cpu_run if which == "tied" else skipped_run[0]
+    shape = TINY if which == "tied" else UNTIED
+    batches = run.settings["batches"]
+    settings = make_settings([shape], batches, 8, repeats=run.settings["repeats"],
+                             warmup=run.settings["warmup"], device="cpu")
+    assert [(f.preset, f.batch) for f in run.floors] == [(shape.name, b) for b in batches]
+    for floor in run.floors:
+        assert floor == decode_floor(shape, batch=floor.batch, prompt_tokens=8,
+                                     bandwidths=run.bandwidths.as_gbps(),
+                                     cache_tokens=settings.cache_tokens)
+        assert floor.bandwidth_kind == run.bandwidths.floor_kind
+    table = format_table(run)
+    assert f"floors use the larger, {run.bandwidths.floor_kind}" in table
+    for floor in run.floors:
+        assert floor.arithmetic() in table and floor.reads_note() in table
 
 
-def test_result_round_trips_through_json(cpu_result, tmp_path):
-    path = save_json(cpu_result, tmp_path / "bench.json")
-    loaded = load_json(path)
-    assert loaded["rows"] == json.loads(json.dumps(cpu_result["rows"]))
-    assert loaded["device"]["kind"] == "cpu"
+def test_limits_and_parity(cpu_run):
+    limits = cpu_run.facts["limits"]["tiny"]
+    assert set(limits["gemv"]) == {"qkv", "o_proj", "gate_up", "down", "lm_head"}
+    assert limits["largest_gemv"]["bytes"] == max(g["bytes"] for g in limits["gemv"].values())
+    assert limits["gemv_only_ms"] > 0
+    assert limits["verdict"]["path"] == "plain eager"
+    assert "CUDA GPU" in limits["kernels_note"]
+    parity = cpu_run.facts["parity"]["tiny"]
+    for key in ("engine_bf16_vs_fp32", "hf_bf16_vs_fp32", "engine_fp32_vs_hf_fp32"):
+        assert parity[key] >= 0
+    assert parity["engine_fp32_vs_hf_fp32"] <= parity["fp32_tolerance"]
+    assert parity["passed"] is True
+    assert "(relative L2 vs transformers in float32): PASS" in format_table(cpu_run)
 
 
-def test_skip_flags_leave_rows_absent_and_json_is_saved(tmp_path):
-    out = tmp_path / "bench.json"
-    result = bench.run_bench([TINY], [2], 4, repeats=1, warmup=0, device="cpu", progress=False,
-                             skip_transformers=True, skip_fused=True, save_to=out)
-    notes = {r["path"]: r["note"] for r in result["rows"]}
+def test_run_round_trips_through_json(cpu_run, tmp_path):
+    path = cpu_run.save(tmp_path / "bench.json")
+    loaded = Run.load(path)
+    assert [r.to_dict() for r in loaded.rows] == [r.to_dict() for r in cpu_run.rows]
+    assert loaded.floors == cpu_run.floors
+    assert format_table(loaded) == format_table(cpu_run)
+
+
+def test_skip_flags_leave_rows_absent_and_json_is_saved(skipped_run):
+    run, out = skipped_run
+    notes = {r.path: r.note for r in run.rows}
     assert "--skip-transformers" in notes["hf eager"]
     assert "--skip-fused" in notes["fused eager"]
-    assert result["parity"] == {}
-    saved = load_json(out)
-    assert saved["partial"] is False
-    assert len(saved["rows"]) == len(bench.PATHS)
-    assert "bandwidth: copy" in saved["stage_s"]
+    assert run.facts["parity"] == {}
+    assert "parity: not checked (--skip-transformers" in format_table(run)
+    saved = Run.load(out)
+    assert saved.facts["partial"] is False
+    assert len(saved.rows) == 2 * len(PATHS)
+    assert "bandwidth: copy and read" in saved.facts["stage_s"]
 
 
-def test_evaluate_targets_pass_and_fail():
-    def row(path, ms, x_floor, preset="qwen3-0.6b"):
-        return {"path": path, "preset": preset, "batch": 1, "status": "measured",
-                "median_ms": ms, "x_floor": x_floor}
+def _case(preset="qwen3-0.6b", batch=1) -> Case:
+    floor = decode_floor(PRESETS[preset], batch=batch, prompt_tokens=32,
+                         bandwidths={"copy": 4200.0, "read": 4300.0})
+    return Case(PRESETS[preset], floor, torch.device("cpu"), 0, 1)
 
-    rows = [row("fused graph", 0.5, 1.8), row("plain graph", 1.3, 4.6),
-            row("hf graph", 5.0, 18.0), row("hf compile", 1.0, 3.5),
-            row("fused graph", 4.0, 1.3, preset="qwen3-8b")]
-    verdicts = {t["target"]: t["passed"] for t in bench.evaluate_targets(rows)}
+
+def test_failed_and_absent_rows_say_what_and_why():
+    rows, case = Rows(), _case()
+
+    def broken():
+        raise RuntimeError("out of memory\n  while capturing")
+
+    failed = rows.attempt(case, "plain graph", broken)
+    assert failed.status == "failed" and failed.timing is None
+    assert failed.note == "failed: RuntimeError: out of memory while capturing"
+    absent = rows.absent(case, "hf graph", NO_GRAPHS)
+    assert (absent.status, absent.note) == ("absent", NO_GRAPHS)
+    assert rows.rows == [failed, absent]
+
+
+class _EagerRunner:
+    """Stands in for a GraphRunner on the CPU: its 'replay' launches nothing the profiler sees."""
+
+    def __init__(self, model):
+        self.model, self.last_max_abs_diff = model, None
+
+    def step(self, tokens, positions):
+        return self.model.decode_step(tokens, positions)
+
+    def replay_fn(self, batch):
+        return lambda: None
+
+    def check_bit_identical(self, tokens, positions):
+        self.last_max_abs_diff = 0.0
+        return True
+
+
+@pytest.mark.parametrize("fresh_prefill", [False, True])
+def test_graph_row_counts_on_the_eager_step_and_checks_bits(fresh_prefill):
+    model = build_model(TINY, max_batch=1, max_context=16)
+    data = decode_inputs(TINY, 1, 4, "cpu")
+    floor = decode_floor(TINY, batch=1, prompt_tokens=4, bandwidths={"copy": 20.0})
+    case, rows = Case(TINY, floor, torch.device("cpu"), 0, 1), Rows()
+    prefill(model, data[0])
+    row = measure_graph_row(rows, case, "plain graph", _EagerRunner(model), data,
+                            lambda: model.decode_step(*data[1:]),
+                            model=model if fresh_prefill else None)
+    assert row.measured and row.bit_identical is True and row.max_abs_diff == 0.0
+    assert row.kernels > 0 and GRAPH_COUNT_NOTE in row.note
+    assert rows.launches["tiny b1 plain graph"].kernels == row.kernels
+
+
+def _row(path, ms, x_floor, preset="qwen3-0.6b", kernels=300, issue_ms=None):
+    timing = Timing.from_samples([ms])
+    issue = Timing.from_samples([issue_ms]) if issue_ms is not None else None
+    return Row(path=path, preset=preset, batch=1, timing=timing, issue=issue, x_floor=x_floor,
+               kernels=kernels, kernels_per_layer=kernels / 28)
+
+
+def test_targets_pass_fail_and_explain_each_miss():
+    rows = [_row("fused graph", 0.5, 1.8), _row("plain graph", 1.3, 4.6, kernels=400),
+            _row("hf graph", 5.0, 18.0, issue_ms=4.5), _row("hf compile", 1.0, 3.5, kernels=250),
+            _row("fused graph", 20.0, 5.3, preset="qwen3-8b")]
+    limits = {"qwen3-8b": {"batch": 1, "gemv_only_x_floor": 3.4,
+                           "kernels": {"fused graph": {"overhead_us_per_kernel": 12.5,
+                                                       "gpu_idle_us": 40.0}}}}
+    targets = {t["target"]: t for t in evaluate_targets(rows, limits)}
+    assert len(targets) == len(FLOOR_TARGETS) + len(RACE_TARGETS)
+    verdicts = {name: t["passed"] for name, t in targets.items()}
     assert verdicts["qwen3-0.6b b1: fused graph <= 2.0x the floor"] is True
     assert verdicts["qwen3-0.6b b1: plain graph <= 4.0x the floor"] is False
     assert verdicts["qwen3-8b b1: fused graph <= 1.25x the floor"] is False
     assert verdicts["qwen3-0.6b b1: fused graph faster than hf compile"] is True
     assert verdicts["qwen3-0.6b b1: plain graph faster than hf compile"] is False
     assert verdicts["qwen3-0.6b b1: plain graph faster than hf graph"] is True
+    eight = targets["qwen3-8b b1: fused graph <= 1.25x the floor"]["note"]
+    assert eight.startswith("missed: 5.30x; the GEMVs alone take 3.40x the floor")
+    assert "12.5 µs each" in eight and eight.endswith("(limits)")
+    race = targets["qwen3-0.6b b1: plain graph faster than hf compile"]["note"]
+    assert race.startswith("missed: 1.30x hf compile's time;")
+    assert "400 kernels" in race and "250 kernels" in race
+
+
+def test_format_table_explains_every_fail_line(cpu_run):
+    rows = [_row("fused graph", 0.9, 3.1), _row("plain graph", 1.3, 4.6, kernels=400),
+            _row("hf compile", 1.0, 3.5, kernels=250, issue_ms=0.95)]
+    run = Run(kind="bench", stamp=cpu_run.stamp, device=cpu_run.device,
+              bandwidths=cpu_run.bandwidths, rows=rows,
+              facts={"targets": evaluate_targets(rows), "partial": False})
+    fails = [line for line in format_table(run).splitlines() if line.strip().startswith("FAIL")]
+    assert len(fails) == 3
+    for line in fails:
+        assert "(missed: " in line and "kernels" in line
+    assert all("not measured" not in line for line in fails)
+
+
+def test_format_table_refuses_an_old_dict():
+    with pytest.raises(TypeError, match="floorlab.runs.Run"):
+        format_table({"rows": []})
 
 
 def test_device_slug_and_default_path():
-    assert bench.device_slug({"kind": "cuda", "name": "NVIDIA H200"}) == "nvidia-h200"
-    assert bench.device_slug({"kind": "cpu", "name": "AMD EPYC 7B13"}) == "cpu-amd-epyc-7b13"
-    path = bench.default_out_path({"kind": "cuda", "name": "NVIDIA H200"})
+    assert device_slug({"kind": "cuda", "name": "NVIDIA H200"}) == "nvidia-h200"
+    assert device_slug({"kind": "cpu", "name": "AMD EPYC 7B13"}) == "cpu-amd-epyc-7b13"
+    path = default_out_path({"kind": "cuda", "name": "NVIDIA H200"})
     assert path.name == "bench-nvidia-h200.json" and path.parent.name == "figures"
 
 
 def test_cli_parses_lists():
-    args = bench.parse_args(["--presets", "qwen3-0.6b,qwen3-8b", "--batches", "8", "1",
-                             "--context", "16", "--repeats", "3", "--skip-fused"])
+    args = parse_args(["--presets", "qwen3-0.6b,qwen3-8b", "--batches", "8", "1",
+                       "--context", "16", "--repeats", "3", "--skip-fused"])
     assert args.presets == ["qwen3-0.6b", "qwen3-8b"]
     assert args.batches == [1, 8]
     assert (args.context, args.repeats, args.skip_fused, args.skip_transformers) == (16, 3, True, False)
@@ -122,7 +244,7 @@ def test_cli_parses_lists():
 
 def test_cli_unknown_preset_lists_known_ones(capsys):
     with pytest.raises(SystemExit) as exit_info:
-        bench.parse_args(["--presets", "qwen3-9b"])
+        parse_args(["--presets", "qwen3-9b"])
     assert exit_info.value.code == 2
     err = capsys.readouterr().err
     assert "qwen3-9b" in err
@@ -132,41 +254,55 @@ def test_cli_unknown_preset_lists_known_ones(capsys):
 @pytest.mark.parametrize("argv, message", [
     (["--batches", "0"], "from 1 to 16"),
     (["--batches", "17"], "from 1 to 16"),
-    (["--batches", "eight"], "whole numbers"),
-    (["--context", "0"], "context must be"),
+    (["--batches", "eight"], "whole number such as 1 or 8"),
+    (["--context", "0"], "context must be from 1 to 8192"),
     (["--context", "many"], "context must be a whole number"),
-    (["--repeats", "0"], "repeats must be"),
+    (["--repeats", "0"], "repeats must be >= 1"),
+    (["--out", "bench.txt"], "should end in .json"),
+    (["--presets", ","], "no preset given"),
 ])
 def test_cli_bad_values_say_how_to_fix(argv, message, capsys):
     with pytest.raises(SystemExit):
-        bench.parse_args(argv)
+        parse_args(argv)
     assert message in capsys.readouterr().err
 
 
 def test_cli_out_folder_is_refused(tmp_path, capsys):
     with pytest.raises(SystemExit):
-        bench.parse_args(["--out", str(tmp_path)])
+        parse_args(["--out", str(tmp_path)])
     assert "is a folder" in capsys.readouterr().err
 
 
-@pytest.mark.parametrize("kwargs", [{"batches": [0]}, {"context": 0}, {"repeats": 0}])
-def test_run_bench_refuses_bad_settings(kwargs):
+@pytest.mark.parametrize("kwargs, message", [
+    ({"batches": [0]}, "every batch size must be a whole number from 1 to 16"),
+    ({"batches": []}, "at least one preset and one batch size"),
+    ({"context": 0}, "context must be a whole number from 1"),
+    ({"repeats": 0}, "repeats must be a whole number >= 1"),
+    ({"presets": ["qwen3-9b"]}, "unknown preset 'qwen3-9b'"),
+])
+def test_run_bench_refuses_bad_settings(kwargs, message):
     settings = {"presets": [TINY], "batches": [1], "context": 4, "device": "cpu", "progress": False}
     settings.update(kwargs)
-    with pytest.raises(ValueError):
-        bench.run_bench(**settings)
+    with pytest.raises(ValueError, match=message):
+        run_bench(**settings)
 
 
 @pytest.mark.gpu
-def test_gpu_bench_small_shape_measures_every_path():
+def test_gpu_bench_small_shape_measures_every_path(tmp_path):
     small = Qwen3Shape(1024, 3072, 4, 16, 8, 128, 151936, True, name="small")
-    result = bench.run_bench([small], [1], 16, repeats=5, warmup=2, progress=False)
-    rows = {r["path"]: r for r in result["rows"]}
-    failed = {p: r["note"] for p, r in rows.items() if r["status"] != "measured"}
+    run = run_bench([small], [1, 2], 16, repeats=5, warmup=2, progress=False,
+                    save_to=tmp_path / "bench.json")
+    rows = {(r.path, r.batch): r for r in run.rows}
+    failed = {key: r.note for key, r in rows.items() if not r.measured}
     assert not failed
-    assert rows["plain graph"]["bit_identical"] is True
-    assert rows["fused graph"]["bit_identical"] is True
-    assert rows["fused graph"]["median_ms"] < rows["plain eager"]["median_ms"]
-    assert result["parity"]["small"]["passed"]
-    assert Path(bench.default_out_path(result["device"])).suffix == ".json"
-    assert torch.cuda.is_available()
+    for batch in (1, 2):
+        assert rows["plain graph", batch].bit_identical is True
+        assert rows["fused graph", batch].bit_identical is True
+        assert rows["fused graph", batch].median_ms < rows["plain eager", batch].median_ms
+    assert run.facts["parity"]["small"]["passed"], run.facts["parity"]["small"]
+    limits = run.facts["limits"]["small"]
+    assert set(limits["kernels"]) == {"plain eager", "plain graph", "fused eager", "fused graph"}
+    assert all(k.get("kernels") for k in limits["kernels"].values()), limits["kernels"]
+    assert "small b1 fused graph" in run.timelines
+    assert Run.load(tmp_path / "bench.json").facts["partial"] is False
+    assert Path(default_out_path(run.device)).suffix == ".json"

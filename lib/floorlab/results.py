@@ -82,7 +82,12 @@ def reference_run(name: str = DEFAULT_REFERENCE):
     path = folder / f"{name}.json"
     if not path.is_file():
         raise _missing("reference run", name, folder, _available(folder, ".json"))
-    return Run.load(path)
+    try:
+        return Run.load(path)
+    except ValueError as err:  # a file stored before the Run layout, or in another one
+        raise ValueError(f"reference run {path} cannot be read as a Run ({err}); until it is "
+                         f"remade on that card, read its raw JSON with "
+                         f"floorlab.results.load_json({str(path)!r})") from None
 
 
 def reference_figure(name: str) -> Path:

@@ -1,0 +1,95 @@
+"""The book's targets, checked as ratios measured in the same run; a miss carries its measured cause."""
+from __future__ import annotations
+
+from floorlab.roofline import HOST_BOUND_SHARE
+from floorlab.runs import Row
+
+# (preset, batch, path, most x the floor) and (preset, batch, path, the path it must beat)
+FLOOR_TARGETS = (("qwen3-0.6b", 1, "fused graph", 2.0),
+                 ("qwen3-0.6b", 1, "plain graph", 4.0),
+                 ("qwen3-8b", 1, "fused graph", 1.25))
+RACE_TARGETS = (("qwen3-0.6b", 1, "fused graph", "hf graph"),
+                ("qwen3-0.6b", 1, "fused graph", "hf compile"),
+                ("qwen3-0.6b", 1, "plain graph", "hf graph"),
+                ("qwen3-0.6b", 1, "plain graph", "hf compile"))
+
+
+def _find(rows: list[Row], preset: str, batch: int, path: str) -> Row | None:
+    return next((r for r in rows if r.preset == preset and r.batch == batch and r.path == path), None)
+
+
+def _missing(row: Row | None, path: str) -> str:
+    """Why a target could not be judged: the row's own note, or that the run left it out."""
+    if row is None:
+        return f"{path} was not measured in this run"
+    return f"{path} {row.status}: {row.note}" if row.note else f"{path} {row.status}"
+
+
+def _kernels(row: Row) -> str:
+    if row.kernels is None:
+        return "an uncounted number of kernels"
+    return f"{row.kernels} kernels ({row.kernels_per_layer:.1f} per layer)"
+
+
+def _host_bound(row: Row) -> str:
+    """A clause when the host needs most of the step just to issue it, else ''."""
+    if row.issue is None or row.issue.median_ms < HOST_BOUND_SHARE * row.median_ms:
+        return ""
+    return (f"the host needs {row.issue.median_ms:.3f} ms to issue its {row.median_ms:.3f} ms "
+            "step, so the device waits for it")
+
+
+def floor_cause(row: Row, limits: dict | None) -> str:
+    """Why a measured row sits where it does above its floor, in words, from the run's limits."""
+    causes = [_host_bound(row)]
+    if limits and limits.get("batch") == row.batch and "gemv_only_x_floor" in limits:
+        causes.append(f"the GEMVs alone take {limits['gemv_only_x_floor']:.2f}x the floor")
+        kernel = limits.get("kernels", {}).get(row.path, {})
+        if kernel.get("overhead_us_per_kernel") is not None:
+            causes.append(f"its {_kernels(row)} cost {kernel['overhead_us_per_kernel']:.1f} µs each "
+                          f"beyond their bytes, with the GPU idle {kernel['gpu_idle_us']:.0f} µs")
+        else:
+            causes.append(f"it runs {_kernels(row)}")
+        return "; ".join(c for c in causes if c) + " (limits)"
+    causes.append(f"it runs {_kernels(row)}; no limits were measured at this batch")
+    return "; ".join(c for c in causes if c)
+
+
+def race_cause(row: Row, rival: Row) -> str:
+    """Why row is not faster than rival, in words: kernels and issue time side by side."""
+    causes = [f"{row.path} runs {_kernels(row)} against {rival.path}'s {_kernels(rival)}",
+              _host_bound(row)]
+    if row.x_floor is not None and rival.x_floor is not None:
+        causes.append(f"{row.x_floor:.2f}x against {rival.x_floor:.2f}x the floor")
+    return "; ".join(c for c in causes if c)
+
+
+def evaluate_targets(rows: list[Row], limits: dict[str, dict] | None = None) -> list[dict]:
+    """Each target's value, passed (None when not measured) and a note: the cause of a miss, or why absent."""
+    limits = limits or {}
+    out = []
+    for preset, batch, path, most in FLOOR_TARGETS:
+        row = _find(rows, preset, batch, path)
+        target = {"target": f"{preset} b{batch}: {path} <= {most}x the floor", "preset": preset,
+                  "batch": batch, "path": path, "limit": most, "value": None, "passed": None}
+        if row is None or not row.measured:
+            target["note"] = _missing(row, path)
+        else:
+            target.update(value=row.x_floor, passed=row.x_floor <= most)
+            target["note"] = "" if target["passed"] else (
+                f"missed: {row.x_floor:.2f}x; {floor_cause(row, limits.get(preset))}")
+        out.append(target)
+    for preset, batch, path, rival_path in RACE_TARGETS:
+        row, rival = _find(rows, preset, batch, path), _find(rows, preset, batch, rival_path)
+        target = {"target": f"{preset} b{batch}: {path} faster than {rival_path}", "preset": preset,
+                  "batch": batch, "path": path, "limit": 1.0, "value": None, "passed": None}
+        if row is None or not row.measured or rival is None or not rival.measured:
+            bad = (row, path) if row is None or not row.measured else (rival, rival_path)
+            target["note"] = _missing(*bad)
+        else:
+            ratio = row.median_ms / rival.median_ms
+            target.update(value=ratio, passed=ratio < 1.0)
+            target["note"] = "" if target["passed"] else (
+                f"missed: {ratio:.2f}x {rival_path}'s time; {race_cause(row, rival)}")
+        out.append(target)
+    return out
