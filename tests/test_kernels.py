@@ -215,3 +215,17 @@ def test_graph_replay_is_bit_identical_at_buckets_1_and_8():
         tokens = torch.randint(0, SMALL.vocab_size, (batch,), device="cuda")
         positions = torch.full((batch,), 16, device="cuda")
         assert runner.check_bit_identical(tokens, positions), runner.last_max_abs_diff
+
+
+def test_kernel_sweep_runs_on_a_tiny_shape(tmp_path, capsys):
+    from floorlab.kernel_sweep import main
+    from floorlab.results import load_json
+
+    assert main(["--tiny", "--batches", "1", "--configs", "1", "--out", str(tmp_path / "sweep.json")]) == 0
+    result = load_json(tmp_path / "sweep.json")
+    assert result["errors"] == []
+    assert {r["gemv"] for r in result["gemv_rows"]} == {"qkv", "o_proj", "gate_up", "down", "lm_head"}
+    assert all(r["rel_err"] < 1e-4 for r in result["gemv_rows"])
+    steps = {r["path"]: r for r in result["step_rows"]}
+    assert steps["triton default"]["rel_err_vs_plain"] < 1e-4
+    assert "best config per GEMV" in capsys.readouterr().out

@@ -33,6 +33,10 @@ class GemvConfig:
                              f"got {self.split_k!r}")
         return self
 
+    def to_dict(self) -> dict:
+        """Plain dict, ready for JSON."""
+        return asdict(self)
+
 
 @dataclass(frozen=True)
 class AttentionConfig:
@@ -49,6 +53,10 @@ class AttentionConfig:
         if isinstance(self.splits, bool) or not isinstance(self.splits, int) or not 1 <= self.splits <= 64:
             raise ValueError(f"AttentionConfig.splits must be a whole number from 1 to 64, got {self.splits!r}")
         return self
+
+    def to_dict(self) -> dict:
+        """Plain dict, ready for JSON."""
+        return asdict(self)
 
 
 @dataclass(frozen=True)
