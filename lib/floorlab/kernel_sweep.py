@@ -49,12 +49,25 @@ def gemv_configs(name: str, batch: int, limit: int = 8):
     """At most `limit` GemvConfigs to try for one GEMV at one batch, the default first."""
     from floorlab.kernels import GemvConfig, default_block_k, default_config
 
-    bk = default_block_k(batch)
-    grid = [(2, bk, 4, 1), (4, bk, 4, 1), (8, bk, 4, 1), (4, 2 * bk, 4, 1), (4, bk // 2, 4, 1), (8, bk, 8, 1)]
-    if name == "lm_head":
-        grid = [(4, bk, 4, 1), (8, bk, 4, 1), (16, bk, 4, 1), (8, 2 * bk, 8, 1), (16, bk, 8, 1), (8, bk // 2, 4, 1)]
-    if name == "down":
-        grid = grid[:4] + [(2, bk, 4, 2), (4, bk, 4, 2), (2, bk, 4, 4), (4, bk, 8, 4)]
+    bk = default_block_k(batch)  # for 4 rows; more rows take a smaller tile, fewer registers
+    if batch <= 2:  # products in registers, summed once at the end
+        grid = [(2, bk, 4, 1, 0), (4, bk, 4, 1, 0), (8, bk // 2, 4, 1, 0), (4, bk // 2, 4, 1, 0),
+                (4, 2 * bk, 8, 1, 0), (16, 256, 4, 1, 1)]
+        if name == "lm_head":
+            grid = [(8, bk // 2, 4, 1, 0), (16, bk // 4, 4, 1, 0), (4, bk, 4, 1, 0), (8, bk, 8, 1, 0),
+                    (16, bk // 2, 8, 1, 0), (32, 128, 4, 1, 1)]
+        if name in ("o_proj", "down"):
+            grid = grid[:4] + [(4, bk, 4, 2, 0), (2, bk, 4, 2, 0), (4, bk, 4, 4, 0), (16, 256, 4, 4, 1)]
+    else:  # tensor-core tiles, the batch padded to 16 rows
+        grid = [(4, bk, 4, 1, 0), (16, 256, 4, 1, 1), (16, 128, 4, 1, 1), (32, 128, 4, 1, 1), (32, 256, 8, 1, 1),
+                (64, 128, 4, 1, 1), (16, 512, 4, 1, 1)]
+        if name in ("o_proj", "down"):
+            grid = [(4, bk, 4, 2, 0), (16, 256, 4, 2, 1), (16, 256, 4, 4, 1), (16, 128, 4, 4, 1), (32, 128, 4, 4, 1),
+                    (16, 512, 4, 2, 1), (32, 256, 8, 2, 1)]
+        if name == "lm_head":
+            grid = [(16, max(32, bk // 4), 4, 1, 0), (16, 256, 4, 1, 1), (32, 128, 4, 1, 1), (32, 256, 4, 1, 1),
+                    (64, 128, 4, 1, 1), (64, 256, 8, 1, 1), (128, 128, 8, 1, 1)]
+    grid = [(r, max(32, k), w, s, bool(d)) for r, k, w, s, d in grid]
     first = getattr(default_config(batch), name)
     configs = [first] + [c for c in (GemvConfig(*g) for g in grid) if c != first]
     return configs[:limit]
@@ -269,7 +282,8 @@ def _config_text(config) -> str:
     if not isinstance(config, dict):
         return str(config)
     text = f"r{config['rows_per_program']} k{config['block_k']} w{config['num_warps']}"
-    return text + (f" s{config['split_k']}" if config.get("split_k", 1) > 1 else "")
+    text += f" s{config['split_k']}" if config.get("split_k", 1) > 1 else ""
+    return text + (" dot" if config.get("dot") else "")
 
 
 def format_table(result: dict) -> str:
@@ -311,7 +325,7 @@ def run_sweep(*, tiny: bool = False, batches=None, context: int | None = None, p
         raise RuntimeError("no CUDA GPU here and Triton's interpreter is off; run on a GPU, or on a CPU with "
                            "`TRITON_INTERPRET=1 python -m floorlab.kernel_sweep --tiny`")
     on_cuda = device.type == "cuda"
-    dtype = torch.bfloat16 if on_cuda else torch.float32
+    dtype = torch.bfloat16 if on_cuda and not tiny else torch.float32  # tiny: a float32 check of every path
     start = time.perf_counter()
     batches = tuple(batches or ((1, 3) if tiny else BATCHES))
     context = context or (12 if tiny else CONTEXT)

@@ -1,7 +1,7 @@
 """Decode attention over the visible context only, with the q/k RMSNorm, RoPE and KV-cache write in its prologue.
 
 One program serves one (batch row, KV head, context split): the query heads sharing that KV
-head are its rows (GQA). Each split covers a share of positions 0..pos of its row
+head are its rows (GQA), padded to 16 so q.K^T and p.V run as tensor-core dots. Each split covers a share of positions 0..pos of its row
 (flash-decoding); with more than one split a small kernel merges the splits' softmax sums.
 """
 from __future__ import annotations
@@ -35,18 +35,21 @@ def _norm_rope(row_ptr, heads, h_ok, offs_d, w_ptr, cos_ptr, sin_ptr, inv_d, eps
 
 @triton.jit
 def _attend_tile(q, k_tile, v_tile, t, pos, end, k_new, v_new, m, l, acc, scale_log2):
-    """Online-softmax update with positions t: cached K/V below pos, this token's k_new/v_new at pos."""
+    """Online-softmax update with positions t: cached K/V below pos, this token's k_new/v_new at pos.
+
+    q is [heads padded to 16, D] in the cache dtype, so both products run on tensor cores.
+    """
     is_new = (t == pos)[:, None]
-    k = tl.where(is_new, k_new, k_tile.to(tl.float32))
-    v = tl.where(is_new, v_new, v_tile.to(tl.float32))
-    s = tl.sum(q[:, None, :] * k[None, :, :], axis=2) * scale_log2  # [heads, positions], log2 units
+    k = tl.where(is_new, k_new.to(k_tile.dtype), k_tile)
+    v = tl.where(is_new, v_new.to(v_tile.dtype), v_tile)
+    s = tl.dot(q, tl.trans(k), input_precision="ieee") * scale_log2  # [heads, positions], log2 units
     s = tl.where((t < end)[None, :], s, float("-inf"))
     m_new = tl.maximum(m, tl.max(s, axis=1))
     m_safe = tl.where(m_new == float("-inf"), 0.0, m_new)  # an empty split keeps m = -inf, l = 0
     p = tl.exp2(s - m_safe[:, None])
     alpha = tl.exp2(m - m_safe)
     l = l * alpha + tl.sum(p, axis=1)
-    acc = acc * alpha[:, None] + tl.sum(p[:, :, None] * v[None, :, :], axis=1)
+    acc = acc * alpha[:, None] + tl.dot(p.to(v.dtype), v, input_precision="ieee")
     return m_new, l, acc
 
 
@@ -82,6 +85,7 @@ def _attention_kernel(qkv_ptr, pos_ptr, qn_ptr, kn_ptr, cos_ptr, sin_ptr, kc_ptr
     sin = sin_ptr + pos * stride_rope
     g = tl.arange(0, GROUP_P)
     q = _norm_rope(row, kvh * GROUP + g, g < GROUP, offs_d, qn_ptr, cos, sin, 1.0 / D, eps, D)
+    q = q.to(kc_ptr.dtype.element_ty)  # exact: _norm_rope rounds to the dtype
     one = tl.arange(0, 1)
     k_new = _norm_rope(row, NQ + kvh + one, one < 1, offs_d, kn_ptr, cos, sin, 1.0 / D, eps, D)
     v_new = tl.load(row + (NQ + NKV + kvh) * D + one[:, None] * D + offs_d[None, :]).to(tl.float32)
@@ -158,7 +162,7 @@ def launch_attention(qkv: torch.Tensor, positions: torch.Tensor, q_norm: torch.T
         qkv, positions, q_norm, k_norm, rope_cos, rope_sin_signed, k_cache, v_cache, out, m, l, acc,
         qkv.stride(0), k_cache.stride(0), k_cache.stride(1), k_cache.stride(2), rope_cos.stride(0), out.stride(0),
         max_context, eps, LOG2_E / math.sqrt(head_dim),
-        NQ=num_heads, NKV=num_kv_heads, GROUP=group, GROUP_P=triton.next_power_of_2(group), D=head_dim,
+        NQ=num_heads, NKV=num_kv_heads, GROUP=group, GROUP_P=max(16, triton.next_power_of_2(group)), D=head_dim,
         BLOCK_T=config.block_t, SPLITS=splits, USE_PDL=pdl, **_launch_kwargs(config.num_warps, pdl))
     if splits > 1:
         _merge_kernel[(batch, num_heads)](m, l, acc, out, out.stride(0), NQ=num_heads, D=head_dim, SPLITS=splits,

@@ -17,12 +17,16 @@ def _power_of_two(name: str, value: int, owner: str) -> None:
 
 @dataclass(frozen=True)
 class GemvConfig:
-    """One GEMV launch: output rows per program, K tile (elements), warps, K splits (1 = no split)."""
+    """One GEMV launch: output rows per program, K tile (elements), warps, K splits (1 = no split).
+
+    dot=True multiplies each tile on tensor cores, the batch padded to 16 rows (needs rows_per_program >= 16).
+    """
 
     rows_per_program: int = 4
     block_k: int = 256
     num_warps: int = 4
     split_k: int = 1
+    dot: bool = False
 
     def check(self) -> "GemvConfig":
         """Return self after checking every field; raises ValueError saying how to fix a bad one."""
@@ -31,6 +35,9 @@ class GemvConfig:
         if isinstance(self.split_k, bool) or not isinstance(self.split_k, int) or self.split_k < 1:
             raise ValueError(f"GemvConfig.split_k must be a whole number >= 1 (1 means no split), "
                              f"got {self.split_k!r}")
+        if self.dot and (self.rows_per_program < 16 or self.block_k < 16):
+            raise ValueError(f"GemvConfig(dot=True) needs rows_per_program >= 16 and block_k >= 16 (a tensor-core "
+                             f"tile), got {self.rows_per_program} and {self.block_k}; raise them or pass dot=False")
         return self
 
     def to_dict(self) -> dict:
@@ -50,6 +57,8 @@ class AttentionConfig:
         """Return self after checking every field; raises ValueError saying how to fix a bad one."""
         for name in ("block_t", "num_warps"):
             _power_of_two(name, getattr(self, name), "AttentionConfig")
+        if self.block_t < 16:
+            raise ValueError(f"AttentionConfig.block_t must be at least 16 (a tensor-core tile), got {self.block_t}")
         if isinstance(self.splits, bool) or not isinstance(self.splits, int) or not 1 <= self.splits <= 64:
             raise ValueError(f"AttentionConfig.splits must be a whole number from 1 to 64, got {self.splits!r}")
         return self
@@ -96,19 +105,26 @@ class StepConfig:
         return asdict(self)
 
 
-def default_block_k(batch: int) -> int:
-    """K tile (elements) that keeps a [batch, rows, block_k] float32 product near 64 registers per thread."""
-    return 512 if batch <= 2 else 256 if batch <= 8 else 128 if batch <= 16 else 64
+def default_block_k(batch: int, rows_per_program: int = 4) -> int:
+    """K tile (elements, 64..1024) whose [batch, rows, block_k] float32 accumulator is ~64 registers a thread at 4 warps."""
+    padded = 1 << max(0, batch - 1).bit_length()
+    block_k = 8192 // (padded * rows_per_program)
+    return max(64, min(1024, 1 << (block_k.bit_length() - 1)))
 
 
 def default_config(batch: int, *, num_kv_heads: int = 8, max_context: int = 256) -> StepConfig:
     """A reasonable StepConfig for a batch (rows); a sweep (floorlab.kernel_sweep) finds better ones per card."""
     block_k = default_block_k(batch)
-    narrow = GemvConfig(rows_per_program=2, block_k=block_k)
-    wide = GemvConfig(rows_per_program=4, block_k=block_k)
-    # enough attention programs to fill a large GPU, but never splits shorter than a few tiles
+    if batch <= 2:  # float32 products in registers
+        gemv = gate_up = GemvConfig(rows_per_program=4, block_k=block_k)
+        narrow = GemvConfig(rows_per_program=4, block_k=block_k)
+        head = GemvConfig(rows_per_program=8, block_k=default_block_k(batch, 8))
+    else:  # tensor cores, the batch padded to 16; the 1024-row GEMVs split K for more programs
+        gemv = gate_up = GemvConfig(rows_per_program=16, block_k=256, dot=True)
+        narrow = GemvConfig(rows_per_program=16, block_k=256, split_k=2, dot=True)
+        head = GemvConfig(rows_per_program=32, block_k=128, dot=True)
+    # about two attention programs per SM of a large GPU, each at least one tile of the context
     block_t = 32
-    splits = max(1, min(16, 128 // max(1, batch * num_kv_heads), max_context // (4 * block_t)))
-    return StepConfig(qkv=wide, o_proj=narrow, gate_up=wide, down=narrow,
-                      lm_head=GemvConfig(rows_per_program=8, block_k=block_k),
+    splits = max(1, min(32, 256 // max(1, batch * num_kv_heads), max_context // block_t))
+    return StepConfig(qkv=gemv, o_proj=narrow, gate_up=gate_up, down=narrow, lm_head=head,
                       attention=AttentionConfig(block_t=block_t, splits=splits))

@@ -1,8 +1,10 @@
 """Decode GEMVs y[B, N] = x[B, K] @ W[N, K]^T for B = 1..16, with an RMSNorm prologue and fused epilogues.
 
 Each program computes rows_per_program output rows for every batch row, walking K in
-block_k tiles of contiguous weights and accumulating in float32, so the grid is
-cdiv(N, rows_per_program) (x split_k). With PDL on, a program loads its first weight
+block_k tiles of contiguous weights and accumulating elementwise in float32 (one reduction
+over the tile at the end), so the grid is
+cdiv(N, rows_per_program) (x split_k). With dot=True the tile product runs on tensor cores
+instead, the batch padded to 16 rows (rows_per_program >= 16). With PDL on, a program loads its first weight
 tile before waiting for the previous kernel: weights never depend on it.
 """
 from __future__ import annotations
@@ -32,16 +34,23 @@ def _x_tile(x_ptr, stride_xb, bidx, b_ok, k, k_ok, norm_ptr, inv_rms, NORM: tl.c
 
 
 @triton.jit
-def _dot(acc, xv, w):
-    """acc[B, R] + sum over the tile of x[B, k] * w[R, k], in float32."""
-    return acc + tl.sum(xv[:, None, :] * w.to(tl.float32)[None, :, :], axis=2)
+def _dot(acc, xv, w, DOT: tl.constexpr):
+    """Add this tile's x[B, k] * w[R, k] to acc.
+
+    DOT: acc[B, R] += x @ w^T on tensor cores (B padded to 16). Else acc[B, R, k] grows elementwise
+    in float32 and is summed over k once, after the last tile (no per-tile shuffles).
+    """
+    if DOT:
+        return tl.dot(xv.to(w.dtype), tl.trans(w), acc, input_precision="ieee")
+    return acc + xv[:, None, :] * w.to(tl.float32)[None, :, :]
 
 
 @triton.jit
 def _gemv_kernel(x_ptr, w_ptr, norm_ptr, res_ptr, out_ptr,
                  B, N, K, stride_xb, stride_wn, stride_rb, stride_ob, stride_os, k_per_split, eps,
                  BLOCK_B: tl.constexpr, ROWS: tl.constexpr, BLOCK_K: tl.constexpr,
-                 NORM: tl.constexpr, EPILOGUE: tl.constexpr, EVEN_K: tl.constexpr, USE_PDL: tl.constexpr):
+                 NORM: tl.constexpr, EPILOGUE: tl.constexpr, EVEN_K: tl.constexpr, DOT: tl.constexpr,
+                 USE_PDL: tl.constexpr):
     pid_n = tl.program_id(0)
     pid_k = tl.program_id(1)
     rows = pid_n * ROWS + tl.arange(0, ROWS)
@@ -76,12 +85,16 @@ def _gemv_kernel(x_ptr, w_ptr, norm_ptr, res_ptr, out_ptr,
             sum_sq += tl.sum(xv * xv, axis=1)
         inv_rms = tl.rsqrt(sum_sq / K + eps)
 
-    acc = tl.zeros([BLOCK_B, ROWS], tl.float32)
-    acc_up = tl.zeros([BLOCK_B, ROWS], tl.float32)
+    if DOT:
+        acc = tl.zeros([BLOCK_B, ROWS], tl.float32)
+        acc_up = tl.zeros([BLOCK_B, ROWS], tl.float32)
+    else:
+        acc = tl.zeros([BLOCK_B, ROWS, BLOCK_K], tl.float32)
+        acc_up = tl.zeros([BLOCK_B, ROWS, BLOCK_K], tl.float32)
     xv = _x_tile(x_ptr, stride_xb, bidx, b_ok, k, k_ok, norm_ptr, inv_rms, NORM)
-    acc = _dot(acc, xv, w)
+    acc = _dot(acc, xv, w, DOT)
     if EPILOGUE == SWIGLU:
-        acc_up = _dot(acc_up, xv, u)
+        acc_up = _dot(acc_up, xv, u, DOT)
     for k0 in range(k_start + BLOCK_K, k_end, BLOCK_K):
         k = k0 + offs_k
         k_ok = k < k_end
@@ -91,11 +104,15 @@ def _gemv_kernel(x_ptr, w_ptr, norm_ptr, res_ptr, out_ptr,
             w_mask = row_ok[:, None] & k_ok[None, :]
         w = tl.load(w_rows + k[None, :], mask=w_mask, other=0.0)
         xv = _x_tile(x_ptr, stride_xb, bidx, b_ok, k, k_ok, norm_ptr, inv_rms, NORM)
-        acc = _dot(acc, xv, w)
+        acc = _dot(acc, xv, w, DOT)
         if EPILOGUE == SWIGLU:
             u = tl.load(u_rows + k[None, :], mask=w_mask, other=0.0)
-            acc_up = _dot(acc_up, xv, u)
+            acc_up = _dot(acc_up, xv, u, DOT)
 
+    if not DOT:
+        acc = tl.sum(acc, axis=2)
+        if EPILOGUE == SWIGLU:
+            acc_up = tl.sum(acc_up, axis=2)
     out_mask = b_ok[:, None] & row_ok[None, :]
     out_ptrs = out_ptr + bidx[:, None] * stride_ob + rows[None, :]
     dtype = x_ptr.dtype.element_ty
@@ -143,14 +160,15 @@ def launch_gemv(x: torch.Tensor, weight: torch.Tensor, out: torch.Tensor, *, con
     """
     batch, k_size = x.shape
     n_rows = weight.shape[0] // 2 if swiglu else weight.shape[0]
-    block_k = min(config.block_k, triton.next_power_of_2(k_size))
+    block_k = max(16 if config.dot else 1, min(config.block_k, triton.next_power_of_2(k_size)))
     k_per_split = triton.cdiv(triton.cdiv(k_size, config.split_k), block_k) * block_k
     splits = triton.cdiv(k_size, k_per_split)
     if splits > 1 and swiglu:
         raise ValueError("split_k must be 1 for the SwiGLU GEMV: silu needs each row's whole sum")
     grid = (triton.cdiv(n_rows, config.rows_per_program), splits)
-    common = dict(BLOCK_B=triton.next_power_of_2(batch), ROWS=config.rows_per_program, BLOCK_K=block_k,
-                  NORM=norm_weight is not None, EVEN_K=k_size % block_k == 0, USE_PDL=pdl)
+    block_b = max(16, triton.next_power_of_2(batch)) if config.dot else triton.next_power_of_2(batch)
+    common = dict(BLOCK_B=block_b, ROWS=config.rows_per_program, BLOCK_K=block_k,
+                  NORM=norm_weight is not None, EVEN_K=k_size % block_k == 0, DOT=config.dot, USE_PDL=pdl)
     norm = norm_weight if norm_weight is not None else weight
     if splits == 1:
         epilogue = SWIGLU if swiglu else RESIDUAL if residual is not None else STORE
