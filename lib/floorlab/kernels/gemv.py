@@ -41,8 +41,10 @@ def _dot(acc, xv, w, DOT: tl.constexpr):
     in float32 and is summed over k once, after the last tile (no per-tile shuffles).
     """
     if DOT:
-        return tl.dot(xv.to(w.dtype), tl.trans(w), acc, input_precision="ieee")
-    return acc + xv[:, None, :] * w.to(tl.float32)[None, :, :]
+        out = tl.dot(xv.to(w.dtype), tl.trans(w), acc, input_precision="ieee")
+    else:
+        out = acc + xv[:, None, :] * w.to(tl.float32)[None, :, :]
+    return out
 
 
 @triton.jit
