@@ -45,7 +45,7 @@ def gemv_shapes(shape: Qwen3Shape) -> dict[str, tuple[int, int]]:
             "gate_up": (2 * i, h), "down": (h, i), "lm_head": (shape.vocab_size, h)}
 
 
-def gemv_configs(name: str, batch: int, limit: int = 8):
+def gemv_configs(name: str, batch: int, limit: int = 8, hidden_size: int = 1024):
     """At most `limit` GemvConfigs to try for one GEMV at one batch, the default first."""
     from floorlab.kernels import GemvConfig, default_block_k, default_config
 
@@ -68,7 +68,7 @@ def gemv_configs(name: str, batch: int, limit: int = 8):
             grid = [(16, max(32, bk // 4), 4, 1, 0), (16, 256, 4, 1, 1), (32, 128, 4, 1, 1), (32, 256, 4, 1, 1),
                     (64, 128, 4, 1, 1), (64, 256, 8, 1, 1), (128, 128, 8, 1, 1)]
     grid = [(r, max(32, k), w, s, bool(d)) for r, k, w, s, d in grid]
-    first = getattr(default_config(batch), name)
+    first = getattr(default_config(batch, hidden_size=hidden_size), name)
     configs = [first] + [c for c in (GemvConfig(*g) for g in grid) if c != first]
     return configs[:limit]
 
@@ -138,7 +138,7 @@ def sweep_gemvs(shape: Qwen3Shape, batches, *, device, dtype, read_gbps: float, 
                 _report(errors, f"{name} b{batch} setup", err)
                 continue
             nbytes = n * k * weights[0].element_size()
-            variants = [(c, pdl_on) for c in gemv_configs(name, batch, limit)]
+            variants = [(c, pdl_on) for c in gemv_configs(name, batch, limit, shape.hidden_size)]
             variants.append(("torch", False))
             done = {}
             for config, pdl in variants:
@@ -186,7 +186,8 @@ def tuned_config(batch: int, best: dict, shape: Qwen3Shape, max_context: int):
     """default_config(batch) with every GEMV the sweep timed at this batch replaced by its best config."""
     from floorlab.kernels import GEMV_NAMES, default_config
 
-    config = default_config(batch, num_kv_heads=shape.num_kv_heads, max_context=max_context)
+    config = default_config(batch, hidden_size=shape.hidden_size, num_kv_heads=shape.num_kv_heads,
+                            max_context=max_context)
     for name in GEMV_NAMES:
         if (name, batch) in best:
             config = config.with_gemv(name, best[(name, batch)])

@@ -112,17 +112,23 @@ def default_block_k(batch: int, rows_per_program: int = 4) -> int:
     return max(64, min(1024, 1 << (block_k.bit_length() - 1)))
 
 
-def default_config(batch: int, *, num_kv_heads: int = 8, max_context: int = 256) -> StepConfig:
-    """A reasonable StepConfig for a batch (rows); a sweep (floorlab.kernel_sweep) finds better ones per card."""
-    block_k = default_block_k(batch)
-    if batch <= 2:  # float32 products in registers
-        gemv = gate_up = GemvConfig(rows_per_program=4, block_k=block_k)
+def default_config(batch: int, *, hidden_size: int = 1024, num_kv_heads: int = 8,
+                   max_context: int = 256) -> StepConfig:
+    """A StepConfig for a batch (rows), chosen from an H200 sweep of the qwen3-0.6b shapes (floorlab.kernel_sweep).
+
+    Other cards and shapes may do better with other configs: run the sweep and pass its best.
+    """
+    if batch <= 2:  # float32 products in registers; K = hidden_size in at least two tiles
+        block_k = default_block_k(batch)
+        hidden_k = min(block_k, max(64, hidden_size // 2))
+        gemv = gate_up = GemvConfig(rows_per_program=4, block_k=hidden_k)
         narrow = GemvConfig(rows_per_program=4, block_k=block_k)
-        head = GemvConfig(rows_per_program=8, block_k=default_block_k(batch, 8))
-    else:  # tensor cores, the batch padded to 16; the 1024-row GEMVs split K for more programs
-        gemv = gate_up = GemvConfig(rows_per_program=16, block_k=256, dot=True)
-        narrow = GemvConfig(rows_per_program=16, block_k=256, split_k=2, dot=True)
-        head = GemvConfig(rows_per_program=32, block_k=128, dot=True)
+        head = GemvConfig(rows_per_program=16, block_k=min(256, hidden_k))
+    else:  # tensor cores, the batch padded to 16; the hidden-sized outputs split K for more programs
+        gemv = GemvConfig(rows_per_program=16, block_k=256, dot=True)
+        gate_up = GemvConfig(rows_per_program=32, block_k=128, dot=True)
+        narrow = GemvConfig(rows_per_program=16, block_k=256, split_k=4, dot=True)
+        head = GemvConfig(rows_per_program=128, block_k=128, num_warps=8, dot=True)
     # about two attention programs per SM of a large GPU, each at least one tile of the context
     block_t = 32
     splits = max(1, min(32, 256 // max(1, batch * num_kv_heads), max_context // block_t))

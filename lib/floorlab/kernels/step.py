@@ -71,7 +71,8 @@ def build_step(model, *, pdl: bool, config: StepConfig | None):
         if config is not None:
             return config
         if batch not in chosen:
-            chosen[batch] = default_config(batch, num_kv_heads=nkv, max_context=model.max_context)
+            chosen[batch] = default_config(batch, hidden_size=s.hidden_size, num_kv_heads=nkv,
+                                           max_context=model.max_context)
         return chosen[batch]
 
     def step(tokens: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
