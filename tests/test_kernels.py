@@ -130,7 +130,8 @@ def test_step_matches_transformers():
 
     model = _model(GQA_TIED)
     hf = HFDecoder.from_decoder(model)
-    prompt = torch.randint(0, GQA_TIED.vocab_size, (3, 9), device=DEVICE, generator=torch.Generator(DEVICE).manual_seed(2))
+    gen = torch.Generator(DEVICE).manual_seed(2)
+    prompt = torch.randint(0, GQA_TIED.vocab_size, (3, 9), device=DEVICE, generator=gen)
     token = hf.prefill(prompt)[:, -1].argmax(-1)
     model.prefill(prompt)
     positions = torch.full((3,), 9, device=DEVICE)

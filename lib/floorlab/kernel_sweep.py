@@ -1,4 +1,4 @@
-"""Sweep the book's Triton GEMVs over launch configs, then time the whole kernel step: `python -m floorlab.kernel_sweep`.
+"""Sweep the book's Triton GEMVs over launch configs, then time the kernel step: `python -m floorlab.kernel_sweep`.
 
 For the qwen3-0.6b layer shapes at batch 1 and 8 it times each GEMV (with the epilogue
 the step really runs) over a few configs, inside a CUDA graph of one launch per layer on
@@ -147,7 +147,7 @@ def sweep_gemvs(shape: Qwen3Shape, batches, *, device, dtype, read_gbps: float, 
                 try:
                     if config == "torch":
                         x = torch.randn(batch, k, device=device, dtype=dtype)
-                        calls = [lambda w=w: F.linear(x, w) for w in weights]
+                        calls = [lambda w=w, x=x: F.linear(x, w) for w in weights]
                         row["rel_err"] = 0.0
                     else:
                         row["rel_err"] = check(config, pdl)
@@ -177,7 +177,7 @@ def sweep_gemvs(shape: Qwen3Shape, batches, *, device, dtype, read_gbps: float, 
                     except Exception as err:  # noqa: BLE001
                         row["error"] = _report(errors, f"{name} b{batch} pdl off", err)
                     rows.append(row)
-            del weights, run, check
+            del weights
             _free()
     return rows, best
 
@@ -245,7 +245,7 @@ def time_steps(shape: Qwen3Shape, batches, context: int, *, device, dtype, floor
                     runner.step(tokens, positions)
                     timed = runner.replay_fn(batch)
                 else:
-                    def timed(fn=fn):
+                    def timed(fn=fn, tokens=tokens, positions=positions):
                         fn(tokens, positions)
                 row["ms"] = time_ms(timed, warmup=warmup, repeats=repeats, device=device).median_ms
                 row["x_floor"] = row["ms"] / floor

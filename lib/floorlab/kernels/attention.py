@@ -1,8 +1,9 @@
 """Decode attention over the visible context only, with the q/k RMSNorm, RoPE and KV-cache write in its prologue.
 
 One program serves one (batch row, KV head, context split): the query heads sharing that KV
-head are its rows (GQA), padded to 16 so q.K^T and p.V run as tensor-core dots. Each split covers a share of positions 0..pos of its row
-(flash-decoding); with more than one split a small kernel merges the splits' softmax sums.
+head are its rows (GQA), padded to 16 so q.K^T and p.V run as tensor-core dots. Each split
+covers a share of positions 0..pos of its row (flash-decoding); with more than one split a
+small kernel merges the splits' softmax sums.
 """
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ import torch
 import triton
 import triton.language as tl
 
-from .runtime import pdl_wait
+from .runtime import launch_kwargs, pdl_wait
 
 LOG2_E = 1.4426950408889634
 
@@ -138,10 +139,6 @@ def _merge_kernel(m_ptr, l_ptr, acc_ptr, out_ptr, stride_ob,
     tl.store(out_ptr + b * stride_ob + h * D + offs_d, out.to(out_ptr.dtype.element_ty))
 
 
-def _launch_kwargs(num_warps: int, pdl: bool) -> dict:
-    return {"num_warps": num_warps, "launch_pdl": True} if pdl else {"num_warps": num_warps}
-
-
 def launch_attention(qkv: torch.Tensor, positions: torch.Tensor, q_norm: torch.Tensor, k_norm: torch.Tensor,
                      rope_cos: torch.Tensor, rope_sin_signed: torch.Tensor, k_cache: torch.Tensor,
                      v_cache: torch.Tensor, out: torch.Tensor, *, num_heads: int, num_kv_heads: int, eps: float,
@@ -163,9 +160,9 @@ def launch_attention(qkv: torch.Tensor, positions: torch.Tensor, q_norm: torch.T
         qkv.stride(0), k_cache.stride(0), k_cache.stride(1), k_cache.stride(2), rope_cos.stride(0), out.stride(0),
         max_context, eps, LOG2_E / math.sqrt(head_dim),
         NQ=num_heads, NKV=num_kv_heads, GROUP=group, GROUP_P=max(16, triton.next_power_of_2(group)), D=head_dim,
-        BLOCK_T=config.block_t, SPLITS=splits, USE_PDL=pdl, **_launch_kwargs(config.num_warps, pdl))
+        BLOCK_T=config.block_t, SPLITS=splits, USE_PDL=pdl, **launch_kwargs(config.num_warps, pdl))
     if splits > 1:
         _merge_kernel[(batch, num_heads)](m, l, acc, out, out.stride(0), NQ=num_heads, D=head_dim, SPLITS=splits,
                                           SPLITS_P=triton.next_power_of_2(splits), USE_PDL=pdl,
-                                          **_launch_kwargs(4, pdl))
+                                          **launch_kwargs(4, pdl))
     return out

@@ -84,13 +84,13 @@ class StepConfig:
         for name in GEMV_NAMES:
             part = getattr(self, name)
             if not isinstance(part, GemvConfig):
-                raise ValueError(f"StepConfig.{name} must be a GemvConfig, got {type(part).__name__}")
+                raise TypeError(f"StepConfig.{name} must be a GemvConfig, got {type(part).__name__}")
             part.check()
         if self.gate_up.split_k != 1:
             raise ValueError("StepConfig.gate_up.split_k must be 1: SwiGLU needs each row's whole sum; "
                              "split the down projection instead")
         if not isinstance(self.attention, AttentionConfig):
-            raise ValueError(f"StepConfig.attention must be an AttentionConfig, got {type(self.attention).__name__}")
+            raise TypeError(f"StepConfig.attention must be an AttentionConfig, got {type(self.attention).__name__}")
         self.attention.check()
         return self
 
@@ -106,7 +106,10 @@ class StepConfig:
 
 
 def default_block_k(batch: int, rows_per_program: int = 4) -> int:
-    """K tile (elements, 64..1024) whose [batch, rows, block_k] float32 accumulator is ~64 registers a thread at 4 warps."""
+    """K tile (elements, 64..1024) whose [batch, rows, block_k] float32 accumulator is ~64 registers a thread.
+
+    (At 4 warps; the accumulator of the register-product GEMV, not of dot=True.)
+    """
     padded = 1 << max(0, batch - 1).bit_length()
     block_k = 8192 // (padded * rows_per_program)
     return max(64, min(1024, 1 << (block_k.bit_length() - 1)))

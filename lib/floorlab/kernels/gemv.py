@@ -1,11 +1,11 @@
 """Decode GEMVs y[B, N] = x[B, K] @ W[N, K]^T for B = 1..16, with an RMSNorm prologue and fused epilogues.
 
-Each program computes rows_per_program output rows for every batch row, walking K in
-block_k tiles of contiguous weights and accumulating elementwise in float32 (one reduction
-over the tile at the end), so the grid is
-cdiv(N, rows_per_program) (x split_k). With dot=True the tile product runs on tensor cores
-instead, the batch padded to 16 rows (rows_per_program >= 16). With PDL on, a program loads its first weight
-tile before waiting for the previous kernel: weights never depend on it.
+Each program computes rows_per_program output rows for every batch row, walking K in block_k
+tiles of contiguous weights, so the grid is cdiv(N, rows_per_program) (x split_k). By default
+the products accumulate elementwise in float32 registers and are summed once at the end; with
+dot=True each tile runs on tensor cores, the batch padded to 16 rows (rows_per_program >= 16).
+With PDL on, a program loads its first weight tile before waiting for the previous kernel:
+weights never depend on it.
 """
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ import torch
 import triton
 import triton.language as tl
 
-from .runtime import pdl_wait
+from .runtime import launch_kwargs, pdl_wait
 
 # what the epilogue does with the float32 sums
 STORE = tl.constexpr(0)
@@ -148,10 +148,6 @@ def _splitk_reduce_kernel(part_ptr, res_ptr, out_ptr, N, stride_ps, stride_rb, s
     tl.store(out_ptr + b * stride_ob + n, acc.to(out_ptr.dtype.element_ty), mask=ok)
 
 
-def _launch_kwargs(num_warps: int, pdl: bool) -> dict:
-    return {"num_warps": num_warps, "launch_pdl": True} if pdl else {"num_warps": num_warps}
-
-
 def launch_gemv(x: torch.Tensor, weight: torch.Tensor, out: torch.Tensor, *, config,
                 norm_weight: torch.Tensor | None = None, eps: float = 1e-6,
                 residual: torch.Tensor | None = None, swiglu: bool = False, pdl: bool = False) -> torch.Tensor:
@@ -177,15 +173,15 @@ def launch_gemv(x: torch.Tensor, weight: torch.Tensor, out: torch.Tensor, *, con
         res = residual if residual is not None else out
         _gemv_kernel[grid](x, weight, norm, res, out, batch, n_rows, k_size, x.stride(0), weight.stride(0),
                            res.stride(0), out.stride(0), 0, k_per_split, eps, EPILOGUE=epilogue.value,
-                           **common, **_launch_kwargs(config.num_warps, pdl))
+                           **common, **launch_kwargs(config.num_warps, pdl))
         return out
     partial = torch.empty((splits, batch, n_rows), dtype=torch.float32, device=x.device)
     _gemv_kernel[grid](x, weight, norm, partial, partial, batch, n_rows, k_size, x.stride(0), weight.stride(0),
                        n_rows, n_rows, partial.stride(0), k_per_split, eps, EPILOGUE=PARTIAL.value,
-                       **common, **_launch_kwargs(config.num_warps, pdl))
+                       **common, **launch_kwargs(config.num_warps, pdl))
     res = residual if residual is not None else out
     _splitk_reduce_kernel[(triton.cdiv(n_rows, REDUCE_BLOCK_N), batch)](
         partial, res, out, n_rows, partial.stride(0), res.stride(0), out.stride(0),
         SPLIT_K=splits, BLOCK_N=REDUCE_BLOCK_N, HAS_RES=residual is not None, USE_PDL=pdl,
-        **_launch_kwargs(4, pdl))
+        **launch_kwargs(4, pdl))
     return out

@@ -35,6 +35,11 @@ def pdl_supported(device) -> bool:
     return torch.cuda.get_device_capability(device) >= PDL_MIN_CAPABILITY
 
 
+def launch_kwargs(num_warps: int, pdl: bool) -> dict:
+    """Launch options: warps, and launch_pdl only when PDL is on (the interpreter knows no such option)."""
+    return {"num_warps": num_warps, "launch_pdl": True} if pdl else {"num_warps": num_warps}
+
+
 @triton.jit
 def pdl_wait(USE_PDL: tl.constexpr):
     """Wait for the previous kernel's writes, then let the next kernel start loading its weights."""

@@ -14,7 +14,7 @@ import triton.language as tl
 from .attention import launch_attention
 from .config import StepConfig, default_config
 from .gemv import launch_gemv
-from .runtime import pdl_wait
+from .runtime import launch_kwargs, pdl_wait
 
 EMBED_BLOCK = 1024
 
@@ -35,10 +35,9 @@ def launch_embedding(tokens: torch.Tensor, embed: torch.Tensor, out: torch.Tenso
     """Write out[B, hidden] = embed[tokens] (rows of an out-of-range token are zeros)."""
     hidden = embed.shape[1]
     block = min(EMBED_BLOCK, triton.next_power_of_2(hidden))
-    kwargs = {"num_warps": 4, "launch_pdl": True} if pdl else {"num_warps": 4}
     _embedding_kernel[(tokens.shape[0], triton.cdiv(hidden, block))](
         tokens, embed, out, hidden, embed.shape[0], embed.stride(0), out.stride(0),
-        BLOCK_H=block, USE_PDL=pdl, **kwargs)
+        BLOCK_H=block, USE_PDL=pdl, **launch_kwargs(4, pdl))
     return out
 
 
