@@ -1,4 +1,10 @@
-"""Shared test setup: tests marked `gpu` skip on machines without CUDA."""
+"""Shared test setup: tests marked `gpu` skip on machines without CUDA.
+
+Without CUDA, Triton kernels can only run in Triton's CPU interpreter, which must be on
+before the kernels are first loaded: so it is switched on here, and only then.
+"""
+import os
+
 import pytest
 
 
@@ -18,3 +24,7 @@ def pytest_collection_modifyitems(config, items):
     for item in items:
         if item.get_closest_marker("gpu") is not None:
             item.add_marker(skip_gpu)
+
+
+if not _cuda_available():
+    os.environ.setdefault("TRITON_INTERPRET", "1")

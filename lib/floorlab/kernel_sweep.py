@@ -1,0 +1,393 @@
+"""Sweep the book's Triton GEMVs over launch configs, then time the kernel step: `python -m floorlab.kernel_sweep`.
+
+For the qwen3-0.6b layer shapes at batch 1 and 8 it times each GEMV (with the epilogue
+the step really runs) over a few configs, inside a CUDA graph of one launch per layer on
+distinct weights, so no weight sits in L2. Then it times triton_step and model.decode_step,
+both graph-replayed, against the floor, and checks replay against eager bit for bit.
+Every variant runs in its own try/except: one failure prints and the sweep goes on.
+`--tiny` runs the same code on a tiny shape (on a CPU in Triton's interpreter).
+"""
+from __future__ import annotations
+
+import argparse
+import gc
+import sys
+import time
+import traceback
+
+import torch
+import torch.nn.functional as F
+
+from floorlab.device import describe_device, measure_bandwidth
+from floorlab.fused import _rms_norm, relative_error
+from floorlab.roofline import achieved_gbps, bytes_per_step, floor_ms
+from floorlab.shapes import Qwen3Shape, get_shape
+from floorlab.timing import time_ms
+
+SWEEP_PRESET, STEP_PRESETS, BATCHES, CONTEXT = "qwen3-0.6b", ("qwen3-0.6b", "qwen3-8b"), (1, 8), 512
+TINY = Qwen3Shape(64, 96, 2, 4, 2, 16, 97, False, rope_theta=10000.0, name="tiny")
+MAX_REL_ERR = 2e-2  # a bf16 GEMV against float32 torch
+EPS = 1e-6
+
+
+def floor_bytes(shape: Qwen3Shape, batch: int, visible_tokens: int, dtype_bytes: int = 2) -> int:
+    """Bytes one step must read: weights (an untied input embedding as its batch gathered rows) + visible KV."""
+    moved = bytes_per_step(shape, batch, visible_tokens, dtype_bytes)
+    if not shape.tie_word_embeddings:
+        moved -= (shape.vocab_size - batch) * shape.hidden_size * dtype_bytes
+    return moved
+
+
+def gemv_shapes(shape: Qwen3Shape) -> dict[str, tuple[int, int]]:
+    """(weight rows N, K) of each GEMV of the step; gate_up's N counts gate and up rows."""
+    h, d, i = shape.hidden_size, shape.head_dim, shape.intermediate_size
+    return {"qkv": ((shape.num_heads + 2 * shape.num_kv_heads) * d, h), "o_proj": (h, shape.num_heads * d),
+            "gate_up": (2 * i, h), "down": (h, i), "lm_head": (shape.vocab_size, h)}
+
+
+def gemv_configs(name: str, batch: int, limit: int = 8, hidden_size: int = 1024):
+    """At most `limit` GemvConfigs to try for one GEMV at one batch, the default first."""
+    from floorlab.kernels import GemvConfig, default_block_k, default_config
+
+    bk = default_block_k(batch)  # for 4 rows; more rows take a smaller tile, fewer registers
+    if batch <= 2:  # products in registers, summed once at the end
+        grid = [(2, bk, 4, 1, 0), (4, bk, 4, 1, 0), (8, bk // 2, 4, 1, 0), (4, bk // 2, 4, 1, 0),
+                (4, 2 * bk, 8, 1, 0), (16, 256, 4, 1, 1)]
+        if name == "lm_head":
+            grid = [(8, bk // 2, 4, 1, 0), (16, bk // 4, 4, 1, 0), (4, bk, 4, 1, 0), (8, bk, 8, 1, 0),
+                    (16, bk // 2, 8, 1, 0), (32, 128, 4, 1, 1)]
+        if name in ("o_proj", "down"):
+            grid = grid[:4] + [(4, bk, 4, 2, 0), (2, bk, 4, 2, 0), (4, bk, 4, 4, 0), (16, 256, 4, 4, 1)]
+    else:  # tensor-core tiles, the batch padded to 16 rows
+        grid = [(4, bk, 4, 1, 0), (16, 256, 4, 1, 1), (16, 128, 4, 1, 1), (32, 128, 4, 1, 1), (32, 256, 8, 1, 1),
+                (64, 128, 4, 1, 1), (16, 512, 4, 1, 1)]
+        if name in ("o_proj", "down"):
+            grid = [(4, bk, 4, 2, 0), (16, 256, 4, 2, 1), (16, 256, 4, 4, 1), (16, 128, 4, 4, 1), (32, 128, 4, 4, 1),
+                    (16, 512, 4, 2, 1), (32, 256, 8, 2, 1)]
+        if name == "lm_head":
+            grid = [(16, max(32, bk // 4), 4, 1, 0), (16, 256, 4, 1, 1), (32, 128, 4, 1, 1), (32, 256, 4, 1, 1),
+                    (64, 128, 4, 1, 1), (64, 256, 8, 1, 1), (128, 128, 8, 1, 1)]
+    grid = [(r, max(32, k), w, s, bool(d)) for r, k, w, s, d in grid]
+    first = getattr(default_config(batch, hidden_size=hidden_size), name)
+    configs = [first] + [c for c in (GemvConfig(*g) for g in grid) if c != first]
+    return configs[:limit]
+
+
+def _gemv_case(name: str, n: int, k: int, batch: int, copies: int, device, dtype):
+    """(weights, run(weight, config, pdl), reference(weight) in float32) for one GEMV as the step runs it."""
+    from floorlab.kernels.gemv import launch_gemv
+
+    gen = torch.Generator(device=device).manual_seed(n + k)
+    weights = [torch.randn(n, k, device=device, dtype=dtype, generator=gen) * k ** -0.5 for _ in range(copies)]
+    x = torch.randn(batch, k, device=device, dtype=dtype, generator=gen)
+    norm = 1 + 0.1 * torch.randn(k, device=device, dtype=dtype, generator=gen)
+    rows = n // 2 if name == "gate_up" else n
+    out = torch.empty(batch, rows, device=device, dtype=dtype)
+    residual = torch.randn(batch, rows, device=device, dtype=dtype, generator=gen)
+    kind = {"qkv": "norm", "lm_head": "norm", "gate_up": "swiglu", "o_proj": "residual", "down": "residual"}[name]
+
+    def run(weight, config, pdl):
+        if kind == "residual":  # in place, as the step adds to x
+            return launch_gemv(x, weight, out, config=config, residual=out, pdl=pdl)
+        return launch_gemv(x, weight, out, config=config, norm_weight=norm if kind != "swiglu" else None,
+                           eps=EPS, swiglu=kind == "swiglu", pdl=pdl)
+
+    def check(config, pdl) -> float:
+        out.copy_(residual)
+        got = run(weights[0], config, pdl).float()
+        w, xf = weights[0].float(), x.float()
+        if kind == "norm":
+            expected = _rms_norm(x, norm, EPS).float() @ w.T
+        elif kind == "swiglu":
+            gate, up = (xf @ w.T).chunk(2, dim=-1)
+            expected = F.silu(gate) * up
+        else:
+            expected = residual.float() + xf @ w.T
+        return relative_error(got, expected)
+
+    return weights, run, check
+
+
+def _time_per_call_ms(calls, device, warmup: int, repeats: int) -> float:
+    """Median ms per call of calls() (a list of launches), replayed as one CUDA graph on a GPU."""
+    def all_calls():
+        for call in calls:
+            call()
+
+    fn = all_calls
+    if device.type == "cuda":
+        all_calls()
+        torch.cuda.synchronize(device)
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph):
+            all_calls()
+        fn = graph.replay
+    return time_ms(fn, warmup=warmup, repeats=repeats, device=device).median_ms / len(calls)
+
+
+def sweep_gemvs(shape: Qwen3Shape, batches, *, device, dtype, read_gbps: float, copies: int, warmup: int,
+                repeats: int, limit: int, pdl_on: bool, errors: list) -> tuple[list[dict], dict]:
+    """Rows (one per GEMV, batch, config, PDL) and the best config per (GEMV, batch) by time."""
+    rows, best = [], {}
+    for batch in batches:
+        for name, (n, k) in gemv_shapes(shape).items():
+            count = copies if name != "lm_head" else 1  # the head alone is far larger than L2
+            try:
+                weights, run, check = _gemv_case(name, n, k, batch, count, device, dtype)
+            except Exception as err:  # noqa: BLE001 - e.g. out of memory: report and go on
+                _report(errors, f"{name} b{batch} setup", err)
+                continue
+            nbytes = n * k * weights[0].element_size()
+            variants = [(c, pdl_on) for c in gemv_configs(name, batch, limit, shape.hidden_size)]
+            variants.append(("torch", False))
+            done = {}
+            for config, pdl in variants:
+                row = {"gemv": name, "batch": batch, "n": n, "k": k, "bytes": nbytes, "pdl": pdl,
+                       "config": config if config == "torch" else config.to_dict()}
+                try:
+                    if config == "torch":
+                        x = torch.randn(batch, k, device=device, dtype=dtype)
+                        calls = [lambda w=w, x=x: F.linear(x, w) for w in weights]
+                        row["rel_err"] = 0.0
+                    else:
+                        row["rel_err"] = check(config, pdl)
+                        calls = [lambda w=w, c=config, p=pdl: run(w, c, p) for w in weights]
+                    row["us"] = 1e3 * _time_per_call_ms(calls, device, warmup, repeats)
+                    row["gbps"] = achieved_gbps(nbytes, row["us"] / 1e3)
+                    row["pct_read"] = 100 * row["gbps"] / read_gbps
+                    row["ok"] = row["rel_err"] <= MAX_REL_ERR
+                    if config != "torch":
+                        done[config] = row
+                except Exception as err:  # noqa: BLE001
+                    row["error"] = _report(errors, f"{name} b{batch} {config}", err)
+                rows.append(row)
+            good = {c: r for c, r in done.items() if r["ok"]}
+            if good:
+                winner = min(good, key=lambda c: good[c]["us"])
+                best[(name, batch)] = winner
+                good[winner]["best"] = True
+                if pdl_on:  # the same config without PDL, to see what PDL buys
+                    row = {"gemv": name, "batch": batch, "n": n, "k": k, "bytes": nbytes, "pdl": False,
+                           "config": winner.to_dict()}
+                    try:
+                        calls = [lambda w=w: run(w, winner, False) for w in weights]
+                        row["us"] = 1e3 * _time_per_call_ms(calls, device, warmup, repeats)
+                        row["gbps"] = achieved_gbps(nbytes, row["us"] / 1e3)
+                        row["pct_read"] = 100 * row["gbps"] / read_gbps
+                    except Exception as err:  # noqa: BLE001
+                        row["error"] = _report(errors, f"{name} b{batch} pdl off", err)
+                    rows.append(row)
+            del weights
+            _free()
+    return rows, best
+
+
+def tuned_config(batch: int, best: dict, shape: Qwen3Shape, max_context: int):
+    """default_config(batch) with every GEMV the sweep timed at this batch replaced by its best config."""
+    from floorlab.kernels import GEMV_NAMES, default_config
+
+    config = default_config(batch, hidden_size=shape.hidden_size, num_kv_heads=shape.num_kv_heads,
+                            max_context=max_context)
+    for name in GEMV_NAMES:
+        if (name, batch) in best:
+            config = config.with_gemv(name, best[(name, batch)])
+    return config
+
+
+def time_steps(shape: Qwen3Shape, batches, context: int, *, device, dtype, floor_gbps: float, best: dict,
+               warmup: int, repeats: int, errors: list) -> list[dict]:
+    """Rows of plain and kernel steps at each batch: ms, x floor, and replay == eager on a GPU."""
+    from floorlab.kernels import triton_step
+    from floorlab.model import build_model
+
+    rows = []
+    max_context = context + 8
+    model = build_model(shape, device=device, dtype=dtype, max_batch=max(batches), max_context=max_context)
+    steps = {"plain": model.decode_step, "triton default": triton_step(model)}
+    configs = {b: tuned_config(b, best, shape, max_context) for b in batches}
+    defaults = {b: tuned_config(b, {}, shape, max_context) for b in batches}
+    if configs != defaults:  # the sweep found better configs than the defaults
+        tuned = {b: triton_step(model, config=configs[b]) for b in batches}
+        steps["triton tuned"] = lambda tokens, positions: tuned[tokens.shape[0]](tokens, positions)
+    runners = {}
+    if device.type == "cuda":
+        from floorlab.graphs import GraphRunner
+
+        for path, fn in steps.items():
+            try:
+                runners[path] = GraphRunner(model, buckets=tuple(batches), step_fn=fn)
+                runners[path].capture()
+            except Exception as err:  # noqa: BLE001
+                runners.pop(path, None)
+                _report(errors, f"{shape.name} {path} capture", err)
+    for batch in batches:
+        gen = torch.Generator().manual_seed(batch)
+        prompt = torch.randint(0, shape.vocab_size, (batch, context), generator=gen).to(device)
+        tokens = torch.randint(0, shape.vocab_size, (batch,), generator=gen).to(device)
+        positions = torch.full((batch,), context, dtype=torch.long, device=device)
+        model.reset_cache()
+        model.prefill(prompt)
+        moved = floor_bytes(shape, batch, context + 1)
+        floor = floor_ms(moved, floor_gbps)
+        reference = None
+        for path, fn in steps.items():
+            row = {"preset": shape.name, "batch": batch, "context": context, "path": path,
+                   "graph": path in runners, "bytes": moved, "floor_ms": floor}
+            try:
+                logits = fn(tokens, positions)
+                if reference is None:
+                    reference = logits.float()
+                row["rel_err_vs_plain"] = relative_error(logits, reference)
+                if path in runners:
+                    runner = runners[path]
+                    row["bit_identical"] = runner.check_bit_identical(tokens, positions)
+                    row["max_abs_diff"] = runner.last_max_abs_diff
+                    runner.step(tokens, positions)
+                    timed = runner.replay_fn(batch)
+                else:
+                    def timed(fn=fn, tokens=tokens, positions=positions):
+                        fn(tokens, positions)
+                row["ms"] = time_ms(timed, warmup=warmup, repeats=repeats, device=device).median_ms
+                row["x_floor"] = row["ms"] / floor
+            except Exception as err:  # noqa: BLE001
+                row["error"] = _report(errors, f"{shape.name} b{batch} {path}", err)
+            rows.append(row)
+    del model, steps, runners
+    _free()
+    return rows
+
+
+def _fits(shape: Qwen3Shape, device, dtype) -> bool:
+    """True when the model's weights fit in free device memory with a third to spare."""
+    if device.type != "cuda":
+        return True
+    free, _ = torch.cuda.mem_get_info(device)
+    return shape.param_count() * torch.empty((), dtype=dtype).element_size() * 1.33 < free
+
+
+def _report(errors: list, what: str, err: Exception) -> str:
+    message = f"{what}: {type(err).__name__}: {err}".splitlines()[0][:300]
+    print(f"  ! {message}", file=sys.stderr)
+    traceback.print_exc(limit=2, file=sys.stderr)
+    errors.append(message)
+    return message
+
+
+def _free() -> None:
+    gc.collect()
+    if torch.cuda.is_available():
+        torch.cuda.empty_cache()
+
+
+def _config_text(config) -> str:
+    if not isinstance(config, dict):
+        return str(config)
+    text = f"r{config['rows_per_program']} k{config['block_k']} w{config['num_warps']}"
+    text += f" s{config['split_k']}" if config.get("split_k", 1) > 1 else ""
+    return text + (" dot" if config.get("dot") else "")
+
+
+def format_table(result: dict) -> str:
+    """The sweep as text: bandwidth, one line per GEMV variant (* = best), the best configs, the steps."""
+    bw = result["bandwidth_gbps"]
+    lines = [f"{result['device'].get('name')}: copy {bw['copy']:.0f} GB/s, read {bw['read']:.0f} GB/s "
+             f"(floors use {result['floor_gbps']:.0f} GB/s)", "",
+             f"{'gemv':8} {'b':>2} {'config':18} {'pdl':>3} {'us':>8} {'GB/s':>7} {'%read':>6} {'rel err':>8}"]
+    for r in result["gemv_rows"]:
+        if "error" in r:
+            lines.append(f"{r['gemv']:8} {r['batch']:>2} {_config_text(r['config']):18} error: {r['error'][:60]}")
+            continue
+        err = f"{r['rel_err']:.1e}" if "rel_err" in r else "-"
+        lines.append(f"{r['gemv']:8} {r['batch']:>2} {_config_text(r['config']):18} {'on' if r['pdl'] else 'off':>3} "
+                     f"{r['us']:8.2f} {r['gbps']:7.0f} {r['pct_read']:6.1f} {err:>8}{' *' if r.get('best') else ''}")
+    lines += ["", "best config per GEMV:"]
+    lines += [f"  {key}: {_config_text(c)}" for key, c in result["best"].items()]
+    lines += ["", f"{'preset':12} {'b':>2} {'path':15} {'graph':>5} {'ms':>8} {'floor':>7} {'x floor':>7} "
+                  f"{'rel err':>8} {'bit-id':>6}"]
+    for r in result["step_rows"]:
+        head = f"{r['preset']:12} {r['batch']:>2} {r['path']:15} {'yes' if r['graph'] else 'no':>5}"
+        if "error" in r:
+            lines.append(f"{head} error: {r['error'][:60]}")
+            continue
+        lines.append(f"{head} {r['ms']:8.3f} {r['floor_ms']:7.3f} {r['x_floor']:7.2f} "
+                     f"{r['rel_err_vs_plain']:8.1e} {str(r.get('bit_identical', '-')):>6}")
+    if result["errors"]:
+        lines += ["", f"{len(result['errors'])} variants failed (see errors in the JSON)"]
+    return "\n".join(lines)
+
+
+def run_sweep(*, tiny: bool = False, batches=None, context: int | None = None, presets=None,
+              repeats: int | None = None, limit: int = 8, skip_steps: bool = False) -> dict:
+    """Run the GEMV sweep and the step timings on this machine; returns the results dict (see format_table)."""
+    from floorlab.kernels import kernels_interpreted, pdl_supported
+
+    device = torch.device("cuda", torch.cuda.current_device()) if torch.cuda.is_available() else torch.device("cpu")
+    if device.type == "cpu" and not kernels_interpreted():
+        raise RuntimeError("no CUDA GPU here and Triton's interpreter is off; run on a GPU, or on a CPU with "
+                           "`TRITON_INTERPRET=1 python -m floorlab.kernel_sweep --tiny`")
+    on_cuda = device.type == "cuda"
+    dtype = torch.bfloat16 if on_cuda and not tiny else torch.float32  # tiny: a float32 check of every path
+    start = time.perf_counter()
+    batches = tuple(batches or ((1, 3) if tiny else BATCHES))
+    context = context or (12 if tiny else CONTEXT)
+    sweep_shape = TINY if tiny else get_shape(SWEEP_PRESET)
+    step_shapes = [TINY] if tiny else [get_shape(p) for p in (presets or STEP_PRESETS)]
+    warmup, repeats = (3, repeats or 20) if on_cuda else (0, repeats or 1)
+    copies = sweep_shape.num_layers
+    size_mb = None if on_cuda else 16
+    copy, read = (measure_bandwidth(device, kind=kind, size_mb=size_mb, repeats=5 if tiny else 20)
+                  for kind in ("copy", "read"))
+    result = {"what": "Triton GEMV sweep and kernel-step timings", "device": describe_device(device),
+              "tiny": tiny, "dtype": str(dtype), "context": context, "batches": list(batches),
+              "bandwidth_gbps": {"copy": copy.gbps, "read": read.gbps}, "floor_gbps": max(copy.gbps, read.gbps),
+              "pdl": pdl_supported(device), "errors": []}
+    print(f"bandwidth: copy {copy.gbps:.0f} GB/s, read {read.gbps:.0f} GB/s", flush=True)
+    rows, best = sweep_gemvs(sweep_shape, batches, device=device, dtype=dtype, read_gbps=read.gbps,
+                             copies=copies, warmup=warmup, repeats=repeats, limit=limit,
+                             pdl_on=result["pdl"], errors=result["errors"])
+    result["gemv_rows"] = rows
+    result["best"] = {f"{name} b{batch}": c.to_dict() for (name, batch), c in best.items()}
+    print(f"GEMV sweep done after {time.perf_counter() - start:.0f} s", flush=True)
+    result["step_rows"] = []
+    for shape in [] if skip_steps else step_shapes:
+        if not _fits(shape, device, dtype):
+            result["errors"].append(f"{shape.name}: skipped, its weights do not fit in free memory")
+            continue
+        # the tuned config comes from the sweep's shape; other presets keep the defaults
+        tuned = best if shape == sweep_shape else {}
+        try:
+            result["step_rows"] += time_steps(shape, batches, context, device=device, dtype=dtype,
+                                              floor_gbps=result["floor_gbps"], best=tuned, warmup=warmup,
+                                              repeats=repeats, errors=result["errors"])
+        except Exception as err:  # noqa: BLE001
+            _report(result["errors"], f"{shape.name} steps", err)
+        _free()
+        print(f"{shape.name} steps done after {time.perf_counter() - start:.0f} s", flush=True)
+    result["elapsed_s"] = time.perf_counter() - start
+    return result
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m floorlab.kernel_sweep", description=__doc__.splitlines()[0])
+    parser.add_argument("--out", help="write the results as JSON to this path")
+    parser.add_argument("--tiny", action="store_true", help="a tiny shape (runs on a CPU with TRITON_INTERPRET=1)")
+    parser.add_argument("--batches", type=int, nargs="+", help="batch sizes (default 1 8)")
+    parser.add_argument("--presets", nargs="+", help=f"presets for the step timings (default {' '.join(STEP_PRESETS)})")
+    parser.add_argument("--context", type=int, help=f"tokens already in the cache (default {CONTEXT})")
+    parser.add_argument("--repeats", type=int, help="timed repeats (default 20 on a GPU)")
+    parser.add_argument("--configs", type=int, default=8, help="at most this many configs per GEMV (default 8)")
+    parser.add_argument("--skip-steps", action="store_true", help="only the GEMV sweep")
+    args = parser.parse_args(argv)
+    result = run_sweep(tiny=args.tiny, batches=args.batches, context=args.context, presets=args.presets,
+                       repeats=args.repeats, limit=args.configs, skip_steps=args.skip_steps)
+    print(format_table(result))
+    if args.out:
+        from floorlab.results import save_json
+
+        print(f"wrote {save_json(result, args.out)}")
+    print(f"done in {result['elapsed_s']:.0f} s")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,168 @@
+"""Decode attention over the visible context only, with the q/k RMSNorm, RoPE and KV-cache write in its prologue.
+
+One program serves one (batch row, KV head, context split): the query heads sharing that KV
+head are its rows (GQA), padded to 16 so q.K^T and p.V run as tensor-core dots. Each split
+covers a share of positions 0..pos of its row (flash-decoding); with more than one split a
+small kernel merges the splits' softmax sums.
+"""
+from __future__ import annotations
+
+import math
+
+import torch
+import triton
+import triton.language as tl
+
+from .runtime import launch_kwargs, pdl_wait
+
+LOG2_E = 1.4426950408889634
+
+
+@triton.jit
+def _norm_rope(row_ptr, heads, h_ok, offs_d, w_ptr, cos_ptr, sin_ptr, inv_d, eps, D: tl.constexpr):
+    """RMSNorm (float32, cast, times weight) then RoPE x*cos + roll(x, D/2)*sin of heads [H, D]; returns float32."""
+    dtype = row_ptr.dtype.element_ty
+    rolled = (offs_d + D // 2) % D
+    x = tl.load(row_ptr + heads[:, None] * D + offs_d[None, :], mask=h_ok[:, None], other=0.0).to(tl.float32)
+    inv = tl.rsqrt(tl.sum(x * x, axis=1) * inv_d + eps)
+    xn = (x * inv[:, None]).to(dtype) * tl.load(w_ptr + offs_d)[None, :]
+    xr = tl.load(row_ptr + heads[:, None] * D + rolled[None, :], mask=h_ok[:, None], other=0.0).to(tl.float32)
+    xrn = (xr * inv[:, None]).to(dtype) * tl.load(w_ptr + rolled)[None, :]
+    cos = tl.load(cos_ptr + offs_d).to(tl.float32)
+    sin = tl.load(sin_ptr + offs_d).to(tl.float32)
+    first = (xn.to(tl.float32) * cos[None, :]).to(dtype).to(tl.float32)
+    return (first + xrn.to(tl.float32) * sin[None, :]).to(dtype).to(tl.float32)
+
+
+@triton.jit
+def _attend_tile(q, k_tile, v_tile, t, pos, end, k_new, v_new, m, l, acc, scale_log2):
+    """Online-softmax update with positions t: cached K/V below pos, this token's k_new/v_new at pos.
+
+    q is [heads padded to 16, D] in the cache dtype, so both products run on tensor cores.
+    """
+    is_new = (t == pos)[:, None]
+    k = tl.where(is_new, k_new.to(k_tile.dtype), k_tile)
+    v = tl.where(is_new, v_new.to(v_tile.dtype), v_tile)
+    s = tl.dot(q, tl.trans(k), input_precision="ieee") * scale_log2  # [heads, positions], log2 units
+    s = tl.where((t < end)[None, :], s, float("-inf"))
+    m_new = tl.maximum(m, tl.max(s, axis=1))
+    m_safe = tl.where(m_new == float("-inf"), 0.0, m_new)  # an empty split keeps m = -inf, l = 0
+    p = tl.exp2(s - m_safe[:, None])
+    alpha = tl.exp2(m - m_safe)
+    l = l * alpha + tl.sum(p, axis=1)
+    acc = acc * alpha[:, None] + tl.dot(p.to(v.dtype), v, input_precision="ieee")
+    return m_new, l, acc
+
+
+@triton.jit
+def _attention_kernel(qkv_ptr, pos_ptr, qn_ptr, kn_ptr, cos_ptr, sin_ptr, kc_ptr, vc_ptr,
+                      out_ptr, m_ptr, l_ptr, acc_ptr,
+                      stride_qkv, stride_cb, stride_ch, stride_ct, stride_rope, stride_ob,
+                      max_context, eps, scale_log2,
+                      NQ: tl.constexpr, NKV: tl.constexpr, GROUP: tl.constexpr, GROUP_P: tl.constexpr,
+                      D: tl.constexpr, BLOCK_T: tl.constexpr, SPLITS: tl.constexpr, USE_PDL: tl.constexpr):
+    b = tl.program_id(0)
+    kvh = tl.program_id(1)
+    split = tl.program_id(2)
+    offs_d = tl.arange(0, D)
+    offs_t = tl.arange(0, BLOCK_T)
+    pos = tl.minimum(tl.load(pos_ptr + b).to(tl.int32), max_context - 1)
+    visible = pos + 1
+    chunk = tl.cdiv(tl.cdiv(visible, SPLITS), BLOCK_T) * BLOCK_T
+    start = split * chunk
+    end = tl.minimum(start + chunk, visible)
+    kc = kc_ptr + b * stride_cb + kvh * stride_ch
+    vc = vc_ptr + b * stride_cb + kvh * stride_ch
+
+    # the first cached tile (positions < pos, written by earlier steps) loads before the wait
+    t = start + offs_t
+    cached = (t < end) & (t < pos)
+    k_tile = tl.load(kc + t[:, None] * stride_ct + offs_d[None, :], mask=cached[:, None], other=0.0)
+    v_tile = tl.load(vc + t[:, None] * stride_ct + offs_d[None, :], mask=cached[:, None], other=0.0)
+    pdl_wait(USE_PDL)
+
+    row = qkv_ptr + b * stride_qkv
+    cos = cos_ptr + pos * stride_rope
+    sin = sin_ptr + pos * stride_rope
+    g = tl.arange(0, GROUP_P)
+    q = _norm_rope(row, kvh * GROUP + g, g < GROUP, offs_d, qn_ptr, cos, sin, 1.0 / D, eps, D)
+    q = q.to(kc_ptr.dtype.element_ty)  # exact: _norm_rope rounds to the dtype
+    one = tl.arange(0, 1)
+    k_new = _norm_rope(row, NQ + kvh + one, one < 1, offs_d, kn_ptr, cos, sin, 1.0 / D, eps, D)
+    v_new = tl.load(row + (NQ + NKV + kvh) * D + one[:, None] * D + offs_d[None, :]).to(tl.float32)
+    # every split holds this token's k and v in registers; split 0 alone writes them to the cache
+    write = (offs_d[None, :] < D) & (split == 0) & (tl.load(pos_ptr + b) < max_context)
+    dst = pos * stride_ct + one[:, None] * D + offs_d[None, :]
+    tl.store(kc + dst, k_new.to(kc_ptr.dtype.element_ty), mask=write)
+    tl.store(vc + dst, v_new.to(vc_ptr.dtype.element_ty), mask=write)
+
+    m = tl.full([GROUP_P], float("-inf"), tl.float32)
+    l = tl.zeros([GROUP_P], tl.float32)
+    acc = tl.zeros([GROUP_P, D], tl.float32)
+    m, l, acc = _attend_tile(q, k_tile, v_tile, t, pos, end, k_new, v_new, m, l, acc, scale_log2)
+    for t0 in range(start + BLOCK_T, end, BLOCK_T):
+        t = t0 + offs_t
+        cached = (t < end) & (t < pos)
+        k_tile = tl.load(kc + t[:, None] * stride_ct + offs_d[None, :], mask=cached[:, None], other=0.0)
+        v_tile = tl.load(vc + t[:, None] * stride_ct + offs_d[None, :], mask=cached[:, None], other=0.0)
+        m, l, acc = _attend_tile(q, k_tile, v_tile, t, pos, end, k_new, v_new, m, l, acc, scale_log2)
+
+    heads = kvh * GROUP + g
+    h_ok = (g < GROUP)[:, None]
+    if SPLITS == 1:
+        out = acc / l[:, None]
+        tl.store(out_ptr + b * stride_ob + heads[:, None] * D + offs_d[None, :],
+                 out.to(out_ptr.dtype.element_ty), mask=h_ok)
+    else:  # float32 partials [B, NQ, SPLITS] (+ D), merged by _merge_kernel
+        slot = (b * NQ + heads) * SPLITS + split
+        tl.store(m_ptr + slot, m, mask=g < GROUP)
+        tl.store(l_ptr + slot, l, mask=g < GROUP)
+        tl.store(acc_ptr + slot[:, None] * D + offs_d[None, :], acc, mask=h_ok)
+
+
+@triton.jit
+def _merge_kernel(m_ptr, l_ptr, acc_ptr, out_ptr, stride_ob,
+                  NQ: tl.constexpr, D: tl.constexpr, SPLITS: tl.constexpr, SPLITS_P: tl.constexpr,
+                  USE_PDL: tl.constexpr):
+    b = tl.program_id(0)
+    h = tl.program_id(1)
+    s = tl.arange(0, SPLITS_P)
+    ok = s < SPLITS
+    offs_d = tl.arange(0, D)
+    pdl_wait(USE_PDL)
+    slot = (b * NQ + h) * SPLITS + s
+    m = tl.load(m_ptr + slot, mask=ok, other=float("-inf"))
+    l = tl.load(l_ptr + slot, mask=ok, other=0.0)
+    acc = tl.load(acc_ptr + slot[:, None] * D + offs_d[None, :], mask=ok[:, None], other=0.0)
+    weight = tl.exp2(m - tl.max(m, axis=0))  # split 0 always holds position 0, so the max is finite
+    out = tl.sum(acc * weight[:, None], axis=0) / tl.sum(l * weight, axis=0)
+    tl.store(out_ptr + b * stride_ob + h * D + offs_d, out.to(out_ptr.dtype.element_ty))
+
+
+def launch_attention(qkv: torch.Tensor, positions: torch.Tensor, q_norm: torch.Tensor, k_norm: torch.Tensor,
+                     rope_cos: torch.Tensor, rope_sin_signed: torch.Tensor, k_cache: torch.Tensor,
+                     v_cache: torch.Tensor, out: torch.Tensor, *, num_heads: int, num_kv_heads: int, eps: float,
+                     config, pdl: bool = False) -> torch.Tensor:
+    """Write out[B, heads*head_dim] and this token's K/V into the layer's caches [max_batch, kv, context, d]."""
+    batch = qkv.shape[0]
+    head_dim, max_context = k_cache.shape[-1], k_cache.shape[-2]
+    group = num_heads // num_kv_heads
+    splits = config.splits
+    grid = (batch, num_kv_heads, splits)
+    if splits == 1:
+        m = l = acc = out
+    else:
+        m = torch.empty((batch, num_heads, splits), dtype=torch.float32, device=qkv.device)
+        l = torch.empty_like(m)
+        acc = torch.empty((batch, num_heads, splits, head_dim), dtype=torch.float32, device=qkv.device)
+    _attention_kernel[grid](
+        qkv, positions, q_norm, k_norm, rope_cos, rope_sin_signed, k_cache, v_cache, out, m, l, acc,
+        qkv.stride(0), k_cache.stride(0), k_cache.stride(1), k_cache.stride(2), rope_cos.stride(0), out.stride(0),
+        max_context, eps, LOG2_E / math.sqrt(head_dim),
+        NQ=num_heads, NKV=num_kv_heads, GROUP=group, GROUP_P=max(16, triton.next_power_of_2(group)), D=head_dim,
+        BLOCK_T=config.block_t, SPLITS=splits, USE_PDL=pdl, **launch_kwargs(config.num_warps, pdl))
+    if splits > 1:
+        _merge_kernel[(batch, num_heads)](m, l, acc, out, out.stride(0), NQ=num_heads, D=head_dim, SPLITS=splits,
+                                          SPLITS_P=triton.next_power_of_2(splits), USE_PDL=pdl,
+                                          **launch_kwargs(4, pdl))
+    return out

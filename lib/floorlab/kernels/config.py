@@ -1,0 +1,139 @@
+"""Launch parameters of the book's Triton kernels: tile sizes, rows per program, warps, splits.
+
+Plain dataclasses without triton, so a sweep can build, print and store them anywhere.
+"""
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field, replace
+
+GEMV_NAMES = ("qkv", "o_proj", "gate_up", "down", "lm_head")
+
+
+def _power_of_two(name: str, value: int, owner: str) -> None:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1 or value & (value - 1):
+        raise ValueError(f"{owner}.{name} must be a power of two >= 1 (Triton tiles are powers of two), "
+                         f"got {value!r}")
+
+
+@dataclass(frozen=True)
+class GemvConfig:
+    """One GEMV launch: output rows per program, K tile (elements), warps, K splits (1 = no split).
+
+    dot=True multiplies each tile on tensor cores, the batch padded to 16 rows (needs rows_per_program >= 16).
+    """
+
+    rows_per_program: int = 4
+    block_k: int = 256
+    num_warps: int = 4
+    split_k: int = 1
+    dot: bool = False
+
+    def check(self) -> "GemvConfig":
+        """Return self after checking every field; raises ValueError saying how to fix a bad one."""
+        for name in ("rows_per_program", "block_k", "num_warps"):
+            _power_of_two(name, getattr(self, name), "GemvConfig")
+        if isinstance(self.split_k, bool) or not isinstance(self.split_k, int) or self.split_k < 1:
+            raise ValueError(f"GemvConfig.split_k must be a whole number >= 1 (1 means no split), "
+                             f"got {self.split_k!r}")
+        if self.dot and (self.rows_per_program < 16 or self.block_k < 16):
+            raise ValueError(f"GemvConfig(dot=True) needs rows_per_program >= 16 and block_k >= 16 (a tensor-core "
+                             f"tile), got {self.rows_per_program} and {self.block_k}; raise them or pass dot=False")
+        return self
+
+    def to_dict(self) -> dict:
+        """Plain dict, ready for JSON."""
+        return asdict(self)
+
+
+@dataclass(frozen=True)
+class AttentionConfig:
+    """Decode attention: context tile (positions), splits of the visible context (flash-decoding), warps."""
+
+    block_t: int = 32
+    splits: int = 1
+    num_warps: int = 4
+
+    def check(self) -> "AttentionConfig":
+        """Return self after checking every field; raises ValueError saying how to fix a bad one."""
+        for name in ("block_t", "num_warps"):
+            _power_of_two(name, getattr(self, name), "AttentionConfig")
+        if self.block_t < 16:
+            raise ValueError(f"AttentionConfig.block_t must be at least 16 (a tensor-core tile), got {self.block_t}")
+        if isinstance(self.splits, bool) or not isinstance(self.splits, int) or not 1 <= self.splits <= 64:
+            raise ValueError(f"AttentionConfig.splits must be a whole number from 1 to 64, got {self.splits!r}")
+        return self
+
+    def to_dict(self) -> dict:
+        """Plain dict, ready for JSON."""
+        return asdict(self)
+
+
+@dataclass(frozen=True)
+class StepConfig:
+    """Every launch of one decode step: a GemvConfig per weight matrix and the attention's config."""
+
+    qkv: GemvConfig = field(default_factory=GemvConfig)
+    o_proj: GemvConfig = field(default_factory=GemvConfig)
+    gate_up: GemvConfig = field(default_factory=GemvConfig)
+    down: GemvConfig = field(default_factory=GemvConfig)
+    lm_head: GemvConfig = field(default_factory=lambda: GemvConfig(rows_per_program=8))
+    attention: AttentionConfig = field(default_factory=AttentionConfig)
+
+    def check(self) -> "StepConfig":
+        """Return self after checking every part; gate_up cannot split K (its SwiGLU needs whole sums)."""
+        for name in GEMV_NAMES:
+            part = getattr(self, name)
+            if not isinstance(part, GemvConfig):
+                raise TypeError(f"StepConfig.{name} must be a GemvConfig, got {type(part).__name__}")
+            part.check()
+        if self.gate_up.split_k != 1:
+            raise ValueError("StepConfig.gate_up.split_k must be 1: SwiGLU needs each row's whole sum; "
+                             "split the down projection instead")
+        if not isinstance(self.attention, AttentionConfig):
+            raise TypeError(f"StepConfig.attention must be an AttentionConfig, got {type(self.attention).__name__}")
+        self.attention.check()
+        return self
+
+    def with_gemv(self, name: str, config: GemvConfig) -> "StepConfig":
+        """A copy with one GEMV's config replaced (name is one of GEMV_NAMES)."""
+        if name not in GEMV_NAMES:
+            raise ValueError(f"unknown GEMV {name!r}; use one of {GEMV_NAMES}")
+        return replace(self, **{name: config})
+
+    def to_dict(self) -> dict:
+        """Plain dict, ready for JSON."""
+        return asdict(self)
+
+
+def default_block_k(batch: int, rows_per_program: int = 4) -> int:
+    """K tile (elements, 64..1024) whose [batch, rows, block_k] float32 accumulator is ~64 registers a thread.
+
+    (At 4 warps; the accumulator of the register-product GEMV, not of dot=True.)
+    """
+    padded = 1 << max(0, batch - 1).bit_length()
+    block_k = 8192 // (padded * rows_per_program)
+    return max(64, min(1024, 1 << (block_k.bit_length() - 1)))
+
+
+def default_config(batch: int, *, hidden_size: int = 1024, num_kv_heads: int = 8,
+                   max_context: int = 256) -> StepConfig:
+    """A StepConfig for a batch (rows), chosen from an H200 sweep of the qwen3-0.6b shapes (floorlab.kernel_sweep).
+
+    Other cards and shapes may do better with other configs: run the sweep and pass its best.
+    """
+    if batch <= 2:  # float32 products in registers; K = hidden_size in at least two tiles
+        block_k = default_block_k(batch)
+        hidden_k = min(block_k, max(64, hidden_size // 2))
+        gemv = gate_up = GemvConfig(rows_per_program=4, block_k=hidden_k)
+        narrow = GemvConfig(rows_per_program=4, block_k=block_k)
+        head = GemvConfig(rows_per_program=16, block_k=min(256, hidden_k))
+    else:  # tensor cores, the batch padded to 16; the hidden-sized outputs split K for more programs
+        gemv = GemvConfig(rows_per_program=16, block_k=256, dot=True)
+        gate_up = GemvConfig(rows_per_program=32, block_k=128, dot=True)
+        narrow = GemvConfig(rows_per_program=16, block_k=256, split_k=4, dot=True)
+        head = GemvConfig(rows_per_program=128, block_k=128, num_warps=8, dot=True)
+    # about two attention programs per SM of a large GPU, each at least one tile of the context
+    block_t = 32
+    splits = max(1, min(32, 256 // max(1, batch * num_kv_heads), max_context // block_t))
+    return StepConfig(qkv=gemv, o_proj=narrow, gate_up=gate_up, down=narrow, lm_head=head,
+                      attention=AttentionConfig(block_t=block_t, splits=splits))

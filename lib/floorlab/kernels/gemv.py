@@ -1,0 +1,187 @@
+"""Decode GEMVs y[B, N] = x[B, K] @ W[N, K]^T for B = 1..16, with an RMSNorm prologue and fused epilogues.
+
+Each program computes rows_per_program output rows for every batch row, walking K in block_k
+tiles of contiguous weights, so the grid is cdiv(N, rows_per_program) (x split_k). By default
+the products accumulate elementwise in float32 registers and are summed once at the end; with
+dot=True each tile runs on tensor cores, the batch padded to 16 rows (rows_per_program >= 16).
+With PDL on, a program loads its first weight tile before waiting for the previous kernel:
+weights never depend on it.
+"""
+from __future__ import annotations
+
+import torch
+import triton
+import triton.language as tl
+
+from .runtime import launch_kwargs, pdl_wait
+
+# what the epilogue does with the float32 sums
+STORE = tl.constexpr(0)
+RESIDUAL = tl.constexpr(1)
+SWIGLU = tl.constexpr(2)
+PARTIAL = tl.constexpr(3)
+REDUCE_BLOCK_N = 256
+
+
+@triton.jit
+def _x_tile(x_ptr, stride_xb, bidx, b_ok, k, k_ok, norm_ptr, inv_rms, NORM: tl.constexpr):
+    """x[:, k] in float32; with NORM, RMSNorm'd as Qwen3 does (cast to x's dtype, then times the weight)."""
+    xv = tl.load(x_ptr + bidx[:, None] * stride_xb + k[None, :], mask=b_ok[:, None] & k_ok[None, :], other=0.0)
+    if NORM:
+        nw = tl.load(norm_ptr + k, mask=k_ok, other=0.0)
+        xv = (xv.to(tl.float32) * inv_rms[:, None]).to(x_ptr.dtype.element_ty) * nw[None, :]
+    return xv.to(tl.float32)
+
+
+@triton.jit
+def _dot(acc, xv, w, DOT: tl.constexpr):
+    """Add this tile's x[B, k] * w[R, k] to acc.
+
+    DOT: acc[B, R] += x @ w^T on tensor cores (B padded to 16). Else acc[B, R, k] grows elementwise
+    in float32 and is summed over k once, after the last tile (no per-tile shuffles).
+    """
+    if DOT:
+        out = tl.dot(xv.to(w.dtype), tl.trans(w), acc, input_precision="ieee")
+    else:
+        out = acc + xv[:, None, :] * w.to(tl.float32)[None, :, :]
+    return out
+
+
+@triton.jit
+def _gemv_kernel(x_ptr, w_ptr, norm_ptr, res_ptr, out_ptr,
+                 B, N, K, stride_xb, stride_wn, stride_rb, stride_ob, stride_os, k_per_split, eps,
+                 BLOCK_B: tl.constexpr, ROWS: tl.constexpr, BLOCK_K: tl.constexpr,
+                 NORM: tl.constexpr, EPILOGUE: tl.constexpr, EVEN_K: tl.constexpr, DOT: tl.constexpr,
+                 USE_PDL: tl.constexpr):
+    pid_n = tl.program_id(0)
+    pid_k = tl.program_id(1)
+    rows = pid_n * ROWS + tl.arange(0, ROWS)
+    row_ok = rows < N
+    bidx = tl.arange(0, BLOCK_B)
+    b_ok = bidx < B
+    offs_k = tl.arange(0, BLOCK_K)
+    k_start = pid_k * k_per_split
+    k_end = tl.minimum(k_start + k_per_split, K)
+    w_rows = w_ptr + rows[:, None].to(tl.int64) * stride_wn
+    u_rows = w_rows + N * stride_wn  # SwiGLU: the up rows sit N rows below the gate rows
+
+    # first weight tile: independent of the previous kernel, so it loads before the wait
+    k = k_start + offs_k
+    k_ok = k < k_end
+    if EVEN_K:
+        w_mask = row_ok[:, None]
+    else:
+        w_mask = row_ok[:, None] & k_ok[None, :]
+    w = tl.load(w_rows + k[None, :], mask=w_mask, other=0.0)
+    if EPILOGUE == SWIGLU:
+        u = tl.load(u_rows + k[None, :], mask=w_mask, other=0.0)
+    pdl_wait(USE_PDL)
+
+    inv_rms = tl.zeros([BLOCK_B], tl.float32)
+    if NORM:  # the whole row's RMS, recomputed by every program: x is only K wide
+        sum_sq = tl.zeros([BLOCK_B], tl.float32)
+        for k0 in range(0, K, BLOCK_K):
+            kk = k0 + offs_k
+            xv = tl.load(x_ptr + bidx[:, None] * stride_xb + kk[None, :],
+                         mask=b_ok[:, None] & (kk < K)[None, :], other=0.0).to(tl.float32)
+            sum_sq += tl.sum(xv * xv, axis=1)
+        inv_rms = tl.rsqrt(sum_sq / K + eps)
+
+    if DOT:
+        acc = tl.zeros([BLOCK_B, ROWS], tl.float32)
+        acc_up = tl.zeros([BLOCK_B, ROWS], tl.float32)
+    else:
+        acc = tl.zeros([BLOCK_B, ROWS, BLOCK_K], tl.float32)
+        acc_up = tl.zeros([BLOCK_B, ROWS, BLOCK_K], tl.float32)
+    xv = _x_tile(x_ptr, stride_xb, bidx, b_ok, k, k_ok, norm_ptr, inv_rms, NORM)
+    acc = _dot(acc, xv, w, DOT)
+    if EPILOGUE == SWIGLU:
+        acc_up = _dot(acc_up, xv, u, DOT)
+    for k0 in range(k_start + BLOCK_K, k_end, BLOCK_K):
+        k = k0 + offs_k
+        k_ok = k < k_end
+        if EVEN_K:
+            w_mask = row_ok[:, None]
+        else:
+            w_mask = row_ok[:, None] & k_ok[None, :]
+        w = tl.load(w_rows + k[None, :], mask=w_mask, other=0.0)
+        xv = _x_tile(x_ptr, stride_xb, bidx, b_ok, k, k_ok, norm_ptr, inv_rms, NORM)
+        acc = _dot(acc, xv, w, DOT)
+        if EPILOGUE == SWIGLU:
+            u = tl.load(u_rows + k[None, :], mask=w_mask, other=0.0)
+            acc_up = _dot(acc_up, xv, u, DOT)
+
+    if not DOT:
+        acc = tl.sum(acc, axis=2)
+        if EPILOGUE == SWIGLU:
+            acc_up = tl.sum(acc_up, axis=2)
+    out_mask = b_ok[:, None] & row_ok[None, :]
+    out_ptrs = out_ptr + bidx[:, None] * stride_ob + rows[None, :]
+    dtype = x_ptr.dtype.element_ty
+    if EPILOGUE == STORE:
+        tl.store(out_ptrs, acc.to(out_ptr.dtype.element_ty), mask=out_mask)
+    elif EPILOGUE == RESIDUAL:  # one rounding after the add, as addmm does; res may be out itself
+        res = tl.load(res_ptr + bidx[:, None] * stride_rb + rows[None, :], mask=out_mask, other=0.0)
+        tl.store(out_ptrs, (res.to(tl.float32) + acc).to(out_ptr.dtype.element_ty), mask=out_mask)
+    elif EPILOGUE == SWIGLU:  # silu(gate) * up, each rounded to the dtype as the plain step rounds them
+        gate = acc.to(dtype).to(tl.float32)
+        up = acc_up.to(dtype).to(tl.float32)
+        silu = (gate * tl.sigmoid(gate)).to(dtype).to(tl.float32)
+        tl.store(out_ptrs, (silu * up).to(out_ptr.dtype.element_ty), mask=out_mask)
+    else:  # PARTIAL: float32 sums of this K split, added up by _splitk_reduce_kernel
+        tl.store(out_ptrs + pid_k * stride_os, acc, mask=out_mask)
+
+
+@triton.jit
+def _splitk_reduce_kernel(part_ptr, res_ptr, out_ptr, N, stride_ps, stride_rb, stride_ob,
+                          SPLIT_K: tl.constexpr, BLOCK_N: tl.constexpr, HAS_RES: tl.constexpr,
+                          USE_PDL: tl.constexpr):
+    b = tl.program_id(1)
+    n = tl.program_id(0) * BLOCK_N + tl.arange(0, BLOCK_N)
+    ok = n < N
+    pdl_wait(USE_PDL)
+    acc = tl.zeros([BLOCK_N], tl.float32)
+    for s in tl.static_range(SPLIT_K):
+        acc += tl.load(part_ptr + s * stride_ps + b * N + n, mask=ok, other=0.0)
+    if HAS_RES:
+        acc += tl.load(res_ptr + b * stride_rb + n, mask=ok, other=0.0).to(tl.float32)
+    tl.store(out_ptr + b * stride_ob + n, acc.to(out_ptr.dtype.element_ty), mask=ok)
+
+
+def launch_gemv(x: torch.Tensor, weight: torch.Tensor, out: torch.Tensor, *, config,
+                norm_weight: torch.Tensor | None = None, eps: float = 1e-6,
+                residual: torch.Tensor | None = None, swiglu: bool = False, pdl: bool = False) -> torch.Tensor:
+    """Write out[B, N] (N = weight rows, or half of them with swiglu); the caller has checked the shapes.
+
+    norm_weight: RMSNorm x first. residual: out = residual + x @ W^T (may be out itself).
+    swiglu: out = silu(x @ gate^T) * (x @ up^T) with weight = [gate; up].
+    """
+    batch, k_size = x.shape
+    n_rows = weight.shape[0] // 2 if swiglu else weight.shape[0]
+    block_k = max(16 if config.dot else 1, min(config.block_k, triton.next_power_of_2(k_size)))
+    k_per_split = triton.cdiv(triton.cdiv(k_size, config.split_k), block_k) * block_k
+    splits = triton.cdiv(k_size, k_per_split)
+    if splits > 1 and swiglu:
+        raise ValueError("split_k must be 1 for the SwiGLU GEMV: silu needs each row's whole sum")
+    grid = (triton.cdiv(n_rows, config.rows_per_program), splits)
+    block_b = max(16, triton.next_power_of_2(batch)) if config.dot else triton.next_power_of_2(batch)
+    common = dict(BLOCK_B=block_b, ROWS=config.rows_per_program, BLOCK_K=block_k,
+                  NORM=norm_weight is not None, EVEN_K=k_size % block_k == 0, DOT=config.dot, USE_PDL=pdl)
+    norm = norm_weight if norm_weight is not None else weight
+    if splits == 1:
+        epilogue = SWIGLU if swiglu else RESIDUAL if residual is not None else STORE
+        res = residual if residual is not None else out
+        _gemv_kernel[grid](x, weight, norm, res, out, batch, n_rows, k_size, x.stride(0), weight.stride(0),
+                           res.stride(0), out.stride(0), 0, k_per_split, eps, EPILOGUE=epilogue.value,
+                           **common, **launch_kwargs(config.num_warps, pdl))
+        return out
+    partial = torch.empty((splits, batch, n_rows), dtype=torch.float32, device=x.device)
+    _gemv_kernel[grid](x, weight, norm, partial, partial, batch, n_rows, k_size, x.stride(0), weight.stride(0),
+                       n_rows, n_rows, partial.stride(0), k_per_split, eps, EPILOGUE=PARTIAL.value,
+                       **common, **launch_kwargs(config.num_warps, pdl))
+    res = residual if residual is not None else out
+    _splitk_reduce_kernel[(triton.cdiv(n_rows, REDUCE_BLOCK_N), batch)](
+        partial, res, out, n_rows, partial.stride(0), res.stride(0), out.stride(0),
+        SPLIT_K=splits, BLOCK_N=REDUCE_BLOCK_N, HAS_RES=residual is not None, USE_PDL=pdl,
+        **launch_kwargs(4, pdl))
+    return out

@@ -1,0 +1,235 @@
+"""The book's Triton kernels compute what the plain step computes.
+
+Without a GPU they run in Triton's CPU interpreter (tests/conftest.py turns it on), in
+float32 on tiny odd shapes; on a GPU the same tests run compiled, and the `gpu` tests add
+bf16 on the real 0.6B layer shape and graph replay.
+"""
+import math
+import os
+import subprocess
+import sys
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+import torch
+
+pytest.importorskip("triton")
+
+from floorlab.fused import relative_error  # noqa: E402
+from floorlab.kernels import (AttentionConfig, GemvConfig, default_config, gemv, kernels_interpreted,  # noqa: E402
+                              triton_step)
+from floorlab.model import build_model  # noqa: E402
+from floorlab.shapes import Qwen3Shape  # noqa: E402
+
+DEVICE = "cuda" if torch.cuda.is_available() else "cpu"
+if DEVICE == "cpu" and not kernels_interpreted():
+    pytest.skip("no GPU and Triton's interpreter is off: run with TRITON_INTERPRET=1", allow_module_level=True)
+
+GQA_TIED = Qwen3Shape(64, 96, 2, 4, 2, 16, 97, True, rope_theta=10000.0, name="gqa-tied")
+MHA_UNTIED = Qwen3Shape(64, 96, 2, 2, 2, 16, 97, False, rope_theta=10000.0, name="mha-untied")
+SMALL = Qwen3Shape(hidden_size=1024, intermediate_size=3072, num_layers=4, num_heads=16, num_kv_heads=8,
+                   head_dim=128, vocab_size=151936, tie_word_embeddings=True, name="qwen3-0.6b-4-layers")
+MAX_REL_ERR = 1e-5
+LIB = Path(__file__).resolve().parents[1] / "lib"
+
+
+def _spread(model, seed=0):
+    """O(1) activations and non-trivial norms, so a wrong rotation or norm shows in the logits."""
+    gen = torch.Generator().manual_seed(seed)
+    with torch.no_grad():
+        for p in model.parameters():
+            new = 1.0 + 0.3 * torch.randn(p.shape, generator=gen) if p.ndim == 1 else \
+                torch.randn(p.shape, generator=gen) / math.sqrt(p.shape[1])
+            p.copy_(new)
+    return model
+
+
+def _model(shape, max_batch=4, max_context=40):
+    return _spread(build_model(shape, device=DEVICE, dtype=torch.float32, max_batch=max_batch,
+                               max_context=max_context))
+
+
+# ---------------------------------------------------------------- (a) the GEMVs
+
+@pytest.mark.parametrize("batch, n, k, kwargs", [
+    (1, 37, 64, {}),
+    (3, 97, 96, {"block_k": 32, "rows_per_program": 8}),
+    (3, 64, 96, {"block_k": 16, "split_k": 3}),
+    (3, 97, 96, {"block_k": 32, "rows_per_program": 16, "dot": True}),
+    (2, 40, 64, {"block_k": 16, "rows_per_program": 32, "split_k": 2, "dot": True}),
+])
+def test_gemv_matches_torch(batch, n, k, kwargs):
+    gen = torch.Generator().manual_seed(batch + n)
+    x, w = torch.randn(batch, k, generator=gen).to(DEVICE), torch.randn(n, k, generator=gen).to(DEVICE)
+    y = gemv(x, w, **kwargs)
+    assert y.shape == (batch, n) and y.dtype == torch.float32
+    assert relative_error(y, x @ w.T) < MAX_REL_ERR
+
+
+@pytest.mark.parametrize("split_k", [1, 2])
+def test_fused_epilogues_match_torch(split_k):
+    from floorlab.fused import _rms_norm
+    from floorlab.kernels.gemv import launch_gemv
+
+    gen = torch.Generator().manual_seed(split_k)
+    x, res = torch.randn(3, 96, generator=gen), torch.randn(3, 33, generator=gen)
+    w, norm = torch.randn(66, 96, generator=gen), 1 + 0.3 * torch.randn(96, generator=gen)
+    x, res, w, norm = (t.to(DEVICE) for t in (x, res, w, norm))
+    dot = split_k == 2  # the tensor-core tiles, their batch padded to 16 rows
+    config = GemvConfig(rows_per_program=16 if dot else 2, block_k=32, split_k=split_k, dot=dot)
+    out = launch_gemv(x, w[:33], res.clone(), config=config, residual=None, norm_weight=norm, eps=1e-6)
+    assert relative_error(out, _rms_norm(x, norm, 1e-6) @ w[:33].T) < MAX_REL_ERR
+    inplace = res.clone()
+    launch_gemv(x, w[:33], inplace, config=config, residual=inplace)
+    assert relative_error(inplace, res + x @ w[:33].T) < MAX_REL_ERR
+    if split_k == 1:
+        out = launch_gemv(x, w, torch.empty_like(res), config=config, swiglu=True)
+        gate, up = (x @ w.T).chunk(2, dim=-1)
+        assert relative_error(out, torch.nn.functional.silu(gate) * up) < MAX_REL_ERR
+
+
+# ---------------------------------------------------------------- (b, c) the whole step and its cache writes
+
+def _compare_with_plain(model, tokens, positions, config=None):
+    """Run both steps from the same cache; return (rel err of logits, max |cache difference|)."""
+    model.prefill(torch.randint(0, model.shape.vocab_size, (tokens.shape[0], 6), device=DEVICE,
+                                generator=torch.Generator(DEVICE).manual_seed(1)))
+    k0, v0 = model.k_cache.clone(), model.v_cache.clone()
+    expected = model.decode_step(tokens, positions)
+    k_plain, v_plain = model.k_cache.clone(), model.v_cache.clone()
+    model.k_cache.copy_(k0)
+    model.v_cache.copy_(v0)
+    got = triton_step(model, config=config)(tokens, positions)
+    assert got.shape == expected.shape and got.dtype == expected.dtype
+    cache_diff = max((model.k_cache - k_plain).abs().max().item(), (model.v_cache - v_plain).abs().max().item())
+    return relative_error(got, expected), cache_diff
+
+
+def test_step_gqa_tied_rows_at_different_positions():
+    model = _model(GQA_TIED)
+    tokens, positions = (torch.tensor(v, device=DEVICE) for v in ([5, 7, 96], [6, 3, 37]))
+    err, cache_diff = _compare_with_plain(model, tokens, positions)
+    assert err < MAX_REL_ERR
+    assert cache_diff < 1e-5
+
+
+def test_step_mha_untied_batch_1_with_split_context_and_split_k():
+    model = _model(MHA_UNTIED)
+    base = default_config(1)
+    config = replace(base, attention=AttentionConfig(block_t=16, splits=3),
+                     down=GemvConfig(rows_per_program=2, block_k=32, split_k=3))
+    tokens, positions = (torch.tensor(v, device=DEVICE) for v in ([11], [21]))
+    err, cache_diff = _compare_with_plain(model, tokens, positions, config)
+    assert err < MAX_REL_ERR
+    assert cache_diff < 1e-5
+
+
+def test_step_matches_transformers():
+    from floorlab.hf import HFDecoder
+
+    model = _model(GQA_TIED)
+    hf = HFDecoder.from_decoder(model)
+    gen = torch.Generator(DEVICE).manual_seed(2)
+    prompt = torch.randint(0, GQA_TIED.vocab_size, (3, 9), device=DEVICE, generator=gen)
+    token = hf.prefill(prompt)[:, -1].argmax(-1)
+    model.prefill(prompt)
+    positions = torch.full((3,), 9, device=DEVICE)
+    expected = hf.decode_step(token, positions)
+    assert relative_error(triton_step(model)(token, positions), expected) < 1e-4
+
+
+# ---------------------------------------------------------------- (d) errors that say how to fix them
+
+def test_bad_inputs_are_refused():
+    model = _model(GQA_TIED, max_batch=2, max_context=16)
+    step = triton_step(model)
+    ok = torch.zeros(2, dtype=torch.long, device=DEVICE)
+    with pytest.raises(ValueError, match="max_batch"):
+        step(torch.zeros(3, dtype=torch.long, device=DEVICE), torch.zeros(3, dtype=torch.long, device=DEVICE))
+    with pytest.raises(ValueError, match="one position per token"):
+        step(ok, ok[:1])
+    with pytest.raises(ValueError, match="integer"):
+        step(ok.float(), ok)
+    with pytest.raises(TypeError, match="build_model"):
+        triton_step(torch.nn.Linear(2, 2))
+    with pytest.raises(ValueError, match="split the down"):
+        triton_step(model, config=replace(default_config(1), gate_up=GemvConfig(split_k=2)))
+    with pytest.raises(ValueError, match="power of two"):
+        gemv(torch.ones(1, 8, device=DEVICE), torch.ones(4, 8, device=DEVICE), block_k=48)
+    with pytest.raises(ValueError, match="same K"):
+        gemv(torch.ones(1, 8, device=DEVICE), torch.ones(4, 9, device=DEVICE))
+    if DEVICE == "cpu":
+        with pytest.raises(ValueError, match="pdl=None"):
+            triton_step(model, pdl=True)
+
+
+def test_missing_triton_and_cpu_without_interpreter_say_how_to_fix():
+    script = (
+        "import sys, torch\n"
+        "from floorlab.model import build_model\n"
+        "from floorlab.shapes import Qwen3Shape\n"
+        "model = build_model(Qwen3Shape(64, 96, 1, 4, 2, 16, 97, True), dtype=torch.float32, max_context=8)\n"
+        "import floorlab.kernels as k\n"
+        "try:\n    k.triton_step(model)\nexcept RuntimeError as e:\n    print('CPU:', e)\n"
+        "for name in [m for m in sys.modules if m.startswith(('triton', 'floorlab.kernels.'))]:\n"
+        "    del sys.modules[name]\n"
+        "    vars(k).pop(name.rpartition('.')[2], None)\n"
+        "sys.modules['triton'] = None\n"
+        "try:\n    k.triton_step(model)\nexcept RuntimeError as e:\n    print('MISSING:', e)\n"
+    )
+    env = {**os.environ, "TRITON_INTERPRET": "0", "CUDA_VISIBLE_DEVICES": "",
+           "PYTHONPATH": os.pathsep.join([str(LIB), os.environ.get("PYTHONPATH", "")])}
+    done = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert "CPU:" in done.stdout and "TRITON_INTERPRET=1" in done.stdout
+    assert "MISSING:" in done.stdout and "pip install triton" in done.stdout
+
+
+# ---------------------------------------------------------------- GPU
+
+@pytest.mark.gpu
+def test_bf16_step_matches_plain_on_the_real_layer_shape():
+    torch.manual_seed(0)
+    model = build_model(SMALL, device="cuda", max_batch=8, max_context=128)
+    for batch in (1, 8):
+        model.reset_cache()
+        model.prefill(torch.randint(0, SMALL.vocab_size, (batch, 40), device="cuda"))
+        tokens = torch.randint(0, SMALL.vocab_size, (batch,), device="cuda")
+        positions = 40 - torch.arange(batch, device="cuda")  # rows at different positions
+        k0, v0 = model.k_cache.clone(), model.v_cache.clone()
+        expected = model.decode_step(tokens, positions)
+        for pdl in (False, None):
+            model.k_cache.copy_(k0)
+            model.v_cache.copy_(v0)
+            got = triton_step(model, pdl=pdl)(tokens, positions)
+            assert relative_error(got, expected) <= 2e-2, (batch, pdl)
+
+
+@pytest.mark.gpu
+def test_graph_replay_is_bit_identical_at_buckets_1_and_8():
+    from floorlab.graphs import GraphRunner
+
+    model = build_model(SMALL, device="cuda", max_batch=8, max_context=64)
+    runner = GraphRunner(model, buckets=(1, 8), step_fn=triton_step(model))
+    runner.capture()
+    for batch in (1, 8):
+        model.reset_cache()
+        model.prefill(torch.randint(0, SMALL.vocab_size, (batch, 16), device="cuda"))
+        tokens = torch.randint(0, SMALL.vocab_size, (batch,), device="cuda")
+        positions = torch.full((batch,), 16, device="cuda")
+        assert runner.check_bit_identical(tokens, positions), runner.last_max_abs_diff
+
+
+def test_kernel_sweep_runs_on_a_tiny_shape(tmp_path, capsys):
+    from floorlab.kernel_sweep import main
+    from floorlab.results import load_json
+
+    assert main(["--tiny", "--batches", "1", "--configs", "1", "--out", str(tmp_path / "sweep.json")]) == 0
+    result = load_json(tmp_path / "sweep.json")
+    assert result["errors"] == []
+    assert {r["gemv"] for r in result["gemv_rows"]} == {"qkv", "o_proj", "gate_up", "down", "lm_head"}
+    assert all(r.get("rel_err", 0.0) < 1e-4 for r in result["gemv_rows"])
+    steps = {r["path"]: r for r in result["step_rows"]}
+    assert steps["triton default"]["rel_err_vs_plain"] < 1e-4
+    assert "best config per GEMV" in capsys.readouterr().out
