@@ -1,4 +1,5 @@
-"""The book's engine, four ways: plain eager, plain in a CUDA graph, fused eager, fused in a graph."""
+"""The book's engine, six ways: plain, fused (Inductor) and the book's Triton kernels, each eager
+and replayed in a CUDA graph."""
 from __future__ import annotations
 
 import time
@@ -14,6 +15,7 @@ from .settings import DTYPE, Settings
 
 NO_GRAPHS = "CUDA graphs need a CUDA GPU"
 NO_CPU_COMPILE = "skipped on the CPU: compiling the step here takes minutes"
+NO_CPU_TRITON = "the Triton kernels run on a CUDA GPU (on the CPU only the tests' interpreter runs them)"
 FUSED_GRAPH_NOTE = "bit-identical: replay vs the compiled step"
 
 
@@ -26,6 +28,8 @@ class Engine:
     runner: object | None = None
     fused: object | None = None
     fused_runner: object | None = None
+    triton: object | None = None
+    triton_runner: object | None = None
 
     def steps(self, batch: int) -> dict[str, tuple]:
         """{path: (step fn, eager fn it replays or None)} for each path built at this batch."""
@@ -44,6 +48,13 @@ class Engine:
             out["fused eager"] = (fused, None)
             if self.fused_runner is not None:
                 out["fused graph"] = (self.fused_runner.replay_fn(batch), fused)
+        if self.triton is not None:
+            def triton():
+                return self.triton(tokens, positions)
+
+            out["triton eager"] = (triton, None)
+            if self.triton_runner is not None:
+                out["triton graph"] = (self.triton_runner.replay_fn(batch), triton)
         return out
 
 
@@ -63,6 +74,7 @@ def measure_engine(shape, cases: dict[int, Case], settings: Settings, rows: Rows
             cases[b], "plain eager", lambda: model.decode_step(tokens, positions)))
     _plain_graphs(engine, cases, settings, rows, stage)
     _fused(engine, cases, settings, rows, stage)
+    _triton(engine, cases, settings, rows, stage)
     return engine
 
 
@@ -141,3 +153,42 @@ def _compile_fused(engine: Engine, batches: list[int], on_cuda: bool) -> float:
             engine.fused(zeros, zeros)
         model.reset_cache()
     return time.perf_counter() - start
+
+
+def _triton(engine: Engine, cases, settings: Settings, rows: Rows, stage) -> None:
+    """The book's own Triton kernels for the step, eager and in a graph (CUDA only)."""
+    if not settings.on_cuda:
+        for case in cases.values():
+            rows.absent(case, "triton eager", NO_CPU_TRITON)
+            rows.absent(case, "triton graph", NO_CPU_TRITON)
+        return
+    from floorlab.graphs import GraphRunner
+    from floorlab.kernels import triton_step
+
+    stage(f"{engine.model.shape.name}: compile and capture the Triton step")
+    start = time.perf_counter()
+    try:
+        engine.triton = triton_step(engine.model)
+        engine.triton_runner = GraphRunner(engine.model, buckets=sorted(cases),
+                                           step_fn=engine.triton)
+        engine.triton_runner.capture()
+    except Exception as err:
+        engine.triton = engine.triton_runner = None
+        for case in cases.values():
+            rows.failed(case, "triton eager", f"compile: {error_text(err)}")
+            rows.failed(case, "triton graph", f"compile: {error_text(err)}")
+        return
+    compile_s = time.perf_counter() - start
+    for b, case in cases.items():
+        steps = engine.steps(b)
+        stage(f"{engine.model.shape.name} b{b}: triton eager")
+        prefill(engine.model, engine.data[b][0])
+        rows.attempt(case, "triton eager", lambda: rows.measure(
+            case, "triton eager", steps["triton eager"][0], compile_s=compile_s,
+            note="compile_s: Triton's first compile and capture of every bucket"))
+        stage(f"{engine.model.shape.name} b{b}: triton graph")
+        prefill(engine.model, engine.data[b][0])
+        rows.attempt(case, "triton graph", lambda: measure_graph_row(
+            rows, case, "triton graph", engine.triton_runner, engine.data[b],
+            steps["triton eager"][0], compile_s=compile_s,
+            note="bit-identical: replay vs the same kernels run eagerly"))

@@ -28,7 +28,8 @@ DTYPE = torch.bfloat16
 # a steady timeline, bit-identity checks and compiling
 EXTRA_CALLS = SETTLE_MAX_CALLS + 2 + (STEADY_STEPS + 1) + 8
 
-ENGINE_PATHS = ("plain eager", "plain graph", "fused eager", "fused graph")
+ENGINE_PATHS = ("plain eager", "plain graph", "fused eager", "fused graph", "triton eager",
+                "triton graph")
 HF_PATHS = ("hf eager", "hf graph", "hf compile")
 PATHS = ENGINE_PATHS + HF_PATHS
 

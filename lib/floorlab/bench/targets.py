@@ -7,7 +7,9 @@ from floorlab.runs import Row
 # (preset, batch, path, most x the floor) and (preset, batch, path, the path it must beat)
 FLOOR_TARGETS = (("qwen3-0.6b", 1, "fused graph", 2.0),
                  ("qwen3-0.6b", 1, "plain graph", 4.0),
-                 ("qwen3-8b", 1, "fused graph", 1.25))
+                 ("qwen3-8b", 1, "fused graph", 1.25),
+                 ("qwen3-0.6b", 1, "triton graph", 2.0),
+                 ("qwen3-8b", 1, "triton graph", 1.15))
 RACE_TARGETS = (("qwen3-0.6b", 1, "fused graph", "hf graph"),
                 ("qwen3-0.6b", 1, "fused graph", "hf compile"),
                 ("qwen3-0.6b", 1, "plain graph", "hf graph"),
