@@ -301,7 +301,10 @@ def test_gpu_bench_small_shape_measures_every_path(tmp_path):
         assert rows["fused graph", batch].median_ms < rows["plain eager", batch].median_ms
     assert run.facts["parity"]["small"]["passed"], run.facts["parity"]["small"]
     limits = run.facts["limits"]["small"]
-    assert set(limits["kernels"]) == {"plain eager", "plain graph", "fused eager", "fused graph"}
+    assert set(limits["kernels"]) == {"plain eager", "plain graph", "fused eager", "fused graph",
+                                      "triton eager", "triton graph"}
+    for batch in (1, 2):
+        assert rows["triton graph", batch].bit_identical is True
     assert all(k.get("kernels") for k in limits["kernels"].values()), limits["kernels"]
     assert "small b1 fused graph" in run.timelines
     assert Run.load(tmp_path / "bench.json").facts["partial"] is False

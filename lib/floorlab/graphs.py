@@ -196,7 +196,8 @@ class GraphRunner:
             warnings.warn(f"batch {batch} is above the largest captured "
                           f"bucket {self.largest_bucket}; running eager",
                           EagerFallbackWarning, stacklevel=2)
-            self.last_path = f"eager (batch {batch} > {self.largest_bucket})"
+            self.last_path = (f"eager (batch {batch} > largest bucket "
+                              f"{self.largest_bucket})")
             self.last_padding = 0
             with torch.no_grad():
                 return self.step_fn(tokens.to(self.device),
