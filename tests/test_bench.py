@@ -202,7 +202,7 @@ def test_targets_pass_fail_and_explain_each_miss():
     assert verdicts["qwen3-0.6b b1: plain graph faster than hf compile"] is False
     assert verdicts["qwen3-0.6b b1: plain graph faster than hf graph"] is True
     eight = targets["qwen3-8b b1: fused graph <= 1.25x the floor"]["note"]
-    assert eight.startswith("missed: 5.30x; the GEMVs alone take 3.40x the floor")
+    assert eight.startswith("missed: 5.30x; the library's GEMVs alone take 3.40x the floor")
     assert "12.5 µs each" in eight and eight.endswith("(limits)")
     race = targets["qwen3-0.6b b1: plain graph faster than hf compile"]["note"]
     assert race.startswith("missed: 1.30x hf compile's time;")

@@ -1,7 +1,8 @@
 """One command that measures every decode path of the book on this machine: `python -m floorlab.bench`.
 
 It measures both bandwidths, computes the floor of each configuration, times the
-book's engine (eager, CUDA graph, fused, fused in a graph) and transformers
+book's engine (plain, fused with Inductor, and the book's own Triton kernels, each
+eager and replayed in a CUDA graph) and transformers
 (eager, CUDA graph, torch.compile reduce-overhead), says what holds each path
 above its floor, checks parity against a float32 reference, and returns a
 floorlab.runs.Run (kind "bench"). On a machine without CUDA it measures what the
@@ -9,6 +10,6 @@ CPU can run and says, row by row, why the rest is absent.
 """
 from .cli import main
 from .run import run_bench
-from .table import format_table
+from .table import format_summary, format_table
 
-__all__ = ["format_table", "main", "run_bench"]
+__all__ = ["format_summary", "format_table", "main", "run_bench"]

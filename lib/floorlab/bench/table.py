@@ -4,6 +4,8 @@ from __future__ import annotations
 from floorlab.runs import Row, Run
 
 from . import parity
+from .limits import verdict
+from .targets import evaluate_targets
 
 COLUMNS = (("path", "<12"), ("preset", "<11"), ("batch", ">5"), ("ms", ">9"), ("p10-p90 ms", ">17"),
            ("x floor", ">8"), ("GB/s", ">8"), ("kernels", ">7"), ("/layer", ">6"), ("bit-id", ">6"),
@@ -62,14 +64,38 @@ def format_table(run: Run) -> str:
         lines.append(f"parity {preset} (relative L2 vs transformers in float32): {parity.summary(facts)}")
     if run.settings.get("skip_transformers"):
         lines.append("parity: not checked (--skip-transformers leaves transformers' model out)")
-    for preset, facts in run.facts.get("limits", {}).items():
-        text = facts.get("verdict", {}).get("summary") or facts.get("error", "not measured")
+    limits = run.facts.get("limits", {})
+    for preset, facts in limits.items():
+        # the words are derived when shown, from the stored measurements
+        text = verdict(facts, run.rows)["summary"] if "gemv_only_ms" in facts else \
+            facts.get("error", "not measured")
         lines.append(f"limits {preset} b{facts.get('batch', '?')}: {text}")
         if facts.get("kernels_note"):
             lines.append(f"  {facts['kernels_note']}")
     lines += ["", "targets:"]
-    for t in run.facts.get("targets", []):
+    for t in evaluate_targets(run.rows, limits):
         value = "" if t["value"] is None else f": {t['value']:.2f}"
         note = f" ({t['note']})" if t["note"] else ""
         lines.append(f"  {VERDICTS[t['passed']]} {t['target']}{value}{note}")
+    return "\n".join(lines)
+
+
+def format_summary(run: Run, *, batch: int = 1) -> str:
+    """A narrow view of the run for a page: each path's time and multiple of the floor at one
+    batch size, then the targets with the cause of every miss, wrapped to the page's column."""
+    from floorlab.prose import fmt_ms, wrap
+
+    presets = list(dict.fromkeys(r.preset for r in run.rows))
+    lines = [f"{'path':<13} " + " ".join(f"{p:>22}" for p in presets)]
+    for path in dict.fromkeys(r.path for r in run.rows):
+        cells = []
+        for preset in presets:
+            row = run.find(path, preset, batch)
+            cells.append(f"{fmt_ms(row.median_ms)} ({row.x_floor:.2f}x)" if row else "-")
+        lines.append(f"{path:<13} " + " ".join(f"{c:>22}" for c in cells))
+    lines += ["", "targets:"]
+    for t in evaluate_targets(run.rows, run.facts.get("limits", {})):
+        value = "" if t["value"] is None else f": {t['value']:.2f}"
+        note = f" ({t['note']})" if t["note"] else ""
+        lines.append(wrap(f"{VERDICTS[t['passed']]} {t['target']}{value}{note}"))
     return "\n".join(lines)
