@@ -19,4 +19,5 @@ def test_the_book_builds_without_warnings(tmp_path):
     for page in ("index.html", "chapters/below-the-floor.html", "chapters/fast-card.html"):
         text = (html / page).read_text()
         assert "{glue" not in text, f"{page}: a glue reference did not render"
+        assert "{eval}" not in text, f"{page}: a prose number did not render"
         assert "Traceback" not in text, f"{page}: a cell raised"

@@ -20,6 +20,7 @@ import torch.nn.functional as F
 
 from floorlab.device import describe_device, measure_bandwidth
 from floorlab.fused import _rms_norm, relative_error
+from floorlab.graphs import capture_graph
 from floorlab.roofline import achieved_gbps, bytes_per_step, floor_ms
 from floorlab.shapes import Qwen3Shape, get_shape
 from floorlab.timing import time_ms
@@ -116,11 +117,7 @@ def _time_per_call_ms(calls, device, warmup: int, repeats: int) -> float:
 
     fn = all_calls
     if device.type == "cuda":
-        all_calls()
-        torch.cuda.synchronize(device)
-        graph = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(graph):
-            all_calls()
+        graph, _ = capture_graph(all_calls, warmup=1)
         fn = graph.replay
     return time_ms(fn, warmup=warmup, repeats=repeats, device=device).median_ms / len(calls)
 

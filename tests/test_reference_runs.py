@@ -1,0 +1,76 @@
+"""The stored H200 runs obey the book's measurement model: one floor policy, sane issue times,
+checks that judge the reference data correctly, and timelines drawn in the steady state."""
+import pytest
+
+from floorlab import challenges as ch
+from floorlab.results import reference_run
+from floorlab.roofline import decode_floor, per_launch_us, what_if_ms
+from floorlab.shapes import get_shape
+
+RUNS = ("h200-below-the-floor", "h200-fast-card", "h200-bench")
+
+
+@pytest.mark.parametrize("name", RUNS)
+def test_every_stored_floor_is_the_one_policy_applied_to_its_own_bandwidths(name):
+    run = reference_run(name)
+    assert run.floors
+    for floor in run.floors:
+        again = decode_floor(get_shape(floor.preset), batch=floor.batch,
+                             prompt_tokens=floor.visible_tokens - 1, bandwidths=run.bandwidths,
+                             cache_tokens=floor.cache_tokens)
+        assert again == floor
+        assert floor.bandwidth_gbps == max(run.bandwidths.copy.gbps, run.bandwidths.read.gbps)
+
+
+def test_chapter_and_bench_give_one_configuration_one_floor():
+    """The chapter's configuration, floored with the bench's bandwidths, is the bench's floor."""
+    chapter, bench = reference_run("h200-below-the-floor"), reference_run("h200-bench")
+    preset, batch = chapter.settings["preset"], chapter.settings["batch"]
+    stored = bench.floor(preset, batch)
+    mine = decode_floor(get_shape(preset), batch=batch,
+                        prompt_tokens=chapter.settings["prompt_tokens"],
+                        bandwidths=bench.bandwidths, cache_tokens=stored.cache_tokens)
+    assert mine.bytes_per_step == stored.bytes_per_step
+    assert mine.floor_ms == stored.floor_ms
+
+
+def test_the_stored_8b_floor_counts_gathered_embedding_rows():
+    floor = reference_run("h200-bench").floor("qwen3-8b", 1)
+    assert round(floor.bytes_per_step / 1e9, 2) == 15.14
+
+
+@pytest.mark.parametrize("name", ["h200-below-the-floor", "h200-fast-card", "h200-bench"])
+def test_stored_issue_times_never_exceed_their_steps_beyond_the_spread(name):
+    for row in reference_run(name).rows:
+        if row.measured and row.issue is not None:
+            assert row.issue_note() == "", (row.path, row.preset, row.batch)
+
+
+def test_the_stored_what_ifs_never_slow_the_step():
+    run = reference_run("h200-below-the-floor")
+    eager = run.row("eager")
+    for saved in (run.facts["busy_ms"] / 2, run.floor().floor_ms / 2):
+        assert what_if_ms(eager.median_ms, saved_ms=saved, issue_ms=eager.issue.median_ms) \
+            <= eager.median_ms
+
+
+def test_the_laptop_studys_ten_ops_are_rejected_on_the_stored_h200_run():
+    run = reference_run("h200-below-the-floor")
+    counted = run.launches["eager"].per_layer
+    gap, layers = run.facts["gap_ms"], get_shape(run.settings["preset"]).num_layers
+    kw = dict(gap_ms=gap, num_layers=layers, counted_per_layer=counted)
+    assert ch.check_ops_per_layer(10, per_launch_us(gap, 10 * layers), True, **kw) \
+        .startswith("not yet")
+    right_us = per_launch_us(gap, counted * layers)
+    assert ch.check_ops_per_layer(counted, right_us, right_us <= 40, **kw).startswith("right")
+
+
+@pytest.mark.parametrize("name, path", [("h200-below-the-floor", "graph replay"),
+                                        ("h200-fast-card", "fused replay")])
+def test_stored_replay_timelines_start_at_their_first_kernel(name, path):
+    """Steady state: the launch latency before a step's first kernel is not idle inside it."""
+    timeline = reference_run(name).timelines[path]
+    assert timeline.gpu[0].start_us == 0.0
+    assert timeline.cpu and timeline.cpu[0].start_us < 0  # issued while the previous step ran
+    assert timeline.gpu_busy_us + timeline.gpu_idle_us == pytest.approx(timeline.span_us)
+    assert timeline.gpu_idle_share < 0.25
