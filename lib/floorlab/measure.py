@@ -12,7 +12,7 @@ from typing import Callable
 import torch
 
 from floorlab.graphs import DEFAULT_BUCKETS, GraphRunner
-from floorlab.prose import fmt_ms
+from floorlab.prose import fmt_ms, wrap
 from floorlab.results import reference_run
 from floorlab.roofline import Floor
 from floorlab.runs import Row, Run, measured_row
@@ -80,7 +80,7 @@ class Replay:
         if self.graph.max_abs_diff is not None:
             same += f" (largest difference {self.graph.max_abs_diff:g})"
         return "\n".join([
-            f"source                 {self.source.says()}",
+            wrap(self.source.says()),
             f"{self.graph.path:<22} {self.graph.timing}",
             f"bit-identical to eager {same}",
             f"speed-up over eager    {fmt_ms(self.eager.median_ms)} ÷ "

@@ -9,7 +9,7 @@ import inspect
 import math
 import textwrap
 
-COLUMN = 88  # characters a printed line may take in the site's content column (see _static)
+COLUMN = 84  # characters a printed line may take in the site's content column (see _static)
 
 
 def sig(value: float, digits: int = 3) -> str:
