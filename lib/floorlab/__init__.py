@@ -2,6 +2,7 @@
 
 The chapters import what they use from here; each name lives in one module.
 """
+from floorlab import challenges
 from floorlab.challenges import NOT_ATTEMPTED
 from floorlab.device import (Bandwidths, default_device, describe_device, measure_bandwidth,
                              measure_bandwidths)
@@ -10,17 +11,25 @@ from floorlab.graphs import DEFAULT_BUCKETS, GraphRunner, capture_graph
 from floorlab.launches import LaunchCount, count_launches
 from floorlab.measure import Replay, Source, graph_replay, measure_path, profile_path, source_for
 from floorlab.model import Qwen3Decoder, build_model, prefill_random
-from floorlab.prose import fmt_gbps, fmt_ms, show_source, sig
+from floorlab.fused import fused_step, relative_error
+from floorlab.paths import FIGURES_DIR
+from floorlab.prose import fmt_gbps, fmt_ms, show_source, sig, wrap
 from floorlab.results import reference_figure, reference_run, run_stamp
-from floorlab.roofline import (BelowFloorError, Floor, check_floor, decode_floor, diagnose_gap,
-                               floor_ms, gap_ms, looks_like_dispatch, per_launch_us, what_if_ms)
+from floorlab.roofline import (BelowFloorError, Floor, bytes_per_step, check_floor, crossover_gbps,
+                               decode_floor, diagnose_gap, floor_ms, gap_ms,
+                               kernels_per_layer_budget, looks_like_dispatch,
+                               overhead_us_per_kernel, per_launch_us, predicted_ms, what_if_ms)
 from floorlab.runs import Row, Run, measured_row
 from floorlab.shapes import PRESETS, Qwen3Shape, get_shape
 from floorlab.timelines import Timeline, kernel_table, steady_timeline
 from floorlab.timing import StepTimes, Timing, time_ms, time_with_issue, unsynchronised_time_ms
 
+from floorlab.bench import format_summary, format_table  # noqa: E402  (the bench uses the above)
+
 __all__ = [
-    "NOT_ATTEMPTED", "Bandwidths", "default_device", "describe_device", "measure_bandwidth",
+    "challenges", "fused_step", "relative_error", "FIGURES_DIR", "wrap", "bytes_per_step",
+    "crossover_gbps", "kernels_per_layer_budget", "overhead_us_per_kernel", "predicted_ms",
+    "format_summary", "format_table", "NOT_ATTEMPTED", "Bandwidths", "default_device", "describe_device", "measure_bandwidth",
     "measure_bandwidths", "stacked_bar", "timeline", "DEFAULT_BUCKETS", "GraphRunner",
     "capture_graph", "LaunchCount", "count_launches", "Replay", "Source", "graph_replay",
     "measure_path", "profile_path", "source_for", "Qwen3Decoder", "build_model", "prefill_random",
