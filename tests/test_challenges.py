@@ -9,18 +9,20 @@ from floorlab.shapes import Qwen3Shape
 
 
 def test_ops_per_layer_check_covers_starter_right_and_wrong():
-    kw = dict(gap_ms=4.67, num_layers=28, counted_per_layer=10.0)
+    kw = dict(gap_ms=4.67, num_layers=28, counted_per_layer=10.0, dispatch=True)
     assert ch.check_ops_per_layer(None, None, None, **kw) == ch.NOT_ATTEMPTED
     assert ch.check_ops_per_layer(10, 16.68, True, **kw).startswith("right")
     assert ch.check_ops_per_layer(10, 16.68, False, **kw).startswith("not yet")  # the verdict counts
     assert ch.check_ops_per_layer(10, 30.0, True, **kw).startswith("not yet")
     assert ch.check_ops_per_layer(100, 1.7, True, **kw).startswith("not yet")
     assert "16.7 µs" in ch.answer_ops_per_layer(issue_ms=None, eager_ms=7.8, **kw)
+    kw["dispatch"] = False  # the run's own verdict decides, not a threshold inside the check
+    assert ch.check_ops_per_layer(10, 16.68, False, **kw).startswith("right")
 
 
 def test_the_laptop_studys_ten_ops_fail_against_the_h200_count():
     """On the stored H200 run the profiler counts ~18 kernels per layer: 'about 10' is not a count."""
-    kw = dict(gap_ms=8.6, num_layers=28, counted_per_layer=18.3)
+    kw = dict(gap_ms=8.6, num_layers=28, counted_per_layer=18.3, dispatch=True)
     ten = ch.check_ops_per_layer(10, per_launch_us(8.6, 280), True, **kw)
     assert ten.startswith("not yet")
     right = ch.check_ops_per_layer(18.3, per_launch_us(8.6, 18.3 * 28), True, **kw)
@@ -30,14 +32,14 @@ def test_the_laptop_studys_ten_ops_fail_against_the_h200_count():
 @pytest.mark.parametrize("answer, hint", [("17", "without quotes"), (True, "yes/no"),
                                           (float("nan"), "finite"), ([1], "number")])
 def test_checks_explain_answers_that_are_not_numbers(answer, hint):
-    kw = dict(gap_ms=4.67, num_layers=28, counted_per_layer=10.0)
+    kw = dict(gap_ms=4.67, num_layers=28, counted_per_layer=10.0, dispatch=True)
     assert hint in ch.check_ops_per_layer(answer, 16.7, True, **kw)
     assert hint in ch.check_number(answer, 1.0, hint="h")
 
 
 def test_a_percent_where_a_fraction_belongs_is_explained():
     answer = ch.scale_answer(name="big", bytes_per_step=16e9, bandwidth_gbps=380, num_layers=36,
-                             kernels_per_layer=10, per_launch_us=17)
+                             kernels_per_layer=10, per_launch_us=17, dispatch=True)
     verdict = ch.check_scale(answer.floor_ms, 100 * answer.launch_fraction, answer)
     assert "percent" in verdict and verdict.startswith("not yet")
 
@@ -61,7 +63,7 @@ def test_padding_follows_the_runner_padded_rows_read_their_whole_cache_row():
 
 def test_scale_answer_grows_launches_with_layers_not_bytes():
     answer = ch.scale_answer(name="big", bytes_per_step=16e9, bandwidth_gbps=380, num_layers=36,
-                             kernels_per_layer=10, per_launch_us=17)
+                             kernels_per_layer=10, per_launch_us=17, dispatch=True)
     assert answer.launches == 360
     assert answer.floor_ms == pytest.approx(16e9 / 380e9 * 1e3)
     assert answer.gap_ms == pytest.approx(360 * 17e-3)
@@ -71,9 +73,9 @@ def test_scale_answer_grows_launches_with_layers_not_bytes():
 
 def test_scale_answer_is_conditioned_on_the_runs_verdict():
     host = ch.scale_answer(name="big", bytes_per_step=15e9, bandwidth_gbps=4000, num_layers=36,
-                           kernels_per_layer=18, per_launch_us=17)
+                           kernels_per_layer=18, per_launch_us=17, dispatch=True)
     cpu = ch.scale_answer(name="big", bytes_per_step=15e9, bandwidth_gbps=20, num_layers=36,
-                          kernels_per_layer=30, per_launch_us=900)
+                          kernels_per_layer=30, per_launch_us=900, dispatch=False)
     assert host.dispatch and not cpu.dispatch
     assert "gain most" in ch.answer_scale("small", 0.9, host, small_bytes=1.2e9, layer_ratio=36 / 28)
     assert "not dispatch" in ch.answer_scale("small", 0.9, cpu, small_bytes=1.2e9, layer_ratio=36 / 28)
@@ -86,7 +88,8 @@ def test_the_right_8b_floor_passes_with_gathered_embedding_rows():
     big = get_shape("qwen3-8b")
     moved = bytes_per_step(big, 1, 33)
     answer = ch.scale_answer(name=big.name, bytes_per_step=moved, bandwidth_gbps=4347.0,
-                             num_layers=36, kernels_per_layer=18.3, per_launch_us=16.8)
+                             num_layers=36, kernels_per_layer=18.3, per_launch_us=16.8,
+                             dispatch=True)
     right_floor = moved / 4347e9 * 1e3
     assert right_floor == pytest.approx(15.14e9 / 4347e9 * 1e3, rel=0.002)
     assert ch.check_scale(right_floor, answer.launch_fraction, answer).startswith("right")

@@ -68,7 +68,7 @@ def test_stacked_bar_labels_carry_ms_and_multiple_of_floor():
     text = all_text(stacked_bar(SEED_BARS, FLOOR_MS, note="stored reference run: NVIDIA H200"))
     assert "7.80 ms · 2.5× floor" in text
     assert "3.40 ms · 1.09× floor" in text
-    assert "4.67 ms" in text  # the gap, written inside the orange segment
+    assert "+4.67 ms" in text  # the gap, written inside the orange segment
     assert "stored reference run: NVIDIA H200" in text
 
 
@@ -85,11 +85,11 @@ def test_stacked_bar_spread_becomes_an_error_bar():
 def test_stacked_bar_keeps_in_bar_labels_clear_of_a_wide_whisker():
     wide = {"eager on a noisy CPU": Timing.from_samples([400.0, 685.0, 1300.0])}
     (ax,) = stacked_bar(wide, 100.0).axes
-    label = next(t for t in ax.texts if t.get_text() == "585 ms")
+    label = next(t for t in ax.texts if t.get_text() == "+585 ms")
     assert label.get_position()[0] < wide["eager on a noisy CPU"].p10_ms  # left of the whisker
     narrow = {"eager": Timing.from_samples([150.0, 685.0, 1300.0])}
     (ax,) = stacked_bar(narrow, 100.0).axes
-    assert "585 ms" not in [t.get_text() for t in ax.texts]  # no room beside the whisker
+    assert "+585 ms" not in [t.get_text() for t in ax.texts]  # no room beside the whisker
 
 
 def test_stacked_bar_takes_any_number_of_bars_and_flags_impossible_times():

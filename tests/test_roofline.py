@@ -114,7 +114,7 @@ def test_check_floor_below_floor_warns():
 
 
 def test_check_floor_below_floor_strict_raises():
-    with pytest.raises(BelowFloorError, match="unsynchronised timer"):
+    with pytest.raises(BelowFloorError, match="timer that does not wait"):
         check_floor(1.0, 3.13, what="eager step", strict=True)
 
 
@@ -204,3 +204,18 @@ def test_the_fixed_cost_model_takes_the_floor_out_of_busy_time_once():
     assert predicted_ms(0.275, 512, us) == pytest.approx(1.73)  # the model reproduces its own input
     assert crossover_gbps(1.196e9, 512, us) == pytest.approx(1.196e9 / ((1.73 - 0.275) * 1e-3) / 1e9)
     assert kernels_per_layer_budget(0.275, 2.0, us, 28) == pytest.approx(275 / us / 28)
+
+
+def test_the_verdict_follows_who_is_busy_not_a_loose_threshold():
+    from floorlab.roofline import diagnose_gap, gap_verdict
+
+    # a CPU step: 36.6 µs per launch, but the operators fill 181 of 197 ms
+    cpu = dict(eager_ms=197.0, floor_ms=155.0, launches=1138, busy_ms=181.0)
+    assert gap_verdict(**cpu) == "operators"
+    assert "inside the operators" in diagnose_gap(**cpu)
+    # a GPU step whose host needs the whole step to issue it
+    gpu = dict(eager_ms=15.4, floor_ms=0.279, launches=512, issue_ms=15.38, busy_ms=1.78)
+    assert gap_verdict(**gpu) == "dispatch"
+    # the laptop study: 17 µs per launch and nothing else known
+    assert gap_verdict(eager_ms=7.80, floor_ms=3.13, launches=280) == "dispatch"
+    assert gap_verdict(eager_ms=3.5, floor_ms=3.13, launches=280) == "bytes"

@@ -16,7 +16,7 @@ from floorlab.paths import FIGURES_DIR
 from floorlab.prose import fmt_gbps, fmt_ms, show_source, sig, wrap
 from floorlab.results import reference_figure, reference_run, run_stamp
 from floorlab.roofline import (BelowFloorError, Floor, bytes_per_step, check_floor, crossover_gbps,
-                               decode_floor, diagnose_gap, floor_ms, gap_ms,
+                               decode_floor, diagnose_gap, floor_ms, gap_ms, gap_verdict,
                                kernels_per_layer_budget, looks_like_dispatch,
                                overhead_us_per_kernel, per_launch_us, predicted_ms, what_if_ms)
 from floorlab.runs import Row, Run, measured_row
@@ -34,7 +34,7 @@ __all__ = [
     "capture_graph", "LaunchCount", "count_launches", "Replay", "Source", "graph_replay",
     "measure_path", "profile_path", "source_for", "Qwen3Decoder", "build_model", "prefill_random",
     "fmt_gbps", "fmt_ms", "show_source", "sig", "reference_figure", "reference_run", "run_stamp",
-    "BelowFloorError", "Floor", "check_floor", "decode_floor", "diagnose_gap", "floor_ms", "gap_ms",
+    "BelowFloorError", "Floor", "gap_verdict", "check_floor", "decode_floor", "diagnose_gap", "floor_ms", "gap_ms",
     "looks_like_dispatch", "per_launch_us", "what_if_ms", "Row", "Run", "measured_row", "PRESETS",
     "Qwen3Shape", "get_shape", "Timeline", "kernel_table", "steady_timeline", "StepTimes", "Timing",
     "time_ms", "time_with_issue", "unsynchronised_time_ms",

@@ -12,7 +12,7 @@ from typing import Callable
 import torch
 
 from floorlab.graphs import bucket_for
-from floorlab.roofline import DISPATCH_US, floor_ms, looks_like_dispatch, per_launch_us
+from floorlab.roofline import DISPATCH_US, floor_ms, per_launch_us
 
 NOT_ATTEMPTED = "not attempted yet: edit the cell above, then run it and this check again."
 OPS_TOLERANCE = 0.15  # an op count within 15% of the profiler's counts as the same count
@@ -61,8 +61,11 @@ def _close(value: float, expected: float, rel: float) -> bool:
 
 @_checked
 def check_ops_per_layer(ops_per_layer, my_per_launch_us, my_is_dispatch, *, gap_ms: float,
-                        num_layers: int, counted_per_layer: float) -> str:
-    """Verdict on the reader's op count per layer, the per-launch division and the dispatch verdict."""
+                        num_layers: int, counted_per_layer: float, dispatch: bool) -> str:
+    """Verdict on the reader's op count per layer, the per-launch division and the dispatch verdict.
+
+    dispatch is this run's own verdict (roofline.gap_verdict(...) == "dispatch").
+    """
     if ops_per_layer is None or my_per_launch_us is None or my_is_dispatch is None:
         return NOT_ATTEMPTED
     ops = _number(ops_per_layer, "my_ops_per_layer")
@@ -77,17 +80,17 @@ def check_ops_per_layer(ops_per_layer, my_per_launch_us, my_is_dispatch, *, gap_
                 f"over {launches:g} launches is not {my_per_launch_us} µs each.")
     if not isinstance(my_is_dispatch, bool):
         return "not yet: my_gap_is_dispatch should be True or False."
-    dispatch = looks_like_dispatch(per_launch_us(gap_ms, counted_per_layer * num_layers))
     if my_is_dispatch != dispatch:
         return (f"not yet: compare {expected_us:.1f} µs with the {DISPATCH_US[0]:.0f}-"
-                f"{DISPATCH_US[1]:.0f} µs an eager dispatch costs, and decide again.")
+                f"{DISPATCH_US[1]:.0f} µs an eager dispatch costs, and with the issue and busy "
+                "times above, and decide again.")
     what = "dispatch" if dispatch else "more than dispatch can explain"
     return f"right: {expected_us:.1f} µs per launch over {launches:g} launches, {what}."
 
 
 def answer_ops_per_layer(*, gap_ms: float, num_layers: int, counted_per_layer: float,
-                         issue_ms: float | None, eager_ms: float) -> str:
-    """The worked answer to challenge 1, from the measured counts (issue_ms None on a CPU)."""
+                         issue_ms: float | None, eager_ms: float, dispatch: bool) -> str:
+    """The worked answer to challenge 1, from the measured counts and this run's verdict."""
     launches = round(counted_per_layer * num_layers)
     us = per_launch_us(gap_ms, launches)
     lines = [
@@ -95,14 +98,15 @@ def answer_ops_per_layer(*, gap_ms: float, num_layers: int, counted_per_layer: f
         f"{launches} per step over {num_layers} layers.",
         f"gap ÷ launches = {gap_ms:.2f} ms ÷ {launches} = {us:.1f} µs per launch.",
     ]
-    dispatch = f"{DISPATCH_US[0]:.0f}-{DISPATCH_US[1]:.0f} µs"
-    if looks_like_dispatch(us):
-        lines.append(f"That is about the {dispatch} an eager dispatch costs: the gap still "
-                     "looks like dispatch (my_gap_is_dispatch = True).")
+    cost = f"{DISPATCH_US[0]:.0f}-{DISPATCH_US[1]:.0f} µs"
+    if dispatch:
+        lines.append(f"Set beside the {cost} an eager dispatch costs, and with the host busy "
+                     "issuing for most of the step, the gap is dispatch "
+                     "(my_gap_is_dispatch = True).")
     else:
-        lines.append(f"That is well above the {dispatch} an eager dispatch costs: something "
-                     "besides dispatch is in the gap, most likely operators that run below "
-                     "streaming bandwidth (my_gap_is_dispatch = False).")
+        lines.append(f"Set beside the {cost} an eager dispatch costs, and with the operators "
+                     "busy for most of the step, something besides dispatch is in the gap: "
+                     "operators that run below streaming bandwidth (my_gap_is_dispatch = False).")
     if issue_ms is not None:
         lines.append(f"Cross-check: the host needed {issue_ms:.2f} ms to issue one step, "
                      f"against {eager_ms:.2f} ms for the whole step.")
@@ -172,16 +176,16 @@ class ScaleAnswer:
 
 
 def scale_answer(*, name: str, bytes_per_step: int, bandwidth_gbps: float,
-                 num_layers: int, kernels_per_layer: float, per_launch_us: float) -> ScaleAnswer:
+                 num_layers: int, kernels_per_layer: float, per_launch_us: float,
+                 dispatch: bool) -> ScaleAnswer:
     """Floor and per-op gap of a shape whose op count scales with its layers.
 
-    dispatch says whether this run's per-op gap looks like dispatch (looks_like_dispatch).
+    dispatch is this run's verdict on its own gap (roofline.gap_verdict).
     """
     launches = round(kernels_per_layer * num_layers)
     floor = floor_ms(bytes_per_step, bandwidth_gbps)
     gap = launches * per_launch_us / 1000.0
-    return ScaleAnswer(name, bytes_per_step, floor, launches, gap, gap / (floor + gap),
-                       looks_like_dispatch(per_launch_us))
+    return ScaleAnswer(name, bytes_per_step, floor, launches, gap, gap / (floor + gap), dispatch)
 
 
 @_checked

@@ -28,6 +28,7 @@ INK = "#222222"
 MUTED = "#666666"
 
 FIG_WIDTH_IN = 9.0
+ABOVE_FLOOR = "above the floor: launches, gaps, slow kernels"
 DPI = 150
 
 STYLE = {
@@ -152,11 +153,11 @@ def stacked_bar(
                 patch.set_edgecolor(FLOOR_BLUE)
                 patch.set_hatch("///")
         ax.barh(ys, rest_parts, height=height, left=floor_parts, color=REST_ORANGE,
-                label="everything else: launches, gaps, overhead")
+                label=ABOVE_FLOOR)
 
         handles = [
             Patch(color=FLOOR_BLUE, label="memory traffic (the floor)"),
-            Patch(color=REST_ORANGE, label="everything else: launches, gaps, overhead"),
+            Patch(color=REST_ORANGE, label=ABOVE_FLOOR),
         ]
         if any(spreads):
             xs = [t for t, s in zip(totals, spreads) if s > 0]
@@ -175,7 +176,7 @@ def stacked_bar(
                 ax.text(f / 2, y, fmt_ms(f), ha="center", va="center", color="white", fontsize=9)
             free = r - lo  # the part of the orange segment left of the whisker
             if free >= min_width:
-                ax.text(f + free / 2, y, fmt_ms(r), ha="center", va="center", color=INK,
+                ax.text(f + free / 2, y, f"+{fmt_ms(r)}", ha="center", va="center", color=INK,
                         fontsize=9)
 
         for y, t, hi in zip(ys, totals, highs):
@@ -277,7 +278,8 @@ def timeline(
                 ax.text(0.01, y_gpu, "no GPU row: operators run on the CPU",
                         transform=blended_transform_factory(ax.transAxes, ax.transData),
                         ha="left", va="center", color=MUTED, fontstyle="italic", fontsize=9)
-                head = f"{tl.label} · {len(cpu)} CPU operators · step {fmt_ms(tl.profiled_ms)} profiled"
+                head = (f"{tl.label} · {len(cpu)} top-level operators · "
+                        f"step {fmt_ms(tl.profiled_ms)} profiled")
             ax.set_title(head, loc="left", color=INK, pad=4)
             if tl.span_us <= right_us:
                 ax.axvline(tl.span_us / scale, color=MUTED, linewidth=0.9, zorder=3)

@@ -38,6 +38,13 @@ class Source:
             return "measured on this machine"
         return f"from the stored reference run ({self.run.label}), not your machine"
 
+    def on(self) -> str:
+        """The start of a sentence: 'On this machine' or 'On the stored <card> run (<date>; ...)'."""
+        if self.here:
+            return "On this machine"
+        device, date = self.run.label.split(", ")
+        return f"On the stored {device} run ({date}; not your machine)"
+
 
 def source_for(device, reference: str) -> Source:
     """This machine when it has CUDA, else the stored reference run of that name."""
@@ -82,8 +89,8 @@ class Replay:
         return "\n".join([
             wrap(self.source.says()),
             f"{self.graph.path:<22} {self.graph.timing}",
-            f"bit-identical to eager {same}",
-            f"speed-up over eager    {fmt_ms(self.eager.median_ms)} ÷ "
+            f"bit-identical          {same}, against the same step run without a graph",
+            f"speed-up over eager    {fmt_ms(self.eager.median_ms)} (plain eager) ÷ "
             f"{fmt_ms(self.graph.median_ms)} = {self.speedup:.2f}×",
             f"multiple of the floor  {self.graph.x_floor:.2f}× ({fmt_ms(self.floor.floor_ms)})",
         ])

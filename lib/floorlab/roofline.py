@@ -198,11 +198,13 @@ def check_floor(measured_ms: float, floor_ms: float, *, what: str = "decode step
     )
     ratio = measured_ms / floor
     if is_below_floor(ratio):
+        from floorlab.prose import fmt_ms
+
         message = (
-            f"{what}: measured {measured_ms:.3f} ms is below the roofline floor of "
-            f"{floor:.3f} ms ({ratio:.2f}x the floor). The work cannot have happened in that "
-            "time: look for an unsynchronised timer that does not wait for the GPU, "
-            "work that was skipped, or a result that was cached."
+            f"{what}: measured {fmt_ms(measured_ms)} is below the roofline floor of "
+            f"{fmt_ms(floor)} ({ratio:.2g}× the floor). The work cannot have happened in that "
+            "time: look for a timer that does not wait for the device, work that was "
+            "skipped, or a result that was cached."
         )
         if strict:
             raise BelowFloorError(message)
@@ -232,13 +234,31 @@ def what_if_ms(step_ms: float, *, saved_ms: float, issue_ms: float | None = None
 
 
 DISPATCH_US = (5.0, 20.0)  # what eager PyTorch pays to dispatch one operation, per the laptop study
-DISPATCH_LIMIT_US = 2 * DISPATCH_US[1]  # above this, a gap per launch is more than dispatch can explain
-HOST_BOUND_SHARE = 0.8  # issue time at least this share of the step: the host sets the pace
+NEAR_FLOOR = 1.25  # a step within this multiple of its floor has hardly a gap to explain
+BUSY_SHARE = 0.8  # a host or device busy for this share of the step sets its pace
 
 
 def looks_like_dispatch(per_launch_us: float) -> bool:
-    """True when a gap per launch (µs) is no more than dispatch can explain (DISPATCH_LIMIT_US)."""
-    return per_launch_us <= DISPATCH_LIMIT_US
+    """True when a gap per launch (µs) is within what one eager dispatch costs (DISPATCH_US)."""
+    return per_launch_us <= DISPATCH_US[1]
+
+
+def gap_verdict(*, eager_ms: float, floor_ms: float, launches: int,
+                issue_ms: float | None = None, busy_ms: float | None = None) -> str:
+    """Which candidate explains the gap: "bytes" (no real gap), "dispatch" or "operators".
+
+    A host that needs most of the step to issue it means dispatch; operators busy for
+    most of the step (on a CPU they are the host) mean the work itself is slow; failing
+    both, the gap per launch is compared with what a dispatch costs.
+    """
+    if eager_ms < NEAR_FLOOR * floor_ms:
+        return "bytes"
+    if issue_ms is not None and issue_ms >= BUSY_SHARE * eager_ms:
+        return "dispatch"
+    if busy_ms is not None and busy_ms >= BUSY_SHARE * eager_ms:
+        return "operators"
+    us = per_launch_us(gap_ms(eager_ms, floor_ms), launches)
+    return "dispatch" if looks_like_dispatch(us) else "operators"
 
 
 def diagnose_gap(*, eager_ms: float, floor_ms: float, launches: int,
@@ -246,13 +266,15 @@ def diagnose_gap(*, eager_ms: float, floor_ms: float, launches: int,
     """A few sentences naming which candidate the numbers support: dispatch or slow work."""
     gap = gap_ms(eager_ms, floor_ms)
     us = per_launch_us(gap, launches)
+    verdict = gap_verdict(eager_ms=eager_ms, floor_ms=floor_ms, launches=launches,
+                          issue_ms=issue_ms, busy_ms=busy_ms)
     lines = [f"gap per launch: {gap:.3f} ms ÷ {launches} = {us:.1f} µs "
              f"(eager dispatch costs {DISPATCH_US[0]:.0f}-{DISPATCH_US[1]:.0f} µs)."]
-    if eager_ms < 1.25 * floor_ms:
+    if verdict == "bytes":
         lines.append(f"The step runs at {eager_ms / floor_ms:.2f}× the floor: there is hardly "
                      "a gap to explain. Verdict: on this machine the bytes set the pace and "
                      "the launches are cheap beside them.")
-    elif issue_ms is not None and issue_ms >= HOST_BOUND_SHARE * eager_ms:
+    elif verdict == "dispatch" and issue_ms is not None and issue_ms >= BUSY_SHARE * eager_ms:
         share = "as long as" if issue_ms >= eager_ms else f"{issue_ms / eager_ms:.0%} of"
         lines.append(f"The host needs {issue_ms:.2f} ms just to issue the step, {share} "
                      f"the {eager_ms:.2f} ms the step takes: the device waits for the CPU. "
@@ -261,16 +283,14 @@ def diagnose_gap(*, eager_ms: float, floor_ms: float, launches: int,
             lines.append(f"The device is busy for {busy_ms:.2f} ms of it, "
                          f"{busy_ms / floor_ms:.1f}× the floor: after the launches, "
                          "its own kernels are the next cost.")
-    elif looks_like_dispatch(us):
+    elif verdict == "dispatch":
         lines.append("That is about what a dispatch costs. Verdict: the gap is consistent "
                      "with launch overhead, as in the laptop study.")
     else:
-        lines.append("That is far more than a dispatch costs, so launches cannot fill the "
-                     "gap. Verdict: the time is inside the operators themselves, which run "
-                     "well below the streaming bandwidth.")
-        if busy_ms is not None:
-            lines.append(f"Operators are busy for {busy_ms:.2f} ms of the "
-                         f"{eager_ms:.2f} ms step.")
+        lines.append(f"The operators are busy for {busy_ms:.2f} ms of the {eager_ms:.2f} ms step"
+                     if busy_ms is not None else "That is more than a dispatch costs.")
+        lines.append("Launches cannot fill the gap. Verdict: the time is inside the operators "
+                     "themselves, which run well below the streaming bandwidth.")
     return "\n".join(lines)
 
 

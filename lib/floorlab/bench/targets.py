@@ -1,7 +1,7 @@
 """The book's targets, checked as ratios measured in the same run; a miss carries its measured cause."""
 from __future__ import annotations
 
-from floorlab.roofline import HOST_BOUND_SHARE
+from floorlab.roofline import BUSY_SHARE
 from floorlab.runs import Row
 
 # (preset, batch, path, most x the floor) and (preset, batch, path, the path it must beat)
@@ -35,7 +35,7 @@ def _kernels(row: Row) -> str:
 
 def _host_bound(row: Row) -> str:
     """A clause when the host needs most of the step just to issue it, else ''."""
-    if row.issue is None or row.issue.median_ms < HOST_BOUND_SHARE * row.median_ms:
+    if row.issue is None or row.issue.median_ms < BUSY_SHARE * row.median_ms:
         return ""
     return (f"the host needs {row.issue.median_ms:.3f} ms to issue its {row.median_ms:.3f} ms "
             "step, so the device waits for it")
