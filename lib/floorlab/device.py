@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import platform
+import re
 from dataclasses import asdict, dataclass
 from importlib import metadata
 
@@ -157,6 +158,14 @@ def describe_device(device=None) -> dict:
         facts["memory_gb"] = round(memory, 1) if memory is not None else None
         facts["torch_threads"] = torch.get_num_threads()
     return facts
+
+
+def device_slug(device_facts: dict) -> str:
+    """A file-name-safe name for the device, e.g. 'nvidia-h200' or 'cpu-amd-epyc'."""
+    name = re.sub(r"[^a-z0-9]+", "-", str(device_facts.get("name") or "").lower()).strip("-")
+    if device_facts.get("kind") == "cpu":
+        return f"cpu-{name}" if name else "cpu"
+    return name or str(device_facts.get("kind") or "device")
 
 
 def _default_size_mb(device: torch.device, kind: str) -> int:

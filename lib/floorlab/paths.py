@@ -6,3 +6,4 @@ ROOT = PACKAGE_DIR.parents[1]
 FIGURES_DIR = ROOT / "figures"
 REFERENCE_DIR = PACKAGE_DIR / "reference"
 REFERENCE_FIGURES_DIR = FIGURES_DIR / "reference"
+RESULTS_DIR = ROOT / "results"
