@@ -53,7 +53,8 @@ def test_missing_packages_fail_and_say_how_to_install():
     assert nbval.status == "fail" and "requirements.txt" in nbval.fix
     assert statuses(checks)["triton"] == "ok"
     assert statuses(doctor.version_checks(ALL_INSTALLED, on_gpu=True))["triton"] == "warn"
-    assert statuses(doctor.version_checks(dict(ALL_INSTALLED, python="3.9.1"), False))["python"] == "fail"
+    old_python = dict(ALL_INSTALLED, python="3.9.1")
+    assert statuses(doctor.version_checks(old_python, on_gpu=False))["python"] == "fail"
 
 
 def test_versions_of_this_machine_are_read():
@@ -73,7 +74,8 @@ def test_run_times_come_from_stored_measurements():
 def test_exit_code_is_one_only_when_something_blocks(monkeypatch, capsys, fail, code):
     checks = [doctor.Check("gpu", "warn", "no GPU")]
     if fail:
-        checks.append(doctor.Check("nbval", "fail", "not installed", "pip install -r requirements.txt"))
+        checks.append(doctor.Check("nbval", "fail", "not installed",
+                                   "pip install -r requirements.txt"))
     monkeypatch.setattr(doctor, "run_checks", lambda: checks)
     assert main(["doctor"]) == code
     out = capsys.readouterr().out

@@ -31,7 +31,7 @@ from floorlab.shapes import get_shape
 
 KIND = "measure"
 PRESET, BATCH, PROMPT_TOKENS, MAX_CONTEXT = "qwen3-0.6b", 1, 32, 128
-REFERENCE = "h200-below-the-floor"  # graph_replay's stored run; never used here, as we skip on a CPU
+REFERENCE = "h200-below-the-floor"  # graph_replay's stored run: unused, as a CPU skips replay
 GPU_WARMUP, GPU_REPEATS = 10, 50
 CPU_WARMUP, CPU_REPEATS = 1, 5
 FUSED_PATHS = ("fused replay", "triton replay")
@@ -70,8 +70,8 @@ def measure_card(device=None, *, warmup: int | None = None, repeats: int | None 
     start = time.perf_counter()
     run = Run(kind=KIND, stamp=run_stamp(), device=describe_device(dev),
               settings={"preset": get_shape(PRESET).name, "batch": BATCH,
-                        "prompt_tokens": PROMPT_TOKENS, "max_context": MAX_CONTEXT, "warmup": warmup, "repeats": repeats,
-                        "fused": fused},
+                        "prompt_tokens": PROMPT_TOKENS, "max_context": MAX_CONTEXT,
+                        "warmup": warmup, "repeats": repeats, "fused": fused},
               facts={"stage_s": stage.seconds})
     try:
         with torch.no_grad():
@@ -138,8 +138,8 @@ def best_row(run: Run) -> Row | None:
 def format_card(run: Run) -> str:
     """The run as a short table: bandwidths, the floor, then each path's ms, p10-p90 and x floor."""
     floor = run.floor()
-    bw = run.bandwidths
-    lines = [f"{run.device.get('name')} ({run.device.get('kind')}), torch {run.device.get('torch')}",
+    bw, dev = run.bandwidths, run.device
+    lines = [f"{dev.get('name')} ({dev.get('kind')}), torch {dev.get('torch')}",
              f"bandwidth   copy {bw.copy.gbps:.1f} GB/s, read {bw.read.gbps:.1f} GB/s",
              f"floor       {floor.preset} b{floor.batch}: {floor.arithmetic()}"]
     if "eager" in run.launches:

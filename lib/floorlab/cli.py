@@ -5,23 +5,11 @@ import argparse
 from pathlib import Path
 
 from floorlab import paths
+from floorlab.bench.cli import _whole_arg
 
 COMMANDS = {"measure": "measure this card in a minute or two: floor, eager, graph replay",
             "doctor": "check this machine before a workshop: GPU, memory, versions, run times",
             "bench": "the full bench (python -m floorlab.bench; pass its flags after 'bench')"}
-
-
-def _whole(label: str, lowest: int):
-    """An argparse type: a whole number >= lowest, or an error saying so."""
-    def parse(text: str) -> int:
-        try:
-            value = int(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"{label} must be a whole number, got {text!r}") from None
-        if value < lowest:
-            raise argparse.ArgumentTypeError(f"{label} must be >= {lowest}, got {value}")
-        return value
-    return parse
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -32,9 +20,9 @@ def build_parser() -> argparse.ArgumentParser:
     for name, text in COMMANDS.items():
         sub.add_parser(name, help=text, description=text, add_help=name != "bench")
     measure = sub.choices["measure"]
-    measure.add_argument("--repeats", type=_whole("--repeats", 1),
+    measure.add_argument("--repeats", type=_whole_arg("--repeats", 1, None, "5"),
                          help="timed steps per path (default 50 on a GPU, 5 on a CPU)")
-    measure.add_argument("--warmup", type=_whole("--warmup", 0),
+    measure.add_argument("--warmup", type=_whole_arg("--warmup", 0, None, "1"),
                          help="untimed steps first (default 10 on a GPU, 1 on a CPU)")
     measure.add_argument("--fused", action="store_true",
                          help="also compile and replay the fused and the Triton step (GPU only)")
@@ -44,7 +32,7 @@ def build_parser() -> argparse.ArgumentParser:
                               "(default results/measure-<device>/)")
     measure.add_argument("--submit", type=Path, metavar="DIR",
                          help="also copy run.json into this shared folder under a unique name")
-    measure.add_argument("--name", help="who measured (optional; goes into the submitted file name)")
+    measure.add_argument("--name", help="who measured (optional; put in the submitted file name)")
     return parser
 
 

@@ -218,7 +218,7 @@ def measure_bandwidth(device=None, *, kind: str = "copy", size_mb: float | None 
             torch.sum(src, dim=0, out=out)
 
     timing = time_ms(step, warmup=3, repeats=repeats, device=device)
-    del step, src
+    step = src = None  # free the buffers before the cache is emptied
     if device.type == "cuda":
         torch.cuda.empty_cache()
     return Bandwidth(

@@ -16,7 +16,7 @@ REFERENCE_FIGURES_DIR = REFERENCE_DIR / "figures"
 
 
 def source_checkout(package_dir: Path = PACKAGE_DIR) -> Path | None:
-    """The repository root when the package sits in the book's source tree (lib/floorlab), else None."""
+    """The repository root when the package sits in the book's source tree (lib/), else None."""
     root = package_dir.parents[1]
     if package_dir.parent.name == "lib" and (root / "_toc.yml").is_file():
         return root

@@ -12,7 +12,7 @@ def progress_bar(items, *, label: str, total: int | None = None):
 
 
 class Stages:
-    """A progress bar over a run's stages; seconds keeps each finished stage's wall-clock seconds."""
+    """A progress bar over a run's stages; seconds holds each finished stage's wall-clock s."""
 
     def __init__(self, total: int, enabled: bool, *, label: str = "bench"):
         self.bar = progress_bar(None, label=label, total=total) if enabled else None
