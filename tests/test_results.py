@@ -8,8 +8,7 @@ from pathlib import Path
 import pytest
 
 from floorlab import paths
-from floorlab.results import (load_json, reference_figure, reference_run, run_stamp,
-                              save_json)
+from floorlab.results import load_json, reference_figure, reference_run, run_stamp, save_json
 
 
 @dataclass

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import platform
+import re
 from dataclasses import asdict, dataclass
 from importlib import metadata
 
@@ -159,6 +160,14 @@ def describe_device(device=None) -> dict:
     return facts
 
 
+def device_slug(device_facts: dict) -> str:
+    """A file-name-safe name for the device, e.g. 'nvidia-h200' or 'cpu-amd-epyc'."""
+    name = re.sub(r"[^a-z0-9]+", "-", str(device_facts.get("name") or "").lower()).strip("-")
+    if device_facts.get("kind") == "cpu":
+        return f"cpu-{name}" if name else "cpu"
+    return name or str(device_facts.get("kind") or "device")
+
+
 def _default_size_mb(device: torch.device, kind: str) -> int:
     if device.type != "cuda":
         return CPU_DEFAULT_SIZE_MB
@@ -209,7 +218,7 @@ def measure_bandwidth(device=None, *, kind: str = "copy", size_mb: float | None 
             torch.sum(src, dim=0, out=out)
 
     timing = time_ms(step, warmup=3, repeats=repeats, device=device)
-    del step, src
+    step = src = None  # free the buffers before the cache is emptied
     if device.type == "cuda":
         torch.cuda.empty_cache()
     return Bandwidth(

@@ -1,7 +1,7 @@
 """Results as JSON: saving measurements, loading them, and the stored reference runs.
 
 A reference run is a measurement made once on a named card and committed to
-the book (lib/floorlab/reference/<name>.json, figures/reference/<name>.png), so a
+the package (floorlab/reference/<name>.json, floorlab/reference/figures/<name>.png), so a
 reader without that card can see what it showed, labelled as such.
 """
 from __future__ import annotations
@@ -91,7 +91,7 @@ def reference_run(name: str = DEFAULT_REFERENCE):
 
 
 def reference_figure(name: str) -> Path:
-    """Path of the stored reference figure figures/reference/<name>.png."""
+    """Path of the stored reference figure floorlab/reference/figures/<name>.png."""
     folder = Path(paths.REFERENCE_FIGURES_DIR)
     name = name[: -len(".png")] if name.endswith(".png") else name
     path = folder / f"{name}.png"

@@ -15,7 +15,6 @@ import torch
 
 from floorlab.device import resolve_device
 
-
 IN_FLIGHT = 2  # calls the timing loop lets the host queue ahead of the device
 SETTLE_MAX_CALLS = 20  # most extra warm-up calls on a CPU before timing starts anyway
 SETTLE_TOLERANCE = 0.15  # three calls within 15% of each other count as settled

@@ -6,21 +6,13 @@ import re
 from pathlib import Path
 
 from floorlab import paths
-from floorlab.device import describe_device
+from floorlab.device import describe_device, device_slug
 from floorlab.shapes import PRESETS
 
 from .run import run_bench
 from .settings import (CPU_PRESETS, CPU_REPEATS, DEFAULT_CONTEXT, GPU_PRESETS, GPU_REPEATS,
                        MAX_BATCH, MAX_CONTEXT)
 from .table import format_table
-
-
-def device_slug(device_facts: dict) -> str:
-    """A file-name-safe name for the device, e.g. 'nvidia-h200' or 'cpu-amd-epyc'."""
-    name = re.sub(r"[^a-z0-9]+", "-", str(device_facts.get("name") or "").lower()).strip("-")
-    if device_facts.get("kind") == "cpu":
-        return f"cpu-{name}" if name else "cpu"
-    return name or str(device_facts.get("kind") or "device")
 
 
 def default_out_path(device_facts: dict) -> Path:

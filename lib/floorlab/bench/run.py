@@ -10,7 +10,7 @@ import time
 import torch
 
 from floorlab.device import describe_device, measure_bandwidths
-from floorlab.progress import progress_bar
+from floorlab.progress import Stages
 from floorlab.results import run_stamp
 from floorlab.roofline import decode_floor
 from floorlab.runs import Run
@@ -26,35 +26,6 @@ from .transformers_paths import measure_transformers
 
 STAGES_PER_PRESET = 7  # model, plain graphs, fused compile, limits, bf16 logits, transformers, float32
 BANDWIDTH_REPEATS = {"cuda": 20, "cpu": 5}
-
-
-class Stages:
-    """A progress bar over the run's stages; seconds keeps each finished stage's wall-clock seconds."""
-
-    def __init__(self, total: int, enabled: bool):
-        self.bar = progress_bar(None, label="bench", total=total) if enabled else None
-        self.seconds: dict[str, float] = {}
-        self._label, self._start = None, time.perf_counter()
-
-    def __call__(self, label: str) -> None:
-        self._lap()
-        self._label = label
-        if self.bar is not None:
-            self.bar.set_postfix_str(label, refresh=False)
-            self.bar.update(1)
-
-    def _lap(self) -> None:
-        now = time.perf_counter()
-        if self._label is not None:
-            self.seconds[self._label] = now - self._start
-        self._label, self._start = None, now
-
-    def close(self) -> None:
-        """Time the last stage and close the bar (filling the stages a CPU run leaves out)."""
-        self._lap()
-        if self.bar is not None:
-            self.bar.update(self.bar.total - self.bar.n)
-            self.bar.close()
 
 
 def run_bench(presets=None, batches=None, context: int = DEFAULT_CONTEXT, *,

@@ -1,0 +1,89 @@
+"""`python -m floorlab doctor`: each problem gets a line saying how to fix it; exit 1 only when
+something blocks the book; run times come from stored measurements."""
+import pytest
+
+from floorlab import doctor
+from floorlab.cli import main
+from floorlab.shapes import PRESETS
+
+ALL_INSTALLED = {"python": "3.11.7", **{name: "1.0" for name in doctor.REQUIRED}, "triton": None}
+
+
+def statuses(checks):
+    return {c.name: c.status for c in checks}
+
+
+def test_no_gpu_still_runs_the_book():
+    [gpu] = doctor.gpu_checks(False, None, None)
+    assert gpu.status == "warn" and "still runs" in gpu.found
+
+
+def test_a_cuda_build_without_a_gpu_says_how_to_get_the_cpu_wheel():
+    checks = doctor.gpu_checks(False, "13.0", None)
+    build = next(c for c in checks if c.name == "torch build")
+    assert build.status == "warn" and "several GB" in build.fix
+    assert "--index-url https://download.pytorch.org/whl/cpu" in build.fix
+
+
+def test_a_gpu_is_named():
+    [gpu] = doctor.gpu_checks(True, "13.0", "NVIDIA H200")
+    assert gpu.status == "ok" and "NVIDIA H200" in gpu.found
+
+
+def test_memory_needs_count_weights_and_a_small_cache():
+    for name, shape in PRESETS.items():
+        assert shape.weight_bytes(2) < doctor.preset_need_bytes(name) < 1.2 * shape.weight_bytes(2)
+
+
+def test_too_little_memory_blocks_only_the_chapters_model():
+    need = doctor.preset_need_bytes(doctor.BOOK_PRESET)
+    found = statuses(doctor.memory_checks(need - 1, "GPU"))
+    assert found[f"memory {doctor.BOOK_PRESET}"] == "fail"
+    roomy = statuses(doctor.memory_checks(need + 1, "GPU"))
+    assert roomy[f"memory {doctor.BOOK_PRESET}"] == "ok"
+    assert roomy["memory qwen3-8b"] == "warn"
+    big = next(c for c in doctor.memory_checks(need + 1, "GPU") if c.name == "memory qwen3-8b")
+    assert "--presets qwen3-0.6b" in big.fix
+
+
+def test_missing_packages_fail_and_say_how_to_install():
+    found = dict(ALL_INSTALLED, nbval=None)
+    checks = doctor.version_checks(found, on_gpu=False)
+    nbval = next(c for c in checks if c.name == "nbval")
+    assert nbval.status == "fail" and "requirements.txt" in nbval.fix
+    assert statuses(checks)["triton"] == "ok"
+    assert statuses(doctor.version_checks(ALL_INSTALLED, on_gpu=True))["triton"] == "warn"
+    old_python = dict(ALL_INSTALLED, python="3.9.1")
+    assert statuses(doctor.version_checks(old_python, on_gpu=False))["python"] == "fail"
+
+
+def test_versions_of_this_machine_are_read():
+    found = doctor.versions()
+    assert found["python"] and found["torch"]
+
+
+def test_run_times_come_from_stored_measurements():
+    lines = "\n".join(doctor.time_lines(doctor.stored_times()))
+    assert "the bench (python -m floorlab.bench) took" in lines and "NVIDIA H200" in lines
+    for card in doctor.stored_times().values():
+        assert card["source"] and card["chapters_s"]
+        assert all(seconds > 0 for seconds in card["chapters_s"].values())
+
+
+@pytest.mark.parametrize("fail, code", [(False, 0), (True, 1)])
+def test_exit_code_is_one_only_when_something_blocks(monkeypatch, capsys, fail, code):
+    checks = [doctor.Check("gpu", "warn", "no GPU")]
+    if fail:
+        checks.append(doctor.Check("nbval", "fail", "not installed",
+                                   "pip install -r requirements.txt"))
+    monkeypatch.setattr(doctor, "run_checks", lambda: checks)
+    assert main(["doctor"]) == code
+    out = capsys.readouterr().out
+    assert ("blocks the book: nbval" in out) == fail
+    assert ("fix: pip install -r requirements.txt" in out) == fail
+
+
+def test_doctor_runs_on_this_machine(capsys):
+    assert main(["doctor"]) in (0, 1)
+    out = capsys.readouterr().out
+    assert "torch" in out and "memory qwen3-0.6b" in out

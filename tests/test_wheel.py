@@ -1,0 +1,52 @@
+"""The package works installed outside the repository: a built wheel carries the reference runs and
+figures, and a reader's figures land in the working folder, not in site-packages."""
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+CHECK = """
+import pathlib, sys
+import floorlab
+from floorlab import paths, reference_figure, reference_run
+site = pathlib.Path(sys.argv[1]).resolve()
+assert pathlib.Path(floorlab.__file__).resolve().is_relative_to(site), floorlab.__file__
+assert reference_run('h200-below-the-floor').kind == 'chapter:below-the-floor'
+assert reference_figure('h200-below-the-floor-stacked-bar').stat().st_size > 0
+assert paths.source_checkout() is None
+assert paths.FIGURES_DIR == pathlib.Path.cwd() / 'figures', paths.FIGURES_DIR
+assert not paths.FIGURES_DIR.resolve().is_relative_to(site)
+print('ok')
+"""
+
+
+def test_an_installed_wheel_finds_its_reference_data(tmp_path):
+    source = tmp_path / "source"  # build from a copy, so the checkout gets no build/ folder
+    shutil.copytree(ROOT / "lib", source / "lib",
+                    ignore=shutil.ignore_patterns("__pycache__", "*.egg-info"))
+    shutil.copy(ROOT / "pyproject.toml", source)
+    wheels, site, elsewhere = tmp_path / "wheels", tmp_path / "site", tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    pip = [sys.executable, "-m", "pip", "--disable-pip-version-check", "-q"]
+    subprocess.run(pip + ["wheel", "--no-deps", "--no-build-isolation", "-w", str(wheels), "."],
+                   cwd=source, check=True, timeout=120)
+    [wheel] = wheels.glob("floorlab-*.whl")
+    subprocess.run(pip + ["install", "--no-deps", "--target", str(site), str(wheel)], check=True,
+                   timeout=120)
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "FLOORLAB_FIGURES")}
+    env["PYTHONPATH"] = str(site)
+    done = subprocess.run([sys.executable, "-c", CHECK, str(site)], cwd=elsewhere, env=env,
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert done.stdout.strip() == "ok"
+
+
+def test_the_checkout_keeps_readers_figures_in_figures():
+    from floorlab import paths
+
+    assert paths.source_checkout() == ROOT
+    assert (ROOT / "figures" / "README.md").is_file()
+    assert not paths.source_checkout(Path("/tmp/site-packages/floorlab"))
