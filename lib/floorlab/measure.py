@@ -84,12 +84,12 @@ class Replay:
     def summary(self) -> str:
         """A few printed lines: the replay, its bit-identity, speed-up and multiple of the floor."""
         same = {True: "yes", False: "NO", None: "not checked"}[self.graph.bit_identical]
-        if self.graph.max_abs_diff is not None:
-            same += f" (largest difference {self.graph.max_abs_diff:g})"
-        return "\n".join([
-            wrap(self.source.says()),
-            f"{self.graph.path:<22} {self.graph.timing}",
-            f"bit-identical          {same}, against the same step run without a graph",
+        lines = [wrap(self.source.says()),
+                 f"{self.graph.path:<22} {self.graph.timing}",
+                 f"bit-identical          {same} (against the same step without a graph)"]
+        if self.graph.bit_identical is False and self.graph.max_abs_diff is not None:
+            lines.append(f"largest difference     {self.graph.max_abs_diff:g}")
+        return "\n".join(lines + [
             f"speed-up over eager    {fmt_ms(self.eager.median_ms)} (plain eager) ÷ "
             f"{fmt_ms(self.graph.median_ms)} = {self.speedup:.2f}×",
             f"multiple of the floor  {self.graph.x_floor:.2f}× ({fmt_ms(self.floor.floor_ms)})",
