@@ -13,10 +13,10 @@ from typing import Callable
 import torch
 
 from floorlab.launches import LaunchCount, count_launches
+from floorlab.measure import measure_path
 from floorlab.roofline import BelowFloorWarning, Floor, is_below_floor
-from floorlab.runs import Row, measured_row
+from floorlab.runs import Row
 from floorlab.shapes import Qwen3Shape
-from floorlab.timing import time_with_issue
 
 from .inputs import prefill
 
@@ -86,19 +86,20 @@ class Rows:
         Kernels are counted on count_fn (default fn); when the profiler sees none inside
         a graph replay they are counted on fallback_fn, the eager step it replays.
         """
-        times = time_with_issue(fn, warmup=case.warmup, repeats=case.repeats, device=case.device)
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", BelowFloorWarning)  # said in the row's note instead
-            row = measured_row(path, case.floor, times.step, issue=times.issue, **fields)
+            row = measure_path(path, fn, case.floor, warmup=case.warmup, repeats=case.repeats,
+                               device=case.device, **fields)
         counted, count_note = self._count(case, count_fn or fn, fallback_fn)
         if counted is not None:
             self.launches[case.key(path)] = counted
             row.kernels, row.kernels_per_layer = counted.kernels, counted.per_layer
         below = "BELOW THE FLOOR: the timer or the step is suspect" if is_below_floor(
             row.x_floor) else ""
-        noisy = (f"noisy: p10-p90 is {times.step.spread_ms / times.step.median_ms:.0%} of the median"
-                 if times.step.noisy else "")
-        row.note = _join(below, note, count_note, noisy, times.note())
+        step = row.timing
+        noisy = (f"noisy: p10-p90 is {step.spread_ms / step.median_ms:.0%} of the median"
+                 if step.noisy else "")
+        row.note = _join(below, note, count_note, noisy, row.issue_note())
         return row
 
     @staticmethod
