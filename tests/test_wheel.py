@@ -6,7 +6,10 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[1]
+CHAPTER = "below-the-floor.ipynb"
 
 CHECK = """
 import pathlib, sys
@@ -23,13 +26,15 @@ print('ok')
 """
 
 
-def test_an_installed_wheel_finds_its_reference_data(tmp_path):
+@pytest.fixture(scope="module")
+def installed(tmp_path_factory):
+    """(site, env): the wheel built from lib/ installed into site, outside the repository."""
+    tmp_path = tmp_path_factory.mktemp("wheel")
     source = tmp_path / "source"  # build from a copy, so the checkout gets no build/ folder
     shutil.copytree(ROOT / "lib", source / "lib",
                     ignore=shutil.ignore_patterns("__pycache__", "*.egg-info"))
     shutil.copy(ROOT / "pyproject.toml", source)
-    wheels, site, elsewhere = tmp_path / "wheels", tmp_path / "site", tmp_path / "elsewhere"
-    elsewhere.mkdir()
+    wheels, site = tmp_path / "wheels", tmp_path / "site"
     pip = [sys.executable, "-m", "pip", "--disable-pip-version-check", "-q"]
     subprocess.run(pip + ["wheel", "--no-deps", "--no-build-isolation", "-w", str(wheels), "."],
                    cwd=source, check=True, timeout=120)
@@ -38,10 +43,33 @@ def test_an_installed_wheel_finds_its_reference_data(tmp_path):
                    timeout=120)
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "FLOORLAB_FIGURES")}
     env["PYTHONPATH"] = str(site)
-    done = subprocess.run([sys.executable, "-c", CHECK, str(site)], cwd=elsewhere, env=env,
+    return site, env
+
+
+def test_an_installed_wheel_finds_its_reference_data(installed, tmp_path):
+    site, env = installed
+    done = subprocess.run([sys.executable, "-c", CHECK, str(site)], cwd=tmp_path, env=env,
                           capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr[-3000:]
     assert done.stdout.strip() == "ok"
+
+
+def test_a_chapter_runs_from_another_folder_with_the_installed_wheel(installed, tmp_path):
+    """The first chapter, copied alone into an empty folder, runs top to bottom under nbval
+    against the installed wheel, and writes its figures into that folder's figures/."""
+    pytest.importorskip("nbval", reason="nbval is not installed here")
+    site, env = installed
+    shutil.copy(ROOT / "chapters" / CHAPTER, tmp_path)
+    (tmp_path / "pytest.ini").write_text("[pytest]\n")  # not the checkout's settings
+    done = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--nbval-lax",
+         "--nbval-current-env", CHAPTER],
+        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=900)
+    assert done.returncode == 0, (done.stdout + done.stderr)[-4000:]
+    assert (tmp_path / "figures").is_dir(), "the chapter wrote no figures/ beside itself"
+    written = [p for p in (site / "floorlab").rglob("*") if p.is_file() and p.suffix in (".png", ".json")
+               and "reference" not in p.parts]
+    assert not written, f"the chapter wrote into the installed package: {written[:3]}"
 
 
 def test_the_checkout_keeps_readers_figures_in_figures():
