@@ -1,4 +1,5 @@
 """The site builds: every chapter executes and Sphinx raises no warning (jupyter-book build -W)."""
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -10,6 +11,8 @@ ROOT = Path(__file__).resolve().parents[1]
 
 def test_the_book_builds_without_warnings(tmp_path):
     pytest.importorskip("jupyter_book", reason="jupyter-book is not installed here")
+    # FLOORLAB_SITE_OUT keeps the built site (the GPU runner archives it with --collect)
+    tmp_path = Path(os.environ.get("FLOORLAB_SITE_OUT") or tmp_path)
     cli = "from jupyter_book.cli.main import main; main()"
     result = subprocess.run(
         [sys.executable, "-c", cli, "build", str(ROOT), "--path-output", str(tmp_path), "-W", "-n", "--keep-going"],
