@@ -176,10 +176,12 @@ def test_printed_lines_fit_the_column_and_the_table_has_every_card(room, tmp_pat
                       *(gallery.format_paths(c) for c in cards)])
     assert max(len(line) for line in text.splitlines()) <= COLUMN
     assert "1.196 GB ÷" in gallery.format_floors(cards)
-    table = gallery.gallery_table(cards).splitlines()
-    assert len(table) == 2 + len(cards)
-    assert all(line.count("|") == table[0].count("|") for line in table)
-    assert "| absent |" in table[2]  # the CPU's graph replay
+    rows = [line for line in gallery.gallery_table(cards).splitlines() if "<tr>" in line]
+    assert len(rows) == 1 + len(cards)
+    assert rows[0].count("</th>") == len(gallery.TABLE_HEAD)
+    assert all(line.count("</td>") == len(gallery.TABLE_HEAD) for line in rows[1:])
+    assert "absent</td>" in rows[1]  # the CPU's graph replay
+    assert ">eager: " in rows[1]  # nothing beats eager on a CPU
 
 
 def test_claims_flag_a_path_below_its_floor(room, tmp_path):
@@ -236,3 +238,17 @@ def test_the_cheapest_launch_check():
     assert check("A100", 9.1).startswith("not yet: no card's name")
     assert check(4090, 9.1).startswith("not yet: my_card should be")
     assert check("4090", "9.1 µs").startswith("not yet: my_gap_us is the text")
+
+
+def test_sentences_hold_for_one_card_and_for_several(room, tmp_path):
+    cpu, rtx, h200 = load(room, tmp_path).cards
+    assert "one card so far" in gallery.floor_span([cpu])
+    assert gallery.eager_span([cpu]).endswith(f"on {cpu.label}.")
+    assert "No card here replayed" in gallery.replay_gain([cpu])
+    several = [cpu, rtx, h200]
+    ratio = cpu.floor.floor_ms / h200.floor.floor_ms
+    assert f"grows {ratio:.1f}-fold" in gallery.floor_span(several)
+    assert "farthest of any card here" in gallery.eager_span(several)
+    assert "On the 2 cards that replayed" in gallery.replay_gain(several)
+    text = " ".join(gallery.claims(several))
+    assert f"observed: {h200.label}, at 50.0×" in text  # the fastest card sits furthest above

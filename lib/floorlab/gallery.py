@@ -359,7 +359,7 @@ def format_paths(card: Card) -> str:
 
 
 def claims(cards: list[Card]) -> list[str]:
-    """The gallery's structural claims, each with what the cards show."""
+    """The gallery's claims, each with what the cards show (cards in order of bandwidth)."""
     rows = [(c, r) for c in cards for r in c.run.rows if r.measured]
     low_card, low = min(rows, key=lambda cr: cr[1].x_floor)
     below = [f"{c.label} {r.path}" for c, r in rows if is_below_floor(r.x_floor)]
@@ -367,6 +367,10 @@ def claims(cards: list[Card]) -> list[str]:
              f"observed: the lowest is {fmt_times(low.x_floor)} "
              f"({low_card.label}, {low.path})"
              + (f"; below the floor: {', '.join(below)}" if below else "")]
+    if len(cards) > 1:
+        fast, furthest = cards[-1], max(cards, key=lambda c: c.eager.x_floor)
+        lines += [f"expected: the fastest card, {fast.label}, furthest above its floor when eager",
+                  f"observed: {furthest.label}, at {fmt_times(furthest.eager.x_floor)}"]
     pairs = [(c, c.graph) for c in cards if c.graph is not None]
     lines.append("expected: graph replay faster than eager on every card that has it")
     if pairs:
@@ -387,19 +391,65 @@ def _cell(row: Row | None, *, path: bool = False) -> str:
     return f"{where}{sig(row.median_ms)} · {fmt_times(row.x_floor)}"
 
 
+def floor_span(cards: list[Card]) -> str:
+    """A sentence on how far the floors spread, from the slowest card to the fastest."""
+    slow, fast = cards[0], cards[-1]
+    if len(cards) == 1:
+        return ("The gallery holds one card so far, so there is nothing yet to set beside "
+                "it; add one and run the chapter again.")
+    ratio = slow.floor.floor_ms / fast.floor.floor_ms
+    return (f"From {slow.label} to {fast.label} the bandwidth grows {ratio:.1f}-fold, and "
+            f"the floor shrinks by the same factor: {fmt_ms(slow.floor.floor_ms)} ÷ "
+            f"{ratio:.1f} = {fmt_ms(fast.floor.floor_ms)}.")
+
+
+def eager_span(cards: list[Card]) -> str:
+    """A sentence naming the cards farthest from and nearest to their floors when eager."""
+    far = max(cards, key=lambda c: c.eager.x_floor)
+    near = min(cards, key=lambda c: c.eager.x_floor)
+    text = f"An eager token takes {fmt_times(far.eager.x_floor)} the floor on {far.label}"
+    if len(cards) == 1:
+        return text + "."
+    return (f"{text}, the farthest of any card here, and {fmt_times(near.eager.x_floor)} on "
+            f"{near.label}, the nearest.")
+
+
+def replay_gain(cards: list[Card]) -> str:
+    """A sentence on how much less time graph replay took than eager, where a card had it."""
+    wins = [c.eager.median_ms / c.graph.median_ms for c in cards if c.graph is not None]
+    if not wins:
+        return ("No card here replayed the step as a CUDA graph: that needs a GPU, and the "
+                "gallery has no GPU run yet.")
+    return (f"On the {_count(len(wins), 'card')} that replayed the step as a CUDA graph, "
+            f"the replay took between {min(wins):.1f} and {max(wins):.1f} times less "
+            "time than the eager step.")
+
+
+TABLE_HEAD = ("card", "kind", "torch", "read GB/s", "floor ms", "eager ms · ×",
+              "graph ms · ×", "best path ms · ×", "date")
+NOWRAP = (3, 4, 5, 6, 8)  # the columns of numbers and the date
+
+
 def gallery_table(cards: list[Card]) -> str:
-    """The cards as a Markdown table: device, software, bandwidth, floor and each path's ms · ×."""
-    head = ("| card | kind | torch | read GB/s | floor ms | eager ms · × | graph ms · × "
-            "| best path ms · × | date |")
-    lines = [head, "|" + "---|" * head.count(" | ") + "---|"]
+    """The cards as an HTML table (it renders alike in JupyterLab and the site): device,
+    software, read bandwidth, floor, and each path's median ms · multiple of the floor."""
+    from html import escape
+
+    def row(cells, tag="td"):  # numbers and dates stay on one line; names may wrap
+        opened = [f'<{tag} style="white-space: nowrap">' if tag == "td" and i in NOWRAP
+                  else f"<{tag}>" for i in range(len(cells))]
+        return "<tr>" + "".join(f"{o}{cell}</{tag}>" for o, cell in zip(opened, cells)) + "</tr>"
+
+    body = []
     for c in cards:
-        gbps = fmt_gbps(c.read_gbps).removesuffix(" GB/s")
-        name = f"{c.name}" + (f" #{c.number}" if c.number else "")
-        name += f" (**{c.tag}**)" if c.tag else ""
-        lines.append(f"| {name} | {c.kind} | {c.torch} | {gbps} | {sig(c.floor.floor_ms)} | "
-                     f"{_cell(c.eager)} | {_cell(c.graph)} | {_cell(c.best, path=True)} | "
-                     f"{c.date} |")
-    return "\n".join(lines)
+        name = escape(c.name) + (f" #{c.number}" if c.number else "")
+        name += f" (<b>{c.tag}</b>)" if c.tag else ""
+        cells = [name, c.kind, escape(c.torch), fmt_gbps(c.read_gbps).removesuffix(" GB/s"),
+                 sig(c.floor.floor_ms), _cell(c.eager), _cell(c.graph),
+                 escape(_cell(c.best, path=True)), c.date]
+        body.append(row(cells))
+    return ('<table style="font-size: 0.85em">\n<thead>' + row(TABLE_HEAD, "th") + "</thead>\n<tbody>\n"
+            + "\n".join(body) + "\n</tbody>\n</table>")
 
 
 # ---- the fixed-cost model, priced from a card's graph replay ------------------------------
