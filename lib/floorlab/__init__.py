@@ -6,14 +6,14 @@ from floorlab import challenges
 from floorlab.challenges import NOT_ATTEMPTED
 from floorlab.device import (Bandwidths, default_device, describe_device, measure_bandwidth,
                              measure_bandwidths)
-from floorlab.figures import stacked_bar, timeline
+from floorlab.figures import gallery_bars, gallery_scatter, stacked_bar, timeline
 from floorlab.graphs import DEFAULT_BUCKETS, GraphRunner, capture_graph
 from floorlab.launches import LaunchCount, count_launches
 from floorlab.measure import Replay, Source, graph_replay, measure_path, profile_path, source_for
 from floorlab.model import Qwen3Decoder, build_model, prefill_random
 from floorlab.fused import fused_step, relative_error
 from floorlab.paths import FIGURES_DIR
-from floorlab.prose import fmt_gbps, fmt_ms, show_source, sig, wrap
+from floorlab.prose import fmt_gbps, fmt_ms, fmt_times, show_source, sig, wrap
 from floorlab.results import reference_figure, reference_run, run_stamp
 from floorlab.roofline import (BelowFloorError, Floor, bytes_per_step, check_floor, crossover_gbps,
                                decode_floor, diagnose_gap, floor_ms, gap_ms, gap_verdict,
@@ -30,7 +30,7 @@ __all__ = [
     "challenges", "fused_step", "relative_error", "FIGURES_DIR", "wrap", "bytes_per_step",
     "crossover_gbps", "kernels_per_layer_budget", "overhead_us_per_kernel", "predicted_ms",
     "format_summary", "format_table", "NOT_ATTEMPTED", "Bandwidths", "default_device", "describe_device", "measure_bandwidth",
-    "measure_bandwidths", "stacked_bar", "timeline", "DEFAULT_BUCKETS", "GraphRunner",
+    "measure_bandwidths", "stacked_bar", "timeline", "gallery_bars", "gallery_scatter", "fmt_times", "DEFAULT_BUCKETS", "GraphRunner",
     "capture_graph", "LaunchCount", "count_launches", "Replay", "Source", "graph_replay",
     "measure_path", "profile_path", "source_for", "Qwen3Decoder", "build_model", "prefill_random",
     "fmt_gbps", "fmt_ms", "show_source", "sig", "reference_figure", "reference_run", "run_stamp",

@@ -281,3 +281,27 @@ def check_number(value, expected: float, *, rel: float = 0.05, hint: str, unit: 
     if _close(_number(value, name, fraction=fraction), expected, rel):
         return f"right: {expected:,.3g}{unit}."
     return f"not yet: {hint}"
+
+
+# The gallery: which card pays least, and how much.
+
+@_checked
+def check_smallest(my_name, my_value, values: dict[str, float], *, names: tuple[str, str],
+                   unit: str, hint: str) -> str:
+    """Verdict on naming the smallest of values ({label: number}), by any part of its label,
+    and giving its number; names are the two answer variables, for the hints."""
+    if my_name is None or my_value is None:
+        return NOT_ATTEMPTED
+    if not isinstance(my_name, str) or not my_name.strip():
+        return (f"not yet: {names[0]} should be part of a card's name in quotes, as the "
+                "table writes it.")
+    least = min(values.values())
+    named = [label for label in values if my_name.strip().lower() in label.lower()]
+    if not named:
+        return f"not yet: no card's name contains {my_name!r}; copy part of one from the table."
+    right = [label for label in named if values[label] == least]
+    if not right:
+        return f"not yet: {my_name!r} is not the card that pays least; {hint}"
+    if not _close(_number(my_value, names[1]), least, 0.05):
+        return f"not yet: that is the card, but {my_value!r} is not its figure; {hint}"
+    return f"right: {right[0]}, {least:.1f}{unit}."

@@ -31,6 +31,11 @@ def fmt_gbps(gbps: float) -> str:
     return f"{gbps:.1f} GB/s" if gbps < 100 else f"{gbps:.0f} GB/s"
 
 
+def fmt_times(ratio: float) -> str:
+    """A multiple as '2.5×' when large, '1.09×' near 1, where the digits matter."""
+    return f"{ratio:.1f}×" if ratio >= 2 else f"{ratio:.2f}×"
+
+
 def wrap(text: str, width: int = COLUMN) -> str:
     """Text re-wrapped to the site's column, paragraph by paragraph (lines kept where they break)."""
     return "\n".join(textwrap.fill(line, width, subsequent_indent="  ") if len(line) > width else line

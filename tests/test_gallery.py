@@ -1,0 +1,254 @@
+"""The gallery reads a folder of measure runs, skips what it cannot show, and draws any number of cards."""
+import json
+
+import matplotlib
+
+matplotlib.use("Agg")
+
+import pytest
+from matplotlib.container import BarContainer
+
+from floorlab import gallery
+from floorlab.device import Bandwidth, Bandwidths
+from floorlab.figures import gallery_bars, gallery_scatter
+from floorlab.launches import LaunchCount
+from floorlab.roofline import BelowFloorWarning, decode_floor
+from floorlab.runs import Row, Run, measured_row
+from floorlab.shapes import get_shape
+from floorlab.timelines import Interval, Timeline
+from floorlab.timing import Timing
+
+
+def bandwidths(gbps):
+    return Bandwidths(*(Bandwidth(kind, gbps, gbps, gbps, 10**9, "dev") for kind in ("copy", "read")))
+
+
+def card_run(name="NVIDIA H200", kind="cuda", gbps=4000.0, eager_x=50.0, graph_x=7.0,
+             best_x=None, date="2026-11-30T05:00:00+00:00", kernels=1000):
+    """A synthetic measure run: eager, graph replay (None: absent, as on a CPU), a fused path."""
+    bw = bandwidths(gbps)
+    floor = decode_floor(get_shape("qwen3-0.6b"), batch=1, prompt_tokens=32, bandwidths=bw,
+                         cache_tokens=128)
+
+    def row(path, x):
+        ms = x * floor.floor_ms
+        return measured_row(path, floor, Timing(ms, ms * 0.95, ms * 1.05, ms * 0.9, ms * 1.1,
+                                                [ms]))
+
+    rows = [row("eager", eager_x)]
+    rows[0].issue = Timing(*[eager_x * floor.floor_ms * 0.9] * 5)
+    timelines = {"eager": Timeline([], [Interval("k", 0, 10)] * 3, span_us=100, label="eager")}
+    if graph_x is None:
+        rows.append(Row("graph replay", floor.preset, 1, status="absent",
+                        note="CUDA graphs need a CUDA GPU"))
+    else:
+        rows.append(row("graph replay", graph_x))
+        busy_us = floor.floor_ms * 1e3 * graph_x * 0.9
+        gpu = [Interval("gemv_kernel", i * busy_us / kernels, (i + 1) * busy_us / kernels)
+               for i in range(kernels)]
+        timelines["graph replay"] = Timeline([], gpu, span_us=busy_us / 0.9, label="replay")
+    rows.append(row("triton replay", best_x) if best_x else
+                Row("triton replay", floor.preset, 1, status="absent", note="not asked for"))
+    return Run(kind="measure", stamp={"date": date}, device={"name": name, "kind": kind,
+                                                            "torch": "2.11.0"},
+               bandwidths=bw, floors=[floor], rows=rows, timelines=timelines,
+               launches={"eager": LaunchCount(kernels, kernels / 28, kernels, {}, kind)})
+
+
+def cpu_run(**kw):
+    return card_run(name="Intel Xeon", kind="cpu", gbps=18.0, eager_x=8.0, graph_x=None, **kw)
+
+
+@pytest.fixture
+def room(tmp_path):
+    folder = tmp_path / "gallery"
+    folder.mkdir()
+    card_run(best_x=3.7).save(folder / "h200.json")
+    cpu_run().save(folder / "cpu.json")
+    card_run(name="RTX 4090", gbps=1000.0, eager_x=9.0, graph_x=2.0).save(folder / "rtx.json")
+    return folder
+
+
+def load(folder, tmp_path):
+    return gallery.load_gallery(folder, results_dir=tmp_path / "no-own-runs")
+
+
+def test_cards_are_read_and_ordered_by_bandwidth(room, tmp_path):
+    g = load(room, tmp_path)
+    assert [c.name for c in g.cards] == ["Intel Xeon", "RTX 4090", "NVIDIA H200"]
+    assert not g.skipped and g.files == 3 and g.own is None and not g.stored
+    cpu, rtx, h200 = g.cards
+    assert cpu.graph is None and cpu.graph_note == "absent: CUDA graphs need a CUDA GPU"
+    assert cpu.best.path == "eager" and rtx.best.path == "graph replay"
+    assert h200.best.path == "triton replay" and h200.best.x_floor == pytest.approx(3.7)
+    assert gallery.same_bytes(g.cards)
+
+
+@pytest.mark.parametrize("text, reason", [
+    ("{not json", "not valid JSON"),
+    ("[1, 2]", "JSON list, not a run"),
+    (json.dumps({"layout": 1, "kind": "measure"}), "layout 1"),
+    (json.dumps({"layout": 2, "kind": "chapter:fast-card"}), "kind 'chapter:fast-card'"),
+    (json.dumps({"layout": 2, "kind": "measure"}), "not in the book's run layout"),
+])
+def test_a_bad_file_is_skipped_with_its_reason_and_the_rest_still_load(room, tmp_path, text, reason):
+    (room / "bad.json").write_text(text)
+    g = load(room, tmp_path)
+    assert len(g.cards) == 3
+    (skipped,) = g.skipped
+    assert skipped.path.name == "bad.json" and reason in skipped.reason
+    assert any("skipped" in line and reason in line for line in g.notes())
+    with pytest.raises(gallery.NotACard, match="it "):
+        gallery.read_card(room / "bad.json")
+
+
+def test_unreadable_bytes_and_runs_without_eager_are_skipped(room, tmp_path):
+    (room / "binary.json").write_bytes(b"\xff\xfe\x00")
+    run = card_run()
+    run.rows = run.rows[1:]
+    run.save(room / "no-eager.json")
+    reasons = {s.path.name: s.reason for s in load(room, tmp_path).skipped}
+    assert "cannot be read" in reasons["binary.json"]
+    assert "no measured eager step" in reasons["no-eager.json"]
+
+
+def test_a_submitted_copy_is_shown_once(room, tmp_path):
+    (room / "again.json").write_text((room / "h200.json").read_text())
+    g = load(room, tmp_path)
+    assert len(g.cards) == 3
+    assert "the same run as" in g.skipped[0].reason
+
+
+def test_the_readers_latest_own_run_is_marked_as_theirs(room, tmp_path):
+    results = tmp_path / "results"
+    cpu_run(date="2026-11-01T00:00:00+00:00").save(results / "measure-cpu-old" / "run.json")
+    mine = card_run(name="RTX 3060", gbps=300.0, date="2026-12-01T00:00:00+00:00")
+    mine.save(results / "measure-rtx-3060" / "run.json")
+    g = gallery.load_gallery(room, results_dir=results)
+    assert [c.name for c in g.cards if c.mine] == ["RTX 3060"]
+    assert g.own.mine and "yours" in g.own.label
+    assert any("not submitted" in line for line in g.notes())
+    # once submitted, the gallery's copy is the one marked, not a second card
+    mine.save(room / "rtx-3060-submitted.json")
+    g = gallery.load_gallery(room, results_dir=results)
+    assert len(g.cards) == 4 and [c.path.name for c in g.cards if c.mine] == ["rtx-3060-submitted.json"]
+    assert any("also submitted" in line for line in g.notes())
+
+
+def test_an_empty_or_missing_folder_falls_back_to_the_stored_run_and_says_so(tmp_path):
+    g = load(tmp_path / "nowhere", tmp_path)
+    assert g.stored and len(g.cards) == 1 and g.cards[0].origin == "stored"
+    assert any("stored reference run" in line for line in g.notes())
+    assert not gallery.load_gallery(tmp_path, results_dir=tmp_path, stored=None).cards
+
+
+def test_namesakes_get_numbers(room, tmp_path):
+    card_run(date="2026-11-29T00:00:00+00:00").save(room / "h200-b.json")
+    labels = [c.label for c in load(room, tmp_path).cards]
+    assert "NVIDIA H200 #1 (cuda)" in labels and "NVIDIA H200 #2 (cuda)" in labels
+
+
+def test_gap_per_launch_and_verdict(room, tmp_path):
+    cpu, rtx, _ = load(room, tmp_path).cards
+    expected_us = (9.0 - 1.0) * rtx.floor.floor_ms * 1e3 / 1000
+    assert rtx.gap_per_launch_us == pytest.approx(expected_us)
+    assert rtx.verdict == "dispatch"  # the host needs 90% of the step to issue it
+    assert cpu.verdict in ("dispatch", "operators")
+
+
+def test_the_fixed_cost_model_is_priced_on_the_fastest_card_that_replayed(room, tmp_path):
+    cards = load(room, tmp_path).cards
+    cost = gallery.fixed_cost(cards)
+    assert cost.label.startswith("NVIDIA H200") and not cost.stored
+    assert cost.kernels == 1000
+    # its own bandwidth gives back the busy time over the floor it was priced from
+    assert cost.x_floor_at(cost.floor.bandwidth_gbps) == pytest.approx(7.0 * 0.9)
+    assert cost.x_floor_at(100.0) < cost.x_floor_at(1000.0) < cost.x_floor_at(4000.0)
+    stored = gallery.fixed_cost([cards[0]])  # a CPU alone has no replay: the stored run's
+    assert stored.stored and "stored run" in stored.label
+
+
+def test_printed_lines_fit_the_column_and_the_table_has_every_card(room, tmp_path):
+    from floorlab.prose import COLUMN
+
+    cards = load(room, tmp_path).cards
+    text = "\n".join([gallery.format_floors(cards), *gallery.claims(cards),
+                      *(gallery.format_paths(c) for c in cards)])
+    assert max(len(line) for line in text.splitlines()) <= COLUMN
+    assert "1.196 GB ÷" in gallery.format_floors(cards)
+    rows = [line for line in gallery.gallery_table(cards).splitlines() if "<tr>" in line]
+    assert len(rows) == 1 + len(cards)
+    assert rows[0].count("</th>") == len(gallery.TABLE_HEAD)
+    assert all(line.count("</td>") == len(gallery.TABLE_HEAD) for line in rows[1:])
+    assert "absent</td>" in rows[1]  # the CPU's graph replay
+    assert ">eager: " in rows[1]  # nothing beats eager on a CPU
+
+
+def test_claims_flag_a_path_below_its_floor(room, tmp_path):
+    with pytest.warns(BelowFloorWarning):  # measured_row warns as it builds the rows
+        card_run(name="Odd", eager_x=0.5, graph_x=0.4).save(room / "odd.json")
+    text = " ".join(gallery.claims(load(room, tmp_path).cards))
+    assert "below the floor: Odd (cuda) eager, Odd (cuda) graph replay" in text
+
+
+@pytest.mark.parametrize("count", [1, 3])
+def test_figures_draw_one_or_several_cards(room, tmp_path, count):
+    cards = load(room, tmp_path).cards[-count:] if count == 1 else load(room, tmp_path).cards
+    fig = gallery_bars(cards, path=tmp_path / "bars.png", title="cards")
+    (ax,) = fig.axes
+    drawn = [c for c in ax.containers if isinstance(c, BarContainer)]
+    measured = sum(r is not None for c in cards for r in (c.eager, c.graph, c.best))
+    assert len(drawn) == measured  # an absent path is not a bar of zero
+    assert ax.get_xscale() == "log"
+    assert [t.get_text().split("\n")[0] for t in ax.get_yticklabels()] == [c.name for c in cards]
+    fig = gallery_scatter(cards, cost=gallery.fixed_cost(cards), path=tmp_path / "scatter.png")
+    (ax,) = fig.axes
+    assert ax.get_xscale() == ax.get_yscale() == "log"
+    text = " ".join(t.get_text() for t in fig.findobj(matplotlib.text.Text))
+    assert all(c.name in text for c in cards)
+    assert (tmp_path / "bars.png").read_bytes()[:4] == (tmp_path / "scatter.png").read_bytes()[:4]
+
+
+def test_absent_graph_is_written_not_drawn(room, tmp_path):
+    cpu = load(room, tmp_path).cards[0]
+    fig = gallery_bars([cpu])
+    text = " ".join(t.get_text() for t in fig.findobj(matplotlib.text.Text))
+    assert "graph replay absent: CUDA graphs need a CUDA GPU" in text
+    assert len([c for c in fig.axes[0].containers if isinstance(c, BarContainer)]) == 2
+
+
+def test_figures_refuse_no_cards():
+    with pytest.raises(ValueError, match="at least one card"):
+        gallery_bars([])
+
+
+def test_the_cheapest_launch_check():
+    from floorlab import challenges
+
+    gaps = {"Intel Xeon (cpu)": 415.0, "NVIDIA H200 (cuda)": 14.2, "RTX 4090 (cuda)": 9.1}
+    names = ("my_card", "my_gap_us")
+
+    def check(card, us):
+        return challenges.check_smallest(card, us, gaps, names=names, unit=" µs", hint="h")
+
+    assert check(None, None).startswith("not attempted")
+    assert check("4090", 9.0).startswith("right: RTX 4090 (cuda), 9.1 µs")
+    assert check("h200", 14.2).startswith("not yet: 'h200' is not the card")
+    assert check("4090", 14.2).startswith("not yet: that is the card")
+    assert check("A100", 9.1).startswith("not yet: no card's name")
+    assert check(4090, 9.1).startswith("not yet: my_card should be")
+    assert check("4090", "9.1 µs").startswith("not yet: my_gap_us is the text")
+
+
+def test_sentences_hold_for_one_card_and_for_several(room, tmp_path):
+    cpu, rtx, h200 = load(room, tmp_path).cards
+    assert "one card so far" in gallery.floor_span([cpu])
+    assert gallery.eager_span([cpu]).endswith(f"on {cpu.label}.")
+    assert "No card here replayed" in gallery.replay_gain([cpu])
+    several = [cpu, rtx, h200]
+    ratio = cpu.floor.floor_ms / h200.floor.floor_ms
+    assert f"grows {ratio:.1f}-fold" in gallery.floor_span(several)
+    assert "farthest of any card here" in gallery.eager_span(several)
+    assert "On the 2 cards that replayed" in gallery.replay_gain(several)
+    text = " ".join(gallery.claims(several))
+    assert f"observed: {h200.label}, at 50.0×" in text  # the fastest card sits furthest above
