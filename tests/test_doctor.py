@@ -6,7 +6,8 @@ from floorlab import doctor
 from floorlab.cli import main
 from floorlab.shapes import PRESETS
 
-ALL_INSTALLED = {"python": "3.11.7", **{name: "1.0" for name in doctor.REQUIRED}, "triton": None}
+ALL_INSTALLED = {"python": "3.11.7", **{name: "1.0" for name in doctor.REQUIRED + doctor.READING},
+                 "triton": None}
 
 
 def statuses(checks):
@@ -53,6 +54,8 @@ def test_missing_packages_fail_and_say_how_to_install():
     assert nbval.status == "fail" and "requirements.txt" in nbval.fix
     assert statuses(checks)["triton"] == "ok"
     assert statuses(doctor.version_checks(ALL_INSTALLED, on_gpu=True))["triton"] == "warn"
+    no_lab = statuses(doctor.version_checks(dict(ALL_INSTALLED, jupyterlab=None), on_gpu=True))
+    assert no_lab["jupyterlab"] == "warn", "a machine that only builds or tests needs no JupyterLab"
     old_python = dict(ALL_INSTALLED, python="3.9.1")
     assert statuses(doctor.version_checks(old_python, on_gpu=False))["python"] == "fail"
 

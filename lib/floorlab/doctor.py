@@ -17,8 +17,9 @@ from floorlab.shapes import PRESETS
 
 BOOK_PRESET = "qwen3-0.6b"  # the chapters' model: too little memory for it blocks the book
 CACHE_ROWS, CACHE_TOKENS = 8, 128  # the small KV cache counted on top of the weights
-REQUIRED = ("torch", "transformers", "matplotlib", "jupyterlab", "jupyterlab-myst",
-            "jupyter-book", "nbval")
+REQUIRED = ("torch", "transformers", "matplotlib", "jupyter-book", "nbval")
+# needed to read the chapters in JupyterLab, not to run, test or build them
+READING = ("jupyterlab", "jupyterlab-myst")
 MIN_PYTHON = (3, 10)
 CPU_WHEEL = "pip install torch --index-url https://download.pytorch.org/whl/cpu"
 TIMES_FILE = "chapter-times.json"
@@ -85,7 +86,7 @@ def memory_checks(free_bytes: int | None, where: str) -> list[Check]:
 def versions() -> dict[str, str | None]:
     """Installed versions of python, REQUIRED and triton (None when a package is missing)."""
     found = {"python": platform.python_version()}
-    for name in (*REQUIRED, "triton"):
+    for name in (*REQUIRED, *READING, "triton"):
         try:
             found[name] = metadata.version(name)
         except metadata.PackageNotFoundError:
@@ -94,7 +95,7 @@ def versions() -> dict[str, str | None]:
 
 
 def version_checks(found: dict[str, str | None], on_gpu: bool) -> list[Check]:
-    """A line per package: missing required ones fail; triton is needed only on a GPU."""
+    """A line per package: missing required ones fail, JupyterLab's warn; triton is needed only on a GPU."""
     py = tuple(int(p) for p in found["python"].split(".")[:2])
     checks = [Check("python", "ok" if py >= MIN_PYTHON else "fail", found["python"],
                     "" if py >= MIN_PYTHON else
@@ -103,6 +104,11 @@ def version_checks(found: dict[str, str | None], on_gpu: bool) -> list[Check]:
         version = found.get(name)
         checks.append(Check(name, "ok", version) if version else
                       Check(name, "fail", "not installed", "pip install -r requirements.txt"))
+    for name in READING:
+        version = found.get(name)
+        checks.append(Check(name, "ok", version) if version else
+                      Check(name, "warn", "not installed: the chapters run and the site builds, "
+                            "but JupyterLab cannot show them", "pip install -r requirements.txt"))
     if found.get("triton"):
         checks.append(Check("triton", "ok", found["triton"]))
     elif on_gpu:
