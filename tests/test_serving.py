@@ -430,3 +430,12 @@ def test_gpu_stream_through_the_graphs(served):
     assert [s.bucket for s in cost.steps] == [1, 8, None, 4, 16, None]
     assert cost.padded_rows == 4 and len(cost.fallbacks) == 2
     assert all(s.ms > 0 for s in cost.steps)
+
+
+@pytest.mark.gpu
+def test_gpu_unguarded_padding_overwrites_exactly_its_slots(served):
+    model, _, _, tokens, positions = served
+    before = model.k_cache.clone()
+    assert overwritten_values(model, tokens, positions, 5, 8) == values_padding_writes(
+        model.shape, 3)
+    assert _same(model.k_cache, before)

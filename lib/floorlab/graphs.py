@@ -15,6 +15,7 @@ runs inside keep_padding_rows, which puts those cache values back afterwards.
 """
 from __future__ import annotations
 
+import gc
 import time
 import warnings
 from contextlib import contextmanager
@@ -135,9 +136,10 @@ class GraphMemory:
 
 
 def _memory_now(device) -> tuple[int, int]:
-    """(allocated, reserved) bytes on device once cached free blocks are released."""
+    """(allocated, reserved) bytes on device once garbage and cached free blocks are released."""
+    gc.collect()  # torch.cuda.graph collects and empties the cache too: measure after both
     torch.cuda.synchronize(device)
-    torch.cuda.empty_cache()  # torch.cuda.graph empties the cache too: measure after it
+    torch.cuda.empty_cache()
     return torch.cuda.memory_allocated(device), torch.cuda.memory_reserved(device)
 
 

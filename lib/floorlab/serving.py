@@ -17,6 +17,7 @@ import torch
 
 from floorlab.graphs import (
     PAD_POSITION,
+    PAD_TOKEN,
     EagerFallbackWarning,
     GraphMemory,
     GraphRunner,
@@ -387,32 +388,31 @@ def check_padding_trap(runner, tokens: torch.Tensor, positions: torch.Tensor, ba
 
 
 def overwritten_values(model, tokens: torch.Tensor, positions: torch.Tensor, batch: int,
-                       bucket: int, *, seed: int = 0) -> int:
+                       bucket: int) -> int:
     """KV-cache values of rows batch.. that one padded step overwrites WITHOUT keep_padding_rows.
 
     Runs model.decode_step on the batch padded as the runners pad it (what a replay computes),
-    after filling rows batch.. with seeded noise, and counts the values that changed. The
-    model's cache is put back afterwards.
+    after filling rows batch.. with +inf, a value no step writes (a row's keys and values are
+    finite, or NaN once the inf reaches them), and counts the values that are no longer +inf.
+    The model's cache is put back afterwards.
     """
     if bucket <= batch or bucket > model.max_batch:
         raise ValueError(f"bucket must be above batch ({batch}) and at most max_batch "
                          f"({model.max_batch}), got {bucket}")
     device = model.device
     pad = bucket - batch
-    padded_tok = torch.cat([tokens[:batch].to(device), torch.zeros(pad, dtype=torch.long, device=device)])
+    padded_tok = torch.cat([tokens[:batch].to(device),
+                            torch.full((pad,), PAD_TOKEN, dtype=torch.long, device=device)])
     padded_pos = torch.cat([positions[:batch].to(device),
                             torch.full((pad,), PAD_POSITION, dtype=torch.long, device=device)])
     saved = model.k_cache.clone(), model.v_cache.clone()
     try:
-        gen = torch.Generator(device=device).manual_seed(seed)
         with torch.no_grad():
-            for cache in (model.k_cache, model.v_cache):
-                rest = cache[:, batch:]
-                rest.copy_(torch.randn(rest.shape, generator=gen, device=device, dtype=rest.dtype))
-        before = model.k_cache[:, batch:].clone(), model.v_cache[:, batch:].clone()
+            model.k_cache[:, batch:].fill_(float("inf"))
+            model.v_cache[:, batch:].fill_(float("inf"))
         model.decode_step(padded_tok, padded_pos)
-        return sum(int((_bits(now[:, batch:]) != _bits(old)).sum())
-                   for now, old in zip((model.k_cache, model.v_cache), before))
+        return sum(int((~torch.isposinf(cache[:, batch:])).sum())
+                   for cache in (model.k_cache, model.v_cache))
     finally:
         _put_back(model, saved)
 
