@@ -325,10 +325,10 @@ def answer_bucket_choice(histogram: dict[int, int], costs, *, budget_mb: float, 
     best = best_buckets(histogram, costs, budget_mb=budget_mb, max_bucket=max_bucket)
     rows = [("best within budget", best), ("the default buckets",
                                            score_buckets(default, histogram, costs))]
-    lines = [f"{'':20s} {'buckets':22s} {'ms/step':>8s} {'MB':>7s} {'padded':>7s} {'eager':>6s}"]
+    lines = [f"{'':20s} {'ms/step':>8s} {'MB':>7s} {'padded':>7s} {'eager':>6s}  buckets"]
     for name, s in rows:
-        lines.append(f"{name:20s} {str(s.buckets):22s} {s.mean_ms:8.3f} {s.memory_mb:7.1f} "
-                     f"{s.padded_share:7.0%} {s.fallback_share:6.0%}")
+        lines.append(f"{name:20s} {s.mean_ms:8.3f} {s.memory_mb:7.1f} {s.padded_share:7.0%} "
+                     f"{s.fallback_share:6.0%}  {s.buckets}")
     largest = max(b for b in histogram)
     lines.append(f"Every step up to batch {largest} runs in a graph only if a bucket reaches "
                  f"{largest}; an eager step costs {costs.eager_step_ms(largest):.2f} ms there "
