@@ -179,3 +179,16 @@ def test_timeline_says_how_the_profiled_step_compares_with_the_timed_one():
 def test_timeline_needs_at_least_one_timeline():
     with pytest.raises(ValueError):
         timeline([])
+
+
+def test_stacked_bar_gives_each_bar_its_own_floor_when_given_one_per_bar():
+    bars = {"eager, batch 1": 7.8, "graph, batch 1": 3.4, "graph, batch 16": 4.0}
+    fig = stacked_bar(bars, [3.13, 3.13, 3.5])
+    (ax,) = fig.axes
+    floor_part = next(c for c in ax.containers if isinstance(c, BarContainer))
+    assert [p.get_width() for p in floor_part] == pytest.approx([3.13, 3.13, 3.5])
+    dashed = [line for line in ax.lines if line.get_linestyle() == "--"]
+    assert sorted(line.get_xdata()[0] for line in dashed) == pytest.approx([3.13, 3.13, 3.5])
+    assert "4.00 ms · 1.14× floor" in all_text(fig)  # the ratio to its own floor
+    with pytest.raises(ValueError, match="one per bar"):
+        stacked_bar(bars, [3.13, 3.5])

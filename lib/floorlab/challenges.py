@@ -305,3 +305,71 @@ def check_smallest(my_name, my_value, values: dict[str, float], *, names: tuple[
     if not _close(_number(my_value, names[1]), least, 0.05):
         return f"not yet: that is the card, but {my_value!r} is not its figure; {hint}"
     return f"right: {right[0]}, {least:.1f}{unit}."
+
+# Serving, challenge 1: buckets for a distribution of live batches, within a memory budget.
+
+@_checked
+def check_bucket_choice(my_buckets, histogram: dict[int, int], costs, *, budget_mb: float,
+                        max_bucket: int) -> str:
+    """Verdict on the reader's buckets: within budget, and within BUDGET_TOLERANCE of the best mean step."""
+    from floorlab.serving import BUDGET_TOLERANCE, best_buckets, score_buckets
+
+    if my_buckets is None:
+        return NOT_ATTEMPTED
+    if isinstance(my_buckets, (int, str)) or not all(
+            isinstance(b, int) and not isinstance(b, bool) and b >= 1 for b in my_buckets):
+        return ("not yet: write the buckets as a tuple of whole batch sizes, "
+                "for example (2, 8, 20).")
+    if not my_buckets:
+        return "not yet: choose at least one bucket."
+    if max(my_buckets) > max_bucket:
+        return (f"not yet: the model's cache holds {max_bucket} rows, so no bucket can be "
+                f"larger than {max_bucket}.")
+    mine = score_buckets(tuple(my_buckets), histogram, costs)
+    if mine.memory_mb > budget_mb:
+        return (f"not yet: those graphs reserve {mine.memory_mb:.1f} MB, over the "
+                f"{budget_mb:.1f} MB budget; drop a bucket or pick smaller ones.")
+    best = best_buckets(histogram, costs, budget_mb=budget_mb, max_bucket=max_bucket)
+    if mine.mean_ms <= best.mean_ms * (1 + BUDGET_TOLERANCE):
+        return (f"right: {mine.mean_ms:.3f} ms per step on average, within "
+                f"{BUDGET_TOLERANCE:.0%} of the best choice within budget.")
+    hint = ("some steps still run eagerly: what does one of them cost against a replay?"
+            if mine.fallback_share else
+            "no step falls back; now trade padding for the memory you have left.")
+    return (f"not yet: {mine.mean_ms:.3f} ms per step on average; a choice within budget "
+            f"reaches {best.mean_ms:.3f} ms. {hint}")
+
+
+def answer_bucket_choice(histogram: dict[int, int], costs, *, budget_mb: float, max_bucket: int,
+                         default=(1, 2, 4, 8, 16)) -> str:
+    """The worked answer: the best choice within budget, set beside the default buckets."""
+    from floorlab.serving import best_buckets, score_buckets
+
+    best = best_buckets(histogram, costs, budget_mb=budget_mb, max_bucket=max_bucket)
+    rows = [("best within budget", best), ("the default buckets",
+                                           score_buckets(default, histogram, costs))]
+    lines = [f"{'':20s} {'ms/step':>8s} {'MB':>7s} {'padded':>7s} {'eager':>6s}  buckets"]
+    for name, s in rows:
+        lines.append(f"{name:20s} {s.mean_ms:8.3f} {s.memory_mb:7.1f} {s.padded_share:7.0%} "
+                     f"{s.fallback_share:6.0%}  {s.buckets}")
+    largest = max(b for b in histogram)
+    lines.append(f"Every step up to batch {largest} runs in a graph only if a bucket reaches "
+                 f"{largest}; an eager step costs {costs.eager_step_ms(largest):.2f} ms there "
+                 f"against a replay's {costs.graph_step_ms(largest):.2f} ms.")
+    return "\n".join(lines)
+
+
+# Serving, challenge 2: what padding overwrites without the guard.
+
+@_checked
+def check_overwritten(my_values, expected: int, measured: int) -> str:
+    """Verdict on the reader's count of cache values one padded step overwrites unguarded."""
+    if my_values is None:
+        return NOT_ATTEMPTED
+    value = _number(my_values, "my_overwritten_values")
+    if value == expected:
+        agree = "and" if measured == expected else "but"
+        return (f"right: {expected:,} values, {agree} the step run without the guard "
+                f"overwrote {measured:,}.")
+    return ("not yet: each padding row writes one slot of its cache row, for K and for V, "
+            "in every layer, for every KV head: head_dim values each.")

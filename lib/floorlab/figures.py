@@ -113,7 +113,7 @@ def _bar_values(bars) -> list[tuple[str, float, float, float]]:
 
 def stacked_bar(
     bars,
-    floor_ms: float,
+    floor_ms,
     *,
     title: str | None = None,
     path=None,
@@ -123,30 +123,29 @@ def stacked_bar(
     """Horizontal bars of time per token in ms, each split into the floor and the rest.
 
     bars: {label: Timing} (or a plain ms value), in drawing order; a Timing's p10-p90
-    band is drawn as a whisker. A dashed line marks floor_ms. Returns the Figure.
+    band is drawn as a whisker. A dashed line marks floor_ms; a list of floors, one per
+    bar (bars at different batch sizes), gives each bar its own dashed mark. Returns the Figure.
     """
     values = _bar_values(bars)
-    if not floor_ms or floor_ms <= 0:
-        raise ValueError(
-            f"floor_ms must be greater than 0, got {floor_ms!r}; "
-            "compute it first with roofline.decode_floor(...) or roofline.floor_ms(bytes, gbps)"
-        )
+    floors = _bar_floors(floor_ms, len(values))
+    one_floor = len(set(floors)) == 1
+    floor_ms = floors[0] if one_floor else min(floors)
     labels = [v[0] for v in values]
     totals = [v[1] for v in values]
     lows = [max(t - p10, 0.0) for _, t, p10, _ in values]
     highs = [max(p90 - t, 0.0) for _, t, _, p90 in values]
     spreads = [lo + hi for lo, hi in zip(lows, highs)]
-    floor_parts = [min(t, floor_ms) for t in totals]
-    rest_parts = [max(t - floor_ms, 0.0) for t in totals]
+    floor_parts = [min(t, f) for t, f in zip(totals, floors)]
+    rest_parts = [max(t - f, 0.0) for t, f in zip(totals, floors)]
     ys = list(range(len(values)))
-    right_ms = max(max(t + hi for t, hi in zip(totals, highs)), floor_ms)
+    right_ms = max(max(t + hi for t, hi in zip(totals, highs)), max(floors))
     xmax = right_ms * 1.32
 
     with matplotlib.rc_context(STYLE):
         fig = _new_figure(1.55 + 0.62 * len(values))
         ax = fig.subplots()
         height = 0.58
-        below = [is_below_floor(t / floor_ms) for t in totals]
+        below = [is_below_floor(t / f) for t, f in zip(totals, floors)]
         floor_bars = ax.barh(ys, floor_parts, height=height, color=FLOOR_BLUE,
                              label="memory traffic (the floor)")
         for patch, is_below in zip(floor_bars, below):
@@ -181,8 +180,8 @@ def stacked_bar(
                 ax.text(f + free / 2, y, f"+{fmt_ms(r)}", ha="center", va="center", color=INK,
                         fontsize=9)
 
-        for y, t, hi in zip(ys, totals, highs):
-            ratio = t / floor_ms
+        for y, t, hi, f in zip(ys, totals, highs, floors):
+            ratio = t / f
             text = f"{fmt_ms(t)} · {_times_floor(ratio)}"
             if is_below_floor(ratio):
                 text += " (below the floor: check the timer)"
@@ -190,13 +189,21 @@ def stacked_bar(
                         ha="left", va="center", color=INK, fontsize=9.5, annotation_clip=False,
                         zorder=5, bbox=dict(boxstyle="square,pad=0.15", fc="white", ec="none"))
 
-        ax.axvline(floor_ms, color=INK, linestyle="--", linewidth=1.2, zorder=4,
-                   label=f"floor = bytes ÷ bandwidth = {fmt_ms(floor_ms)}")
+        if one_floor:
+            ax.axvline(floor_ms, color=INK, linestyle="--", linewidth=1.2, zorder=4,
+                       label=f"floor = bytes ÷ bandwidth = {fmt_ms(floor_ms)}")
+            floor_text = f"floor = bytes ÷ bandwidth = {fmt_ms(floor_ms)}"
+        else:
+            for y, f in zip(ys, floors):
+                ax.plot([f, f], [y - 0.42, y + 0.42], color=INK, linestyle="--",
+                        linewidth=1.2, zorder=4)
+            floor_text = (f"floor = bytes ÷ bandwidth at each bar's batch, "
+                          f"{fmt_ms(min(floors))} to {fmt_ms(max(floors))}")
         top = -0.95
         ax.set_ylim(len(values) - 0.45, top)
         on_left = floor_ms / xmax > 0.55
         ax.annotate(
-            f"floor = bytes ÷ bandwidth = {fmt_ms(floor_ms)}", xy=(floor_ms, top + 0.3),
+            floor_text, xy=(floor_ms, top + 0.3),
             xytext=(-5 if on_left else 5, 0), textcoords="offset points",
             ha="right" if on_left else "left", va="center", fontsize=9, color=INK,
         )
@@ -211,6 +218,20 @@ def stacked_bar(
         _legend_and_note(ax, handles, ncol=len(handles), note=note, below_pt=36)
         _save(fig, path)
     return fig
+
+
+def _bar_floors(floor_ms, bars: int) -> list[float]:
+    """One floor in ms per bar, from a single floor or a list of one per bar."""
+    floors = list(floor_ms) if isinstance(floor_ms, (list, tuple)) else [floor_ms] * bars
+    if len(floors) != bars:
+        raise ValueError(f"got {len(floors)} floors for {bars} bars; pass one floor, or one per bar")
+    for f in floors:
+        if not f or f <= 0:
+            raise ValueError(
+                f"floor_ms must be greater than 0, got {f!r}; compute it first with "
+                "roofline.decode_floor(...) or roofline.floor_ms(bytes, gbps)"
+            )
+    return [float(f) for f in floors]
 
 
 def timeline(

@@ -8,11 +8,18 @@ to the nearest bucket, and runs eagerly above the largest one.
 Every graph reads its inputs from, and writes its logits to, static buffers: the
 runner copies inputs in before a replay and hands back a clone of the output,
 never a view, so a later replay cannot overwrite logits already returned.
+
+Padding rows are real rows to the graph: they write the KV cache of rows the live
+batch does not use, which may hold other sequences. Every padded step therefore
+runs inside keep_padding_rows, which puts those cache values back afterwards.
 """
 from __future__ import annotations
 
+import gc
 import time
 import warnings
+from contextlib import contextmanager
+from dataclasses import dataclass
 from typing import Callable, Iterable
 
 import torch
@@ -20,6 +27,8 @@ import torch
 from floorlab.model import check_positions
 
 DEFAULT_BUCKETS = (1, 2, 4, 8, 16)
+PAD_TOKEN = 0  # what a padding row decodes
+PAD_POSITION = 0  # where a padding row decodes: the cache slot it writes in its row
 
 StepFn = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
 
@@ -67,6 +76,73 @@ def padding_waste(batch: int, buckets: Iterable[int]) -> int:
     return 0 if bucket is None else bucket - batch
 
 
+@contextmanager
+def keep_padding_rows(model, batch: int, bucket: int):
+    """Put back, when the block ends, every KV-cache value padding rows batch..bucket-1 write.
+
+    A padding row decodes PAD_TOKEN at PAD_POSITION, so a padded step writes that slot
+    of cache rows batch..bucket-1 in every layer, rows another sequence may hold. The
+    model names those values with cache_slots(rows, position); they are saved before
+    the block and copied back after it. Without padding this does nothing.
+    """
+    views: tuple[torch.Tensor, ...] = ()
+    if bucket > batch:
+        slots = getattr(model, "cache_slots", None)
+        if slots is None:
+            raise TypeError(
+                f"a batch of {batch} padded to {bucket} writes the KV cache of rows {batch}.."
+                f"{bucket - 1}, and {type(model).__name__} has no cache_slots(rows, position) "
+                "to keep them; pass a batch equal to a bucket, or give the model cache_slots"
+            )
+        views = tuple(slots(slice(batch, bucket), PAD_POSITION))
+    with torch.no_grad():
+        saved = [view.clone() for view in views]
+    try:
+        yield
+    finally:
+        with torch.no_grad():
+            for view, old in zip(views, saved):
+                view.copy_(old)
+
+
+@dataclass
+class GraphMemory:
+    """GPU memory one captured graph added: bytes allocated (tensors it keeps alive, such as
+    its output) and reserved (segments its memory pool holds), measured around its capture."""
+
+    bucket: int
+    allocated_bytes: int
+    reserved_bytes: int
+    shared_pool: bool
+
+    @property
+    def reserved_mb(self) -> float:
+        """Reserved bytes in MB (1e6 bytes)."""
+        return self.reserved_bytes / 1e6
+
+    @property
+    def allocated_mb(self) -> float:
+        """Allocated bytes in MB (1e6 bytes)."""
+        return self.allocated_bytes / 1e6
+
+    def to_dict(self) -> dict:
+        """Plain dict, ready for JSON."""
+        return dict(vars(self))
+
+    @classmethod
+    def from_dict(cls, data: dict) -> "GraphMemory":
+        """Rebuild a GraphMemory from to_dict() output."""
+        return cls(**data)
+
+
+def _memory_now(device) -> tuple[int, int]:
+    """(allocated, reserved) bytes on device once garbage and cached free blocks are released."""
+    gc.collect()  # torch.cuda.graph collects and empties the cache too: measure after both
+    torch.cuda.synchronize(device)
+    torch.cuda.empty_cache()
+    return torch.cuda.memory_allocated(device), torch.cuda.memory_reserved(device)
+
+
 def capture_graph(fn: Callable[[], object], *, warmup: int = 3, pool=None,
                   stream: torch.cuda.Stream | None = None):
     """Record one call of fn into a CUDA graph; returns (graph, output).
@@ -89,18 +165,110 @@ def capture_graph(fn: Callable[[], object], *, warmup: int = 3, pool=None,
     return graph, out
 
 
-class GraphRunner:
-    """Runs a model's decode step through CUDA graphs captured at a few batch buckets.
+class BucketRunner:
+    """What every runner shares: the buckets, the bucket a batch pads to, eager above them.
 
     `model` needs decode_step(tokens[B], positions[B]) -> logits[B, V], max_batch,
-    device and shape.vocab_size; `step_fn` replaces model.decode_step (for example a
-    torch.compile'd step; compile it without its own CUDA graphs, mode="default").
+    device and shape.vocab_size; `step_fn` replaces model.decode_step. A subclass
+    says how a padded bucket runs (_run_bucket); step() does the rest.
     """
+
+    path_name = "bucket"
 
     def __init__(self, model, buckets: Iterable[int] = DEFAULT_BUCKETS, *,
                  step_fn: StepFn | None = None):
         self.model = model
         self.buckets = check_buckets(buckets, model.max_batch)
+        self.step_fn: StepFn = step_fn if step_fn is not None else model.decode_step
+        self.last_path: str | None = None
+        self.last_padding: int = 0
+
+    @property
+    def largest_bucket(self) -> int:
+        """The largest captured batch size (rows)."""
+        return self.buckets[-1]
+
+    def bucket_for(self, batch: int) -> int | None:
+        """Return the smallest bucket >= batch, or None above the largest bucket."""
+        return bucket_for(batch, self.buckets)
+
+    def padding_waste(self, batch: int) -> int:
+        """Return the padding rows (bucket - batch) a step at this batch computes; 0 when it runs eagerly."""
+        return padding_waste(batch, self.buckets)
+
+    def step(self, tokens: torch.Tensor,
+             positions: torch.Tensor) -> torch.Tensor:
+        """Logits [B, V] for one decode step: the bucket's step padded to the
+        bucket, or eager above the largest bucket.
+
+        Padding rows B..bucket-1 run PAD_TOKEN at PAD_POSITION and write that slot
+        of cache rows B..bucket-1; keep_padding_rows puts those values back, so a
+        sequence held in a row beyond the live batch keeps its cache. The result is
+        never a view of a buffer the next step overwrites.
+        """
+        batch = _check_inputs(tokens, positions)
+        self._check_positions(positions)
+        bucket = self.bucket_for(batch)
+        if bucket is None:
+            warnings.warn(f"batch {batch} is above the largest captured "
+                          f"bucket {self.largest_bucket}; running eager",
+                          EagerFallbackWarning, stacklevel=2)
+            self.last_path = (f"eager (batch {batch} > largest bucket "
+                              f"{self.largest_bucket})")
+            self.last_padding = 0
+            with torch.no_grad():
+                return self.step_fn(tokens.to(self.model.device),
+                                    positions.to(self.model.device))
+        with torch.no_grad(), keep_padding_rows(self.model, batch, bucket):
+            out = self._run_bucket(tokens, positions, bucket)
+        self.last_path = f"{self.path_name} (bucket {bucket})"
+        self.last_padding = bucket - batch
+        return out
+
+    def _run_bucket(self, tokens: torch.Tensor, positions: torch.Tensor,
+                    bucket: int) -> torch.Tensor:
+        raise NotImplementedError
+
+    def _check_positions(self, positions: torch.Tensor) -> None:
+        limit = getattr(self.model, "max_context", None)
+        if limit is not None:
+            check_positions(positions, limit)
+
+
+class PaddedEagerRunner(BucketRunner):
+    """Pads a live batch to its bucket as GraphRunner does and runs the step eagerly there.
+
+    The same padding rows and the same guard as a replay, on any device, CPU included:
+    a replay is bit-identical to the eager step it recorded, so this computes what
+    the graph would.
+    """
+
+    path_name = "padded eager"
+
+    def _run_bucket(self, tokens, positions, bucket):
+        batch = tokens.shape[0]
+        device = self.model.device
+        pad = bucket - batch
+        tokens = torch.cat([tokens.to(device), tokens.new_full((pad,), PAD_TOKEN, device=device)])
+        positions = torch.cat([positions.to(device),
+                               positions.new_full((pad,), PAD_POSITION, device=device)])
+        return self.step_fn(tokens, positions)[:batch]
+
+
+class GraphRunner(BucketRunner):
+    """Runs a model's decode step through CUDA graphs captured at a few batch buckets.
+
+    `model` needs decode_step(tokens[B], positions[B]) -> logits[B, V], max_batch,
+    device and shape.vocab_size, and cache_slots(rows, position) for padded batches;
+    `step_fn` replaces model.decode_step (for example a torch.compile'd step; compile
+    it without its own CUDA graphs, mode="default").
+    """
+
+    path_name = "graph"
+
+    def __init__(self, model, buckets: Iterable[int] = DEFAULT_BUCKETS, *,
+                 step_fn: StepFn | None = None):
+        super().__init__(model, buckets, step_fn=step_fn)
         if not torch.cuda.is_available():
             raise RuntimeError(
                 "CUDA graphs need a CUDA GPU and none is visible here, so on this machine "
@@ -115,46 +283,34 @@ class GraphRunner:
         if device.index is None:
             device = torch.device("cuda", torch.cuda.current_device())
         self.device = device
-        self.step_fn: StepFn = step_fn if step_fn is not None else model.decode_step
         self.graphs: dict[int, torch.cuda.CUDAGraph] = {}
         self.static_outputs: dict[int, torch.Tensor] = {}
         self.static_tokens: torch.Tensor | None = None
         self.static_positions: torch.Tensor | None = None
         self.capture_s: float | None = None
-        self.last_path: str | None = None
-        self.last_padding: int = 0
+        self.memory: dict[int, GraphMemory] = {}
         self.last_max_abs_diff: float | None = None
-
-    @property
-    def largest_bucket(self) -> int:
-        """The largest captured batch size (rows)."""
-        return self.buckets[-1]
 
     @property
     def captured(self) -> bool:
         """True once capture() has recorded a graph for every bucket."""
         return len(self.graphs) == len(self.buckets)
 
-    def bucket_for(self, batch: int) -> int | None:
-        """Return the smallest bucket >= batch, or None above the largest bucket."""
-        return bucket_for(batch, self.buckets)
-
-    def padding_waste(self, batch: int) -> int:
-        """Return the padding rows (bucket - batch) a step at this batch computes; 0 when it runs eagerly."""
-        return padding_waste(batch, self.buckets)
-
-    def capture(self, *, warmup: int = 3, progress: str | None = None) -> float:
+    def capture(self, *, warmup: int = 3, progress: str | None = None,
+                shared_pool: bool = True) -> float:
         """Warm up and capture one graph per bucket; returns the time taken in seconds (also capture_s).
 
         Warm-up runs the step at every bucket on a side stream, then graphs are
-        captured on that stream, largest first, into one shared memory pool. Warm-up writes the KV
-        cache at position 0 of rows 0..bucket-1, so afterwards the model's
-        reset_cache() (when it has one) clears it: the runner leaves no garbage.
+        captured on that stream, largest first, into one shared memory pool (or, with
+        shared_pool=False, each into a pool of its own). What each capture added to
+        GPU memory is kept in memory[bucket]. Warm-up writes the KV cache at position
+        0 of rows 0..bucket-1, so afterwards the model's reset_cache() (when it has
+        one) clears it: the runner leaves no garbage.
         """
         if int(warmup) != warmup or warmup < 1:
             raise ValueError(f"warmup must be a whole number >= 1, got {warmup!r}")
         start_s = time.perf_counter()
-        self.graphs, self.static_outputs = {}, {}
+        self.graphs, self.static_outputs, self.memory = {}, {}, {}
         largest = self.largest_bucket
         with torch.cuda.device(self.device), torch.no_grad():
             self.static_tokens = torch.zeros(largest, dtype=torch.long, device=self.device)
@@ -169,50 +325,32 @@ class GraphRunner:
             torch.cuda.current_stream(self.device).wait_stream(side)
             torch.cuda.synchronize(self.device)
 
-            pool = torch.cuda.graph_pool_handle()
+            pool = torch.cuda.graph_pool_handle() if shared_pool else None
             for bucket in _progress(reversed(self.buckets), progress, len(self.buckets)):
+                allocated, reserved = _memory_now(self.device)
                 self.graphs[bucket], self.static_outputs[bucket] = capture_graph(
                     lambda: self.step_fn(self.static_tokens[:bucket], self.static_positions[:bucket]),
                     warmup=0, pool=pool, stream=side)
+                allocated_after, reserved_after = _memory_now(self.device)
+                self.memory[bucket] = GraphMemory(bucket, allocated_after - allocated,
+                                                  reserved_after - reserved, shared_pool)
             torch.cuda.synchronize(self.device)
         self._reset_model_cache()
         self.capture_s = time.perf_counter() - start_s
         return self.capture_s
 
-    def step(self, tokens: torch.Tensor,
-             positions: torch.Tensor) -> torch.Tensor:
-        """Logits [B, V] for one decode step: a graph replay padded to the
-        bucket, or eager above the largest bucket.
-
-        Padding rows B..bucket-1 run token 0 at position 0, so they write the
-        KV cache of rows the live batch does not use: cache rows beyond the
-        live batch must be free. The result is a clone, never a view of the
-        graph's static output, which the next replay overwrites.
-        """
-        batch = _check_inputs(tokens, positions)
-        self._check_positions(positions)
-        bucket = self.bucket_for(batch)
-        if bucket is None:
-            warnings.warn(f"batch {batch} is above the largest captured "
-                          f"bucket {self.largest_bucket}; running eager",
-                          EagerFallbackWarning, stacklevel=2)
-            self.last_path = (f"eager (batch {batch} > largest bucket "
-                              f"{self.largest_bucket})")
-            self.last_padding = 0
-            with torch.no_grad():
-                return self.step_fn(tokens.to(self.device),
-                                    positions.to(self.device))
+    def _run_bucket(self, tokens, positions, bucket):
         self._require_captured()
-        with torch.no_grad():
-            self._load_inputs(tokens, positions, bucket)  # copy in, pad
-            self.graphs[bucket].replay()
-            out = self.static_outputs[bucket][:batch].clone()
-        self.last_path = f"graph (bucket {bucket})"
-        self.last_padding = bucket - batch
-        return out
+        self._load_inputs(tokens, positions, bucket)  # copy in, pad
+        self.graphs[bucket].replay()
+        return self.static_outputs[bucket][:tokens.shape[0]].clone()
 
     def replay_fn(self, batch: int) -> Callable[[], None]:
-        """Return a no-argument callable replaying the bucket's graph as-is (for timing and profiling)."""
+        """Return a no-argument callable replaying the bucket's graph as-is (for timing and profiling).
+
+        It replays whatever inputs the last step loaded, padding rows included, and
+        without keep_padding_rows: time it after a step whose batch fills the bucket.
+        """
         bucket = self.bucket_for(batch)
         if bucket is None:
             raise ValueError(
@@ -250,13 +388,8 @@ class GraphRunner:
         self.static_tokens[:batch].copy_(tokens)
         self.static_positions[:batch].copy_(positions)
         if bucket > batch:
-            self.static_tokens[batch:bucket].zero_()
-            self.static_positions[batch:bucket].zero_()
-
-    def _check_positions(self, positions: torch.Tensor) -> None:
-        limit = getattr(self.model, "max_context", None)
-        if limit is not None:
-            check_positions(positions, limit)
+            self.static_tokens[batch:bucket].fill_(PAD_TOKEN)
+            self.static_positions[batch:bucket].fill_(PAD_POSITION)
 
     def _require_captured(self) -> None:
         if not self.captured:

@@ -201,6 +201,11 @@ class Qwen3Decoder(nn.Module):
         self._check(batch, length + steps)
         return greedy_tokens(self, prompt, steps)
 
+    def cache_slots(self, rows: slice, position: int) -> tuple[torch.Tensor, torch.Tensor]:
+        """Views of the K and V values that cache rows `rows` hold at `position`, every layer:
+        two [num_layers, rows, kv_heads, head_dim] tensors (what a row decoding there writes)."""
+        return self.k_cache[:, rows, :, position], self.v_cache[:, rows, :, position]
+
     def reset_cache(self) -> None:
         """Zero the K and V caches in place (their addresses stay fixed for captured graphs)."""
         self.k_cache.zero_()

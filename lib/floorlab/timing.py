@@ -213,6 +213,26 @@ def time_with_issue(fn: Callable[[], object], *, warmup: int = 3, repeats: int =
     return StepTimes(step=Timing.from_samples(steps), issue=Timing.from_samples(issue))
 
 
+def time_once(fn: Callable[[], object], *, device=None) -> float:
+    """ms one call of fn takes, without warm-up (a CUDA event pair on a GPU, a wall clock on a CPU).
+
+    For a sequence of different calls, such as a stream of batches, where each is run once.
+    """
+    device = resolve_device(device)
+    if device.type != "cuda":
+        t0 = time.perf_counter()
+        fn()
+        return (time.perf_counter() - t0) * 1e3
+    torch.cuda.synchronize(device)
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    stream = torch.cuda.current_stream(device)
+    start.record(stream)
+    fn()
+    end.record(stream)
+    end.synchronize()
+    return start.elapsed_time(end)
+
+
 def unsynchronised_time_ms(fn: Callable[[], object], *, repeats: int = 20) -> float:
     """Median ms of a wall clock around each call, never waiting for the GPU.
 
