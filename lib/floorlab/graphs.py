@@ -8,12 +8,16 @@ to the nearest bucket, and runs eagerly above the largest one.
 Every graph reads its inputs from, and writes its logits to, static buffers: the
 runner copies inputs in before a replay and hands back a clone of the output,
 never a view, so a later replay cannot overwrite logits already returned.
+borrow() lends the view itself for one `with` block; debug=True poisons it (NaN)
+when the block ends and refuses a second caller while the first holds the buffers.
 """
 from __future__ import annotations
 
+import threading
 import time
 import warnings
-from typing import Callable, Iterable
+from contextlib import contextmanager
+from typing import Callable, Iterable, Iterator
 
 import torch
 
@@ -26,6 +30,10 @@ StepFn = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
 
 class EagerFallbackWarning(UserWarning):
     """A batch above the largest captured bucket ran eagerly, without a graph."""
+
+
+class SharedBufferError(RuntimeError):
+    """In debug mode: a second caller reached a runner's static buffers while a first still held them."""
 
 
 def check_buckets(buckets: Iterable[int], max_batch: int | None = None) -> tuple[int, ...]:
@@ -95,12 +103,31 @@ class GraphRunner:
     `model` needs decode_step(tokens[B], positions[B]) -> logits[B, V], max_batch,
     device and shape.vocab_size; `step_fn` replaces model.decode_step (for example a
     torch.compile'd step; compile it without its own CUDA graphs, mode="default").
+    debug=True fills the static output with NaN after each copy-out and raises
+    SharedBufferError when two callers overlap (see borrow()).
     """
 
     def __init__(self, model, buckets: Iterable[int] = DEFAULT_BUCKETS, *,
-                 step_fn: StepFn | None = None):
+                 step_fn: StepFn | None = None, debug: bool = False):
         self.model = model
         self.buckets = check_buckets(buckets, model.max_batch)
+        self.device = self._device_for(model)
+        self.step_fn: StepFn = step_fn if step_fn is not None else model.decode_step
+        self.debug = bool(debug)
+        self._guard = threading.Lock()
+        self._holder: str | None = None  # the thread holding the static buffers (debug mode)
+        self.graphs: dict[int, torch.cuda.CUDAGraph] = {}
+        self.static_outputs: dict[int, torch.Tensor] = {}
+        self.static_tokens: torch.Tensor | None = None
+        self.static_positions: torch.Tensor | None = None
+        self.capture_s: float | None = None
+        self.last_path: str | None = None
+        self.last_padding: int = 0
+        self.last_max_abs_diff: float | None = None
+
+    @staticmethod
+    def _device_for(model) -> torch.device:
+        """The CUDA device of the model; an error saying how to fix a missing GPU or a CPU model."""
         if not torch.cuda.is_available():
             raise RuntimeError(
                 "CUDA graphs need a CUDA GPU and none is visible here, so on this machine "
@@ -114,16 +141,7 @@ class GraphRunner:
             )
         if device.index is None:
             device = torch.device("cuda", torch.cuda.current_device())
-        self.device = device
-        self.step_fn: StepFn = step_fn if step_fn is not None else model.decode_step
-        self.graphs: dict[int, torch.cuda.CUDAGraph] = {}
-        self.static_outputs: dict[int, torch.Tensor] = {}
-        self.static_tokens: torch.Tensor | None = None
-        self.static_positions: torch.Tensor | None = None
-        self.capture_s: float | None = None
-        self.last_path: str | None = None
-        self.last_padding: int = 0
-        self.last_max_abs_diff: float | None = None
+        return device
 
     @property
     def largest_bucket(self) -> int:
@@ -189,27 +207,46 @@ class GraphRunner:
         live batch must be free. The result is a clone, never a view of the
         graph's static output, which the next replay overwrites.
         """
+        with self.borrow(tokens, positions) as logits:
+            return logits.clone()  # the copy-out: the caller's own memory
+
+    @contextmanager
+    def borrow(self, tokens: torch.Tensor, positions: torch.Tensor) -> Iterator[torch.Tensor]:
+        """Lend one step's logits [B, V] for a `with` block: a view of the static output, no copy.
+
+        The view is valid inside the block only: the next replay of the bucket
+        overwrites it. In debug mode the runner fills the output with NaN as the
+        block ends, so a view kept past it reads NaN at once, and a second caller
+        arriving while the first holds the buffers gets SharedBufferError.
+        """
         batch = _check_inputs(tokens, positions)
         self._check_positions(positions)
         bucket = self.bucket_for(batch)
-        if bucket is None:
-            warnings.warn(f"batch {batch} is above the largest captured "
-                          f"bucket {self.largest_bucket}; running eager",
-                          EagerFallbackWarning, stacklevel=2)
-            self.last_path = (f"eager (batch {batch} > largest bucket "
-                              f"{self.largest_bucket})")
-            self.last_padding = 0
+        if bucket is not None:
+            self._require_captured()
+        self._enter()
+        held = None
+        try:
             with torch.no_grad():
-                return self.step_fn(tokens.to(self.device),
-                                    positions.to(self.device))
-        self._require_captured()
-        with torch.no_grad():
-            self._load_inputs(tokens, positions, bucket)  # copy in, pad
-            self.graphs[bucket].replay()
-            out = self.static_outputs[bucket][:batch].clone()
-        self.last_path = f"graph (bucket {bucket})"
-        self.last_padding = bucket - batch
-        return out
+                if bucket is None:
+                    warnings.warn(f"batch {batch} is above the largest captured "
+                                  f"bucket {self.largest_bucket}; running eager",
+                                  EagerFallbackWarning, stacklevel=3)
+                    held = self.step_fn(tokens.to(self.device), positions.to(self.device))
+                    self.last_path = (f"eager (batch {batch} > largest bucket "
+                                      f"{self.largest_bucket})")
+                else:
+                    self._load_inputs(tokens, positions, bucket)  # copy in, pad
+                    self.graphs[bucket].replay()
+                    held = self.static_outputs[bucket]
+                    self.last_path = f"graph (bucket {bucket})"
+                self.last_padding = 0 if bucket is None else bucket - batch
+            yield held[:batch]
+        finally:
+            if self.debug and held is not None and held.is_floating_point():
+                with torch.inference_mode():  # the output may be an inference tensor
+                    held.fill_(float("nan"))
+            self._leave()
 
     def replay_fn(self, batch: int) -> Callable[[], None]:
         """Return a no-argument callable replaying the bucket's graph as-is (for timing and profiling)."""
@@ -244,6 +281,24 @@ class GraphRunner:
             graph = self.static_outputs[batch].clone()
         self.last_max_abs_diff = (eager.float() - graph.float()).abs().max().item()
         return bool(torch.equal(eager, graph))
+
+    def _enter(self) -> None:
+        """In debug mode, claim the static buffers for this thread, or raise SharedBufferError."""
+        if not self.debug:
+            return
+        me = threading.current_thread().name
+        with self._guard:
+            if self._holder is not None:
+                raise SharedBufferError(
+                    f"{me} reached this runner's static buffers while {self._holder} still "
+                    "holds them, so one caller would replay the other's inputs; give each "
+                    "thread or stream its own runner, or take a lock around every step")
+            self._holder = me
+
+    def _leave(self) -> None:
+        if self.debug:
+            with self._guard:
+                self._holder = None
 
     def _load_inputs(self, tokens: torch.Tensor, positions: torch.Tensor, bucket: int) -> None:
         batch = tokens.shape[0]
