@@ -117,7 +117,7 @@ def test_one_shared_runner_gives_a_bs_logits(setup):
     result = between("shared", shared, shared, a, b)
     assert result.a_got_b and not result.a_is_own
     assert result.b_is_own
-    assert "A got B's logits" in result.verdict()
+    assert "A: B's logits; B: its own logits" in result.verdict()
 
 
 def test_one_runner_each_keeps_both_answers(setup):

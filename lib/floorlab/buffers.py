@@ -196,7 +196,7 @@ class Between:
             b = "refused (SharedBufferError)"
         else:
             b = "its own logits" if self.b_is_own else "other logits"
-        return f"{self.how:<30} A got {a}; B got {b}"
+        return f"{self.how:<24} A: {a}; B: {b}"
 
 
 def _runner_of(caller) -> GraphRunner:
@@ -209,19 +209,20 @@ def _sync(device: torch.device) -> None:
 
 
 def between(how: str, caller_a, caller_b, request_a: Request, request_b: Request, *,
-            streams: bool = False, timeout_s: float = 120.0) -> Between:
+            streams: bool = False, alone: tuple[torch.Tensor, torch.Tensor] | None = None,
+            timeout_s: float = 120.0) -> Between:
     """Run A and B on two threads, B's whole step between A's copy-in and A's replay.
 
     caller_a and caller_b are runners (the same one, or one each) or LockedRunners.
     A pauses right after its copy-in until B has finished, been refused, or queued
     at A's lock. Each side waits for its device work at each hand-over, so the
     order is the same on a GPU as on the host; streams=True gives each thread its
-    own CUDA stream. Each request also runs alone first, for comparison.
+    own CUDA stream. Each request also runs alone first, for comparison, unless
+    alone gives the logits A and B get alone from these same callers.
     """
     runner_a = _runner_of(caller_a)
     device = runner_a.device
-    a_alone = caller_a.step(*request_a)
-    b_alone = caller_b.step(*request_b)
+    a_alone, b_alone = alone or (caller_a.step(*request_a), caller_b.step(*request_b))
     _sync(device)  # the requests and answers exist before either thread's stream reads them
     lock = caller_a if isinstance(caller_a, LockedRunner) else None
     loaded, b_done = threading.Event(), threading.Event()
