@@ -3,13 +3,16 @@
 The chapters import what they use from here; each name lives in one module.
 """
 from floorlab import challenges
+from floorlab.buffers import (Between, Kept, LockedRunner, StandInRunner, between, keep_first,
+                              request, runner_kind, static_runner)
 from floorlab.challenges import NOT_ATTEMPTED
 from floorlab.device import (Bandwidths, default_device, describe_device, measure_bandwidth,
                              measure_bandwidths)
 from floorlab.figures import gallery_bars, gallery_scatter, stacked_bar, timeline
-from floorlab.graphs import DEFAULT_BUCKETS, GraphRunner, capture_graph
+from floorlab.graphs import DEFAULT_BUCKETS, GraphRunner, SharedBufferError, capture_graph
 from floorlab.launches import LaunchCount, count_launches
-from floorlab.measure import Replay, Source, graph_replay, measure_path, profile_path, source_for
+from floorlab.measure import (Replay, Source, graph_replay, measure_path, no_stored_run,
+                              profile_path, source_for)
 from floorlab.model import Qwen3Decoder, build_model, prefill_random
 from floorlab.fused import fused_step, relative_error
 from floorlab.paths import FIGURES_DIR
@@ -21,6 +24,8 @@ from floorlab.roofline import (BelowFloorError, Floor, bytes_per_step, check_flo
                                overhead_us_per_kernel, per_launch_us, predicted_ms, what_if_ms)
 from floorlab.runs import Row, Run, measured_row
 from floorlab.shapes import PRESETS, Qwen3Shape, get_shape
+from floorlab.text import (WEIGHTS_ENV, Generation, generate_text, how_to_get_weights,
+                           load_text_model, weights_source)
 from floorlab.timelines import Timeline, kernel_table, steady_timeline
 from floorlab.timing import StepTimes, Timing, time_ms, time_with_issue, unsynchronised_time_ms
 
@@ -38,4 +43,8 @@ __all__ = [
     "looks_like_dispatch", "per_launch_us", "what_if_ms", "Row", "Run", "measured_row", "PRESETS",
     "Qwen3Shape", "get_shape", "Timeline", "kernel_table", "steady_timeline", "StepTimes", "Timing",
     "time_ms", "time_with_issue", "unsynchronised_time_ms",
+    "Between", "Kept", "LockedRunner", "StandInRunner", "between", "keep_first", "request",
+    "runner_kind", "static_runner", "SharedBufferError", "no_stored_run",
+    "WEIGHTS_ENV", "Generation", "generate_text", "how_to_get_weights", "load_text_model",
+    "weights_source",
 ]

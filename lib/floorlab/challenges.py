@@ -373,3 +373,86 @@ def check_overwritten(my_values, expected: int, measured: int) -> str:
                 f"overwrote {measured:,}.")
     return ("not yet: each padding row writes one slot of its cache row, for K and for V, "
             "in every layer, for every KV head: head_dim values each.")
+
+# Chapter "Shared buffers": which snippets keep their logits, and what a kept view holds.
+
+SNIPPETS = {
+    "a": "out = runner.step(tokens, positions)",
+    "b": "with runner.borrow(tokens, positions) as logits:\n    out = logits",
+    "c": "with runner.borrow(tokens, positions) as logits:\n    out = logits.argmax(-1)",
+    "d": "with runner.borrow(tokens, positions) as logits:\n    out = logits[:, :8]",
+    "e": "with runner.borrow(tokens, positions) as logits:\n    out = logits.detach()",
+    "f": ("with runner.borrow(tokens, positions) as logits:\n"
+          "    out = torch.empty_like(logits)\n    out.copy_(logits)"),
+}
+SNIPPET_WHY = {
+    "a": "step() hands back a clone, memory the caller owns",
+    "b": "the view is the static output itself, which the next replay rewrites",
+    "c": "argmax writes a new tensor while the logits are still fresh",
+    "d": "a slice is another view of the same static memory",
+    "e": "detach() drops autograd history but shares the memory",
+    "f": "copy_ moves the logits into memory the caller owns",
+}
+
+
+def snippets_keep(runner, first, second) -> dict[str, bool]:
+    """Run every snippet for the first request, then one second request; which kept their `out`.
+
+    All the snippets replay the same request, so only the second request changes a
+    static output: a snippet keeps its logits when its `out` is unchanged after it.
+    """
+    tokens, positions = first
+    outs = {}
+    for name, code in SNIPPETS.items():
+        scope = {"runner": runner, "torch": torch, "tokens": tokens, "positions": positions}
+        exec(code, scope)  # the book's snippets above, never the reader's text
+        outs[name] = (scope["out"], scope["out"].clone())
+    runner.step(*second)
+    return {name: bool(torch.equal(out, at_the_time)) for name, (out, at_the_time) in outs.items()}
+
+
+def _letters(value, name: str) -> set[str]:
+    if isinstance(value, str):
+        items = [c for c in value.lower() if c.isalpha()]
+    else:
+        try:
+            items = [str(v).strip().lower() for v in value]
+        except TypeError:
+            raise _Unreadable(f"not yet: {name} should be letters such as {{'a', 'b'}}, "
+                              f"got {value!r}.") from None
+    unknown = sorted(set(items) - set(SNIPPETS))
+    if unknown:
+        raise _Unreadable(f"not yet: {', '.join(unknown)} is not a snippet; pick from "
+                          f"{', '.join(SNIPPETS)}.")
+    return set(items)
+
+
+@_checked
+def check_safe_snippets(answer, keeps: dict[str, bool]) -> str:
+    """Verdict on the reader's set of safe snippets, against what each one did in this run."""
+    if answer is None:
+        return NOT_ATTEMPTED
+    chosen = _letters(answer, "my_safe_snippets")
+    safe = {k for k, ok in keeps.items() if ok}
+    if chosen == safe:
+        return f"right: {', '.join(sorted(safe))} keep their logits; the others do not."
+    missed, wrong = sorted(safe - chosen), sorted(chosen - safe)
+    hint = []
+    if wrong:
+        hint.append(f"{', '.join(wrong)} still point into the static output")
+    if missed:
+        hint.append(f"{', '.join(missed)} own their memory")
+    return "not yet: " + "; ".join(hint) + ". Ask of each: whose memory is `out`?"
+
+
+@_checked
+def check_kept_holds(answer, expected: str, names) -> str:
+    """Verdict on whose logits the reader predicts a kept view holds."""
+    if answer is None:
+        return NOT_ATTEMPTED
+    if not isinstance(answer, str) or answer.strip().upper() not in names:
+        return f"not yet: answer with one request's name, one of {', '.join(names)}."
+    if answer.strip().upper() == expected:
+        return f"right: the view holds {expected}'s logits."
+    return ("not yet: each bucket has its own static output; which request last "
+            "replayed the bucket the kept view belongs to?")

@@ -8,6 +8,8 @@ to the nearest bucket, and runs eagerly above the largest one.
 Every graph reads its inputs from, and writes its logits to, static buffers: the
 runner copies inputs in before a replay and hands back a clone of the output,
 never a view, so a later replay cannot overwrite logits already returned.
+borrow() lends the view itself for one `with` block; debug=True poisons it (NaN)
+when the block ends and refuses a second caller while the first holds the buffers.
 
 Padding rows are real rows to the graph: they write the KV cache of rows the live
 batch does not use, which may hold other sequences. Every padded step therefore
@@ -16,11 +18,12 @@ runs inside keep_padding_rows, which puts those cache values back afterwards.
 from __future__ import annotations
 
 import gc
+import threading
 import time
 import warnings
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Callable, Iterable
+from typing import Callable, Iterable, Iterator
 
 import torch
 
@@ -35,6 +38,10 @@ StepFn = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
 
 class EagerFallbackWarning(UserWarning):
     """A batch above the largest captured bucket ran eagerly, without a graph."""
+
+
+class SharedBufferError(RuntimeError):
+    """In debug mode: a second caller reached a runner's static buffers while a first still held them."""
 
 
 def check_buckets(buckets: Iterable[int], max_batch: int | None = None) -> tuple[int, ...]:
@@ -170,16 +177,21 @@ class BucketRunner:
 
     `model` needs decode_step(tokens[B], positions[B]) -> logits[B, V], max_batch,
     device and shape.vocab_size; `step_fn` replaces model.decode_step. A subclass
-    says how a padded bucket runs (_run_bucket); step() does the rest.
+    says how a padded bucket runs (_run_bucket); borrow() and step() do the rest.
+    debug=True fills the output with NaN after each copy-out and raises
+    SharedBufferError when two callers overlap (see borrow()).
     """
 
     path_name = "bucket"
 
     def __init__(self, model, buckets: Iterable[int] = DEFAULT_BUCKETS, *,
-                 step_fn: StepFn | None = None):
+                 step_fn: StepFn | None = None, debug: bool = False):
         self.model = model
         self.buckets = check_buckets(buckets, model.max_batch)
         self.step_fn: StepFn = step_fn if step_fn is not None else model.decode_step
+        self.debug = bool(debug)
+        self._guard = threading.Lock()
+        self._holder: str | None = None  # the thread holding the static buffers (debug mode)
         self.last_path: str | None = None
         self.last_padding: int = 0
 
@@ -204,35 +216,74 @@ class BucketRunner:
         Padding rows B..bucket-1 run PAD_TOKEN at PAD_POSITION and write that slot
         of cache rows B..bucket-1; keep_padding_rows puts those values back, so a
         sequence held in a row beyond the live batch keeps its cache. The result is
-        never a view of a buffer the next step overwrites.
+        a clone, never a view of a buffer the next step overwrites.
+        """
+        with self.borrow(tokens, positions) as logits:
+            return logits.clone()  # the copy-out: the caller's own memory
+
+    @contextmanager
+    def borrow(self, tokens: torch.Tensor, positions: torch.Tensor) -> Iterator[torch.Tensor]:
+        """Lend one step's logits [B, V] for a `with` block: a view of the output, no copy.
+
+        The view is valid inside the block only: the next step of the bucket
+        overwrites it. In debug mode the runner fills the output with NaN as the
+        block ends, so a view kept past it reads NaN at once, and a second caller
+        arriving while the first holds the buffers gets SharedBufferError.
         """
         batch = _check_inputs(tokens, positions)
         self._check_positions(positions)
         bucket = self.bucket_for(batch)
-        if bucket is None:
-            warnings.warn(f"batch {batch} is above the largest captured "
-                          f"bucket {self.largest_bucket}; running eager",
-                          EagerFallbackWarning, stacklevel=2)
-            self.last_path = (f"eager (batch {batch} > largest bucket "
-                              f"{self.largest_bucket})")
-            self.last_padding = 0
+        self._enter()
+        held = None
+        try:
             with torch.no_grad():
-                return self.step_fn(tokens.to(self.model.device),
-                                    positions.to(self.model.device))
-        with torch.no_grad(), keep_padding_rows(self.model, batch, bucket):
-            out = self._run_bucket(tokens, positions, bucket)
-        self.last_path = f"{self.path_name} (bucket {bucket})"
-        self.last_padding = bucket - batch
-        return out
+                if bucket is None:
+                    warnings.warn(f"batch {batch} is above the largest captured "
+                                  f"bucket {self.largest_bucket}; running eager",
+                                  EagerFallbackWarning, stacklevel=3)
+                    held = self.step_fn(tokens.to(self.model.device),
+                                        positions.to(self.model.device))
+                    self.last_path = (f"eager (batch {batch} > largest bucket "
+                                      f"{self.largest_bucket})")
+                else:
+                    with keep_padding_rows(self.model, batch, bucket):
+                        held = self._run_bucket(tokens, positions, bucket)
+                    self.last_path = f"{self.path_name} (bucket {bucket})"
+                self.last_padding = 0 if bucket is None else bucket - batch
+            yield held[:batch]
+        finally:
+            if self.debug and held is not None and held.is_floating_point():
+                with torch.inference_mode():  # the output may be an inference tensor
+                    held.fill_(float("nan"))
+            self._leave()
 
     def _run_bucket(self, tokens: torch.Tensor, positions: torch.Tensor,
                     bucket: int) -> torch.Tensor:
+        """Logits [bucket, V] of the live rows padded to the bucket."""
         raise NotImplementedError
 
     def _check_positions(self, positions: torch.Tensor) -> None:
         limit = getattr(self.model, "max_context", None)
         if limit is not None:
             check_positions(positions, limit)
+
+    def _enter(self) -> None:
+        """In debug mode, claim the static buffers for this thread, or raise SharedBufferError."""
+        if not self.debug:
+            return
+        me = threading.current_thread().name
+        with self._guard:
+            if self._holder is not None:
+                raise SharedBufferError(
+                    f"{me} reached this runner's static buffers while {self._holder} still "
+                    "holds them, so one caller would replay the other's inputs; give each "
+                    "thread or stream its own runner, or take a lock around every step")
+            self._holder = me
+
+    def _leave(self) -> None:
+        if self.debug:
+            with self._guard:
+                self._holder = None
 
 
 class PaddedEagerRunner(BucketRunner):
@@ -252,7 +303,7 @@ class PaddedEagerRunner(BucketRunner):
         tokens = torch.cat([tokens.to(device), tokens.new_full((pad,), PAD_TOKEN, device=device)])
         positions = torch.cat([positions.to(device),
                                positions.new_full((pad,), PAD_POSITION, device=device)])
-        return self.step_fn(tokens, positions)[:batch]
+        return self.step_fn(tokens, positions)
 
 
 class GraphRunner(BucketRunner):
@@ -261,14 +312,26 @@ class GraphRunner(BucketRunner):
     `model` needs decode_step(tokens[B], positions[B]) -> logits[B, V], max_batch,
     device and shape.vocab_size, and cache_slots(rows, position) for padded batches;
     `step_fn` replaces model.decode_step (for example a torch.compile'd step; compile
-    it without its own CUDA graphs, mode="default").
+    it without its own CUDA graphs, mode="default"); debug as in BucketRunner.
     """
 
     path_name = "graph"
 
     def __init__(self, model, buckets: Iterable[int] = DEFAULT_BUCKETS, *,
-                 step_fn: StepFn | None = None):
-        super().__init__(model, buckets, step_fn=step_fn)
+                 step_fn: StepFn | None = None, debug: bool = False):
+        super().__init__(model, buckets, step_fn=step_fn, debug=debug)
+        self.device = self._device_for(model)
+        self.graphs: dict[int, torch.cuda.CUDAGraph] = {}
+        self.static_outputs: dict[int, torch.Tensor] = {}
+        self.static_tokens: torch.Tensor | None = None
+        self.static_positions: torch.Tensor | None = None
+        self.capture_s: float | None = None
+        self.memory: dict[int, GraphMemory] = {}
+        self.last_max_abs_diff: float | None = None
+
+    @staticmethod
+    def _device_for(model) -> torch.device:
+        """The CUDA device of the model; an error saying how to fix a missing GPU or a CPU model."""
         if not torch.cuda.is_available():
             raise RuntimeError(
                 "CUDA graphs need a CUDA GPU and none is visible here, so on this machine "
@@ -282,14 +345,7 @@ class GraphRunner(BucketRunner):
             )
         if device.index is None:
             device = torch.device("cuda", torch.cuda.current_device())
-        self.device = device
-        self.graphs: dict[int, torch.cuda.CUDAGraph] = {}
-        self.static_outputs: dict[int, torch.Tensor] = {}
-        self.static_tokens: torch.Tensor | None = None
-        self.static_positions: torch.Tensor | None = None
-        self.capture_s: float | None = None
-        self.memory: dict[int, GraphMemory] = {}
-        self.last_max_abs_diff: float | None = None
+        return device
 
     @property
     def captured(self) -> bool:
@@ -343,7 +399,7 @@ class GraphRunner(BucketRunner):
         self._require_captured()
         self._load_inputs(tokens, positions, bucket)  # copy in, pad
         self.graphs[bucket].replay()
-        return self.static_outputs[bucket][:tokens.shape[0]].clone()
+        return self.static_outputs[bucket]
 
     def replay_fn(self, batch: int) -> Callable[[], None]:
         """Return a no-argument callable replaying the bucket's graph as-is (for timing and profiling).

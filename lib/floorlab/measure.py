@@ -46,11 +46,22 @@ class Source:
         return f"On the stored {device} run ({date}; not your machine)"
 
 
-def source_for(device, reference: str) -> Source:
-    """This machine when it has CUDA, else the stored reference run of that name."""
+def source_for(device, reference: str, *, missing_ok: bool = False) -> Source:
+    """This machine when it has CUDA, else the stored reference run of that name.
+
+    missing_ok=True leaves source.run None when no run of that name is stored yet.
+    """
     if torch.device(device).type == "cuda":
         return Source(here=True)
-    return Source(here=False, run=reference_run(reference))
+    return Source(here=False, run=reference_run(reference, missing_ok=missing_ok))
+
+
+def no_stored_run(reference: str) -> str:
+    """What a chapter says on a CPU when the stored run it would show has not been made yet."""
+    return (f"No stored GPU run of this chapter exists yet (lib/floorlab/reference/"
+            f"{reference}.json), so there are no graph numbers to show here. They appear "
+            "once the chapter has run on a CUDA card and its run is stored "
+            "(bash .ci/gpu-reference); everything else below runs on this machine.")
 
 
 def measure_path(path: str, fn: Callable[[], object], floor: Floor, *, warmup: int, repeats: int,
@@ -99,14 +110,17 @@ class Replay:
 def graph_replay(model, tokens: torch.Tensor, positions: torch.Tensor, *, floor: Floor, eager: Row,
                  warmup: int, repeats: int, reference: str, buckets=DEFAULT_BUCKETS,
                  restore: Callable[[], object] | None = None, path: str = "graph replay",
-                 step_fn=None) -> Replay:
+                 step_fn=None, missing_ok: bool = False) -> Replay | None:
     """Capture the decode step at every bucket, time and check its replay; on a CPU, the stored run.
 
     restore() runs after capture (which leaves the KV cache zeroed), e.g. to prefill again.
     step_fn replaces model.decode_step (a fused step); the eager Row is the same step's.
+    missing_ok=True returns None on a CPU when the stored run does not exist yet.
     """
-    source = source_for(model.device, reference)
+    source = source_for(model.device, reference, missing_ok=missing_ok)
     if not source.here:
+        if source.run is None:
+            return None
         ref = source.run
         return Replay(source, ref.floor(), ref.row("eager"), ref.row(path), ref.timelines[path])
     runner = GraphRunner(model, buckets=buckets, step_fn=step_fn)

@@ -73,14 +73,19 @@ def _missing(what: str, name: str, folder: Path, names: list[str]) -> FileNotFou
     )
 
 
-def reference_run(name: str = DEFAULT_REFERENCE):
-    """The stored reference run lib/floorlab/reference/<name>.json, as a floorlab.runs.Run."""
+def reference_run(name: str = DEFAULT_REFERENCE, *, missing_ok: bool = False):
+    """The stored reference run lib/floorlab/reference/<name>.json, as a floorlab.runs.Run.
+
+    missing_ok=True returns None when no run of that name is stored yet.
+    """
     from floorlab.runs import Run
 
     folder = Path(paths.REFERENCE_DIR)
     name = name[: -len(".json")] if name.endswith(".json") else name
     path = folder / f"{name}.json"
     if not path.is_file():
+        if missing_ok:
+            return None
         raise _missing("reference run", name, folder, _available(folder, ".json"))
     try:
         return Run.load(path)
@@ -90,12 +95,17 @@ def reference_run(name: str = DEFAULT_REFERENCE):
                          f"floorlab.results.load_json({str(path)!r})") from None
 
 
-def reference_figure(name: str) -> Path:
-    """Path of the stored reference figure floorlab/reference/figures/<name>.png."""
+def reference_figure(name: str, *, missing_ok: bool = False) -> Path | None:
+    """Path of the stored reference figure floorlab/reference/figures/<name>.png.
+
+    missing_ok=True returns None when no figure of that name is stored yet.
+    """
     folder = Path(paths.REFERENCE_FIGURES_DIR)
     name = name[: -len(".png")] if name.endswith(".png") else name
     path = folder / f"{name}.png"
     if not path.is_file():
+        if missing_ok:
+            return None
         raise _missing("reference figure", name, folder, _available(folder, ".png"))
     return path
 

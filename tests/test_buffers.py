@@ -1,0 +1,183 @@
+"""Shared buffers: a kept view is overwritten, two callers on one runner corrupt each other,
+and the fixes hold; on the CPU stand-in here, on CUDA graphs where a GPU is present."""
+import pytest
+import torch
+
+from floorlab import buffers, challenges
+from floorlab.buffers import (
+    LockedRunner,
+    StandInRunner,
+    between,
+    keep_first,
+    request,
+    static_runner,
+)
+from floorlab.graphs import GraphRunner, SharedBufferError
+from floorlab.model import build_model, prefill_random
+from floorlab.shapes import Qwen3Shape
+
+PROMPT = 8
+
+
+def _shape():
+    return Qwen3Shape(hidden_size=128, intermediate_size=256, num_layers=2, num_heads=4,
+                      num_kv_heads=2, head_dim=32, vocab_size=512, tie_word_embeddings=True,
+                      name="buffers-test")
+
+
+def _setup(device, dtype):
+    """A small model, three runners on it (one debug), and two requests at the same position."""
+    torch.manual_seed(0)
+    model = build_model(_shape(), device=device, dtype=dtype, max_batch=4, max_context=32)
+    shared = static_runner(model, (1, 2, 4))
+    other = static_runner(model, (1,))
+    debug = static_runner(model, (1,), debug=True)
+    prompt, tokens, positions = prefill_random(model, 1, PROMPT)  # after every capture
+    a = (tokens, positions)
+    b = ((tokens + 1) % model.shape.vocab_size, positions)
+    return model, shared, other, debug, a, b
+
+
+@pytest.fixture(scope="module", params=[
+    pytest.param("cpu", id="stand-in"),
+    pytest.param("cuda", id="cuda-graphs", marks=pytest.mark.gpu),
+])
+def setup(request):
+    device = request.param
+    dtype = torch.float32 if device == "cpu" else torch.bfloat16
+    yield _setup(device, dtype)
+    if device == "cuda":
+        torch.cuda.empty_cache()
+
+
+def test_the_runner_kind_follows_the_device(setup):
+    model, shared, *_ = setup
+    expected = StandInRunner if model.device.type == "cpu" else GraphRunner
+    assert type(shared) is expected
+    assert buffers.runner_kind(shared) in ("CUDA graphs", "the stand-in (no CUDA here)")
+
+
+def test_two_requests_differ(setup):
+    _, shared, _, _, a, b = setup
+    assert not torch.equal(shared.step(*a), shared.step(*b))
+
+
+def test_step_matches_the_eager_step(setup):
+    model, shared, _, _, a, _ = setup
+    with torch.no_grad():
+        assert torch.equal(shared.step(*a), model.decode_step(*a))
+
+
+def test_a_kept_view_holds_the_next_requests_logits(setup):
+    _, shared, _, _, a, b = setup
+    kept = keep_first(shared, a, [b])
+    assert kept.changed and not kept.poisoned
+    assert kept.holds() == 0
+    assert kept.kept.data_ptr() == shared.static_outputs[1].data_ptr()
+
+
+@pytest.mark.parametrize("keep", ["copy", "clone"])
+def test_a_copy_keeps_the_first_logits(setup, keep):
+    _, shared, _, _, a, b = setup
+    kept = keep_first(shared, a, [b, b], keep=keep)
+    assert not kept.changed and kept.holds() is None
+
+
+def test_a_kept_view_follows_its_own_bucket_only(setup):
+    model, shared, *_ = setup
+    pos = PROMPT
+    first = request(model, 1, pos, seed=1)
+    later = [request(model, 2, pos, seed=2), request(model, 1, pos, seed=3),
+             request(model, 3, pos, seed=4)]
+    kept = keep_first(shared, first, later)
+    assert kept.holds() == 1  # the last request that replayed bucket 1
+
+
+def test_a_debug_runner_poisons_a_kept_view_at_once(setup):
+    _, _, _, debug, a, b = setup
+    with debug.borrow(*a) as logits:
+        kept = logits
+        assert not torch.isnan(logits).any()
+    assert torch.isnan(kept).all()
+    result = keep_first(debug, a, [b])
+    assert result.poisoned and result.changed
+    assert not torch.isnan(debug.step(*a)).any()  # what step() hands back is the caller's copy
+
+
+def test_a_debug_runner_refuses_a_nested_caller(setup):
+    _, _, _, debug, a, b = setup
+    with debug.borrow(*a):
+        with pytest.raises(SharedBufferError, match="own runner"):
+            debug.step(*b)
+    debug.step(*b)  # free again once the block ends
+
+
+def test_one_shared_runner_gives_a_bs_logits(setup):
+    _, shared, _, _, a, b = setup
+    result = between("shared", shared, shared, a, b)
+    assert result.a_got_b and not result.a_is_own
+    assert result.b_is_own
+    assert "A: B's logits; B: its own logits" in result.verdict()
+
+
+def test_one_runner_each_keeps_both_answers(setup):
+    _, shared, other, _, a, b = setup
+    result = between("one each", shared, other, a, b)
+    assert result.a_is_own and result.b_is_own
+
+
+def test_a_lock_keeps_both_answers_and_made_b_wait(setup):
+    _, shared, _, _, a, b = setup
+    locked = LockedRunner(shared)
+    result = between("locked", locked, locked, a, b)
+    assert result.a_is_own and result.b_is_own
+    assert locked.waited.is_set()
+
+
+def test_a_debug_runner_refuses_b_and_keeps_a(setup):
+    _, _, _, debug, a, b = setup
+    result = between("debug", debug, debug, a, b)
+    assert result.a_is_own and result.b is None
+    assert result.b_error.startswith("SharedBufferError")
+
+
+@pytest.mark.gpu
+def test_one_shared_runner_corrupts_across_two_streams_too():
+    model, shared, other, _, a, b = _setup("cuda", torch.bfloat16)
+    assert between("streams", shared, shared, a, b, streams=True).a_got_b
+    both = between("streams, one each", shared, other, a, b, streams=True)
+    assert both.a_is_own and both.b_is_own
+    locked = LockedRunner(shared)
+    held = between("streams, locked", locked, locked, a, b, streams=True)
+    assert held.a_is_own and held.b_is_own
+
+
+def test_the_pause_is_removed_after_between(setup):
+    _, shared, _, _, a, b = setup
+    between("shared", shared, shared, a, b)
+    assert "_load_inputs" not in vars(shared)
+
+
+def test_the_snippets_that_keep_their_logits(setup):
+    _, shared, _, _, a, b = setup
+    keeps = challenges.snippets_keep(shared, a, b)
+    assert keeps == {"a": True, "b": False, "c": True, "d": False, "e": False, "f": True}
+    assert challenges.check_safe_snippets(None, keeps) == challenges.NOT_ATTEMPTED
+    assert challenges.check_safe_snippets({"a", "c", "f"}, keeps).startswith("right")
+    assert challenges.check_safe_snippets("acf", keeps).startswith("right")
+    assert challenges.check_safe_snippets({"a", "b"}, keeps).startswith("not yet")
+    assert "not a snippet" in challenges.check_safe_snippets({"z"}, keeps)
+
+
+def test_the_kept_holds_check():
+    names = ("A", "B", "C", "D")
+    assert challenges.check_kept_holds(None, "C", names) == challenges.NOT_ATTEMPTED
+    assert challenges.check_kept_holds("c", "C", names).startswith("right")
+    assert challenges.check_kept_holds("D", "C", names).startswith("not yet")
+    assert challenges.check_kept_holds(3, "C", names).startswith("not yet")
+
+
+def test_keep_first_rejects_an_unknown_keep(setup):
+    _, shared, _, _, a, b = setup
+    with pytest.raises(ValueError, match="keep must be one of"):
+        keep_first(shared, a, [b], keep="reference")
