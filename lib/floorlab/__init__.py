@@ -6,10 +6,11 @@ from floorlab import challenges
 from floorlab.challenges import NOT_ATTEMPTED
 from floorlab.device import (Bandwidths, default_device, describe_device, measure_bandwidth,
                              measure_bandwidths)
-from floorlab.figures import stacked_bar, timeline
+from floorlab.figures import scaling, stacked_bar, timeline
 from floorlab.graphs import DEFAULT_BUCKETS, GraphRunner, capture_graph
 from floorlab.launches import LaunchCount, count_launches
 from floorlab.measure import Replay, Source, graph_replay, measure_path, profile_path, source_for
+from floorlab.memory import Fit, MetaCount, check_fits, count_on_meta, free_bytes, model_bytes
 from floorlab.model import Qwen3Decoder, build_model, prefill_random
 from floorlab.fused import fused_step, relative_error
 from floorlab.paths import FIGURES_DIR
@@ -20,6 +21,8 @@ from floorlab.roofline import (BelowFloorError, Floor, bytes_per_step, check_flo
                                kernels_per_layer_budget, looks_like_dispatch,
                                overhead_us_per_kernel, per_launch_us, predicted_ms, what_if_ms)
 from floorlab.runs import Row, Run, measured_row
+from floorlab.sizes import (CostModel, Sizes, fit_cost_model, format_sizes, measure_sizes,
+                              measured_sizes, stored_sizes, x_floor_points)
 from floorlab.shapes import PRESETS, Qwen3Shape, get_shape
 from floorlab.timelines import Timeline, kernel_table, steady_timeline
 from floorlab.timing import StepTimes, Timing, time_ms, time_with_issue, unsynchronised_time_ms
@@ -38,4 +41,7 @@ __all__ = [
     "looks_like_dispatch", "per_launch_us", "what_if_ms", "Row", "Run", "measured_row", "PRESETS",
     "Qwen3Shape", "get_shape", "Timeline", "kernel_table", "steady_timeline", "StepTimes", "Timing",
     "time_ms", "time_with_issue", "unsynchronised_time_ms",
+    "scaling", "Fit", "MetaCount", "check_fits", "count_on_meta", "free_bytes", "model_bytes",
+    "CostModel", "Sizes", "fit_cost_model", "format_sizes", "measure_sizes", "measured_sizes",
+    "stored_sizes", "x_floor_points",
 ]
