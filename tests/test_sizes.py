@@ -14,6 +14,8 @@ from floorlab.shapes import PRESETS, Qwen3Shape, get_shape
 
 TINY_A = Qwen3Shape(64, 128, 2, 4, 2, 16, 500, False, name="tiny-a")
 TINY_B = Qwen3Shape(128, 256, 3, 4, 2, 32, 500, True, name="tiny-b")
+MID_A = Qwen3Shape(1024, 3072, 4, 16, 8, 64, 32000, False, name="mid-a")  # about 230 MB in bf16
+MID_B = Qwen3Shape(1024, 3072, 6, 16, 8, 64, 32000, False, name="mid-b")
 HUGE = Qwen3Shape(16384, 65536, 4, 128, 8, 128, 20_000_000, False, name="huge")  # ~ 670 GB
 FAST = 1e5  # GB/s: a stand-in bandwidth that puts every floor far below a measured step
 
@@ -193,17 +195,20 @@ def test_a_cheap_host_names_the_first_size_where_graphs_stop_mattering():
 def test_sizes_on_a_gpu_replay_each_model_and_free_it_before_the_next():
     torch.cuda.synchronize()
     before = torch.cuda.memory_allocated()
-    run = sizes.measure_sizes([TINY_A, TINY_B], device="cuda", bandwidths=fake_bandwidths(),
+    run = sizes.measure_sizes([MID_A, MID_B], device="cuda", bandwidths=fake_bandwidths(),
                               warmup=2, repeats=5, prompt_tokens=4, max_context=16)
-    for shape in (TINY_A, TINY_B):
+    for shape in (MID_A, MID_B):
         eager, graph = run.row(sizes.EAGER, shape.name), run.row(sizes.GRAPH, shape.name)
         assert eager.issue is not None and graph.bit_identical is True
         replay = run.timelines[row_key(shape.name, 1, sizes.GRAPH)]
         assert replay.kernels > 0 and replay.label == f"graph replay, {shape.name}"
     torch.cuda.synchronize()
-    assert torch.cuda.memory_allocated() <= before + 1_000_000  # every model was freed
+    # each model holds over 200 MB; what may stay behind is the libraries' small workspaces
+    kept = torch.cuda.memory_allocated() - before
+    assert kept < MID_A.weight_bytes(2) / 2, f"{kept / 1e6:.0f} MB still allocated"
     view = sizes.measured_sizes(run)
-    assert view.source.here and all(view.speedup(p) > 0 for p in view.presets)
+    assert view.source.here and view.presets == ["mid-a", "mid-b"]
+    assert all(view.speedup(p) > 0 for p in view.presets)
 
 
 @pytest.mark.gpu
