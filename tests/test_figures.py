@@ -8,7 +8,7 @@ matplotlib.use("Agg")
 import pytest
 from matplotlib.container import BarContainer, ErrorbarContainer
 
-from floorlab.figures import stacked_bar, timeline
+from floorlab.figures import scaling, stacked_bar, timeline
 from floorlab.timelines import Interval, Timeline
 from floorlab.timing import Timing
 
@@ -192,3 +192,40 @@ def test_stacked_bar_gives_each_bar_its_own_floor_when_given_one_per_bar():
     assert "4.00 ms · 1.14× floor" in all_text(fig)  # the ratio to its own floor
     with pytest.raises(ValueError, match="one per bar"):
         stacked_bar(bars, [3.13, 3.5])
+
+
+SIZES = {"eager": [(0.6e9, 54.0), (8.2e9, 4.2)], "graph replay": [(0.6e9, 7.6), (8.2e9, 1.7)],
+         "fused (stored)": [(8.2e9, 1.42), (0.6e9, 5.3)]}
+
+
+def test_scaling_draws_one_line_per_path_on_log_axes():
+    fig = scaling(SIZES, stored={"fused (stored)"}, title="by size")
+    (ax,) = fig.axes
+    assert ax.get_xscale() == ax.get_yscale() == "log"
+    drawn = {line.get_gid(): line for line in ax.get_lines() if line.get_gid() in SIZES}
+    assert set(drawn) == set(SIZES)
+    assert list(drawn["fused (stored)"].get_xdata()) == [0.6e9, 8.2e9]  # sorted by size
+    assert list(drawn["graph replay"].get_ydata()) == [7.6, 1.7]
+    assert drawn["fused (stored)"].get_linestyle() == "--"
+    assert drawn["eager"].get_linestyle() == "-"
+    assert [t.get_text() for t in ax.get_xticklabels()] == ["0.6B", "8.2B"]
+    text = all_text(fig)
+    assert "4.2×" in text and "1.70×" in text and "the floor" in text
+
+
+def test_scaling_keeps_end_labels_apart():
+    fig = scaling({"a": [(1e9, 1.40)], "b": [(1e9, 1.42)]})
+    (ax,) = fig.axes
+    labels = [t for t in ax.texts if t.get_text() in ("1.40×", "1.42×")]
+    fig.canvas.draw()
+    boxes = [t.get_window_extent() for t in labels]
+    assert len(boxes) == 2 and not boxes[0].overlaps(boxes[1])
+
+
+def test_scaling_writes_png_and_rejects_bad_input(tmp_path):
+    scaling(SIZES, path=tmp_path / "sizes.png", note="stand-in data")
+    assert (tmp_path / "sizes.png").stat().st_size > 0
+    with pytest.raises(ValueError, match="at least one"):
+        scaling({"eager": []})
+    with pytest.raises(ValueError, match="above 0"):
+        scaling({"eager": [(1e9, 0.0)]})

@@ -8,11 +8,12 @@ from floorlab.buffers import (Between, Kept, LockedRunner, StandInRunner, betwee
 from floorlab.challenges import NOT_ATTEMPTED
 from floorlab.device import (Bandwidths, default_device, describe_device, measure_bandwidth,
                              measure_bandwidths)
-from floorlab.figures import gallery_bars, gallery_scatter, stacked_bar, timeline
+from floorlab.figures import gallery_bars, gallery_scatter, scaling, stacked_bar, timeline
 from floorlab.graphs import DEFAULT_BUCKETS, GraphRunner, SharedBufferError, capture_graph
 from floorlab.launches import LaunchCount, count_launches
 from floorlab.measure import (Replay, Source, graph_replay, measure_path, no_stored_run,
                               profile_path, source_for)
+from floorlab.memory import Fit, MetaCount, check_fits, count_on_meta, free_bytes, model_bytes
 from floorlab.model import Qwen3Decoder, build_model, prefill_random
 from floorlab.fused import fused_step, relative_error
 from floorlab.paths import FIGURES_DIR
@@ -23,6 +24,8 @@ from floorlab.roofline import (BelowFloorError, Floor, bytes_per_step, check_flo
                                kernels_per_layer_budget, looks_like_dispatch,
                                overhead_us_per_kernel, per_launch_us, predicted_ms, what_if_ms)
 from floorlab.runs import Row, Run, measured_row
+from floorlab.sizes import (CostModel, Sizes, fit_cost_model, format_sizes, measure_sizes,
+                              measured_sizes, stored_sizes, x_floor_points)
 from floorlab.shapes import PRESETS, Qwen3Shape, get_shape
 from floorlab.text import (WEIGHTS_ENV, Generation, generate_text, how_to_get_weights,
                            load_text_model, weights_source)
@@ -47,4 +50,7 @@ __all__ = [
     "runner_kind", "static_runner", "SharedBufferError", "no_stored_run",
     "WEIGHTS_ENV", "Generation", "generate_text", "how_to_get_weights", "load_text_model",
     "weights_source",
+    "scaling", "Fit", "MetaCount", "check_fits", "count_on_meta", "free_bytes", "model_bytes",
+    "CostModel", "Sizes", "fit_cost_model", "format_sizes", "measure_sizes", "measured_sizes",
+    "stored_sizes", "x_floor_points",
 ]

@@ -13,6 +13,7 @@ import torch
 
 from floorlab.graphs import bucket_for
 from floorlab.roofline import DISPATCH_US, floor_ms, per_launch_us
+from floorlab.shapes import get_shape
 
 NOT_ATTEMPTED = "not attempted yet: edit the cell above, then run it and this check again."
 OPS_TOLERANCE = 0.15  # an op count within 15% of the profiler's counts as the same count
@@ -456,3 +457,88 @@ def check_kept_holds(answer, expected: str, names) -> str:
         return f"right: the view holds {expected}'s logits."
     return ("not yet: each bucket has its own static output; which request last "
             "replayed the bucket the kept view belongs to?")
+
+
+# Chapter "Bigger models": the size at which graph replay stops mattering.
+
+@dataclass
+class GraphsMatterAnswer:
+    """Where graphs stop mattering on one card: the bytes per layer, and the first shape there."""
+    threshold: float
+    layer_bytes: float
+    first_preset: str  # "none" when no shape in layer_bytes_by_preset gets there
+    layer_bytes_by_preset: dict[str, int]
+
+
+def graphs_matter_answer(model, presets, *, threshold: float) -> GraphsMatterAnswer:
+    """Bytes per layer at which eager falls under threshold × a replay (sizes.CostModel), and
+    the first of presets (smallest first) whose bf16 layers are that large."""
+    shapes = [get_shape(p) for p in presets]
+    by_preset = {s.name: s.layer_param_count() * 2 for s in shapes}
+    need = model.layer_bytes(threshold)
+    first = next((name for name, size in by_preset.items() if size >= need), "none")
+    return GraphsMatterAnswer(threshold, need, first, by_preset)
+
+
+@_checked
+def check_graphs_matter(my_layer_gb, my_first_preset, expected: GraphsMatterAnswer) -> str:
+    """Verdict on the reader's bytes per layer (GB) and the first shape that reaches them."""
+    if my_layer_gb is None or my_first_preset is None:
+        return NOT_ATTEMPTED
+    gb, want_gb = _number(my_layer_gb, "my_layer_gb"), expected.layer_bytes / 1e9
+    if abs(gb - want_gb) > max(0.10 * want_gb, 0.005):
+        return (f"not yet: per layer, eager ÷ replay = issue time ÷ (stream time + kernels × µs "
+                f"per kernel). Set that to {expected.threshold:g}, solve for the stream time, "
+                "and multiply it by the bandwidth.")
+    if not isinstance(my_first_preset, str):
+        return "not yet: my_first_preset is a preset's name in quotes, or 'none'."
+    if my_first_preset.strip().lower() != expected.first_preset:
+        return ("not yet: set each shape's GB per layer beside yours and write the first that "
+                "reaches it, or 'none' if none does.")
+    where = ("no Qwen3 shape here gets there" if expected.first_preset == "none"
+             else f"{expected.first_preset} is the first shape there")
+    return f"right: {want_gb:.2f} GB per layer, and {where}."
+
+
+def answer_graphs_matter(model, expected: GraphsMatterAnswer, sizes) -> str:
+    """The worked answer: the arithmetic from the fitted preset, then each shape's prediction."""
+    from floorlab.prose import fmt_gbps
+
+    fixed_ms = model.kernels_per_layer * model.overhead_us / 1e3
+    layers = get_shape(model.preset).num_layers
+    stream_ms = model.stream_ms_per_layer(expected.threshold)
+    lines = [
+        f"Fitted on {model.preset}, {sizes.source.label}:",
+        f"  issue time per layer  {model.issue_ms_per_layer * layers:.2f} ms ÷ {layers} = "
+        f"{model.issue_ms_per_layer:.3f} ms",
+        f"  fixed cost per layer  {model.kernels_per_layer:.1f} kernels × "
+        f"{model.overhead_us:.2f} µs = {fixed_ms:.3f} ms",
+        f"eager ÷ replay = {model.issue_ms_per_layer:.3f} ÷ (stream + {fixed_ms:.3f}) "
+        f"= {expected.threshold:g} when",
+        f"  stream = {model.issue_ms_per_layer:.3f} ms ÷ {expected.threshold:g} − "
+        f"{fixed_ms:.3f} ms = {stream_ms:.3f} ms per layer",
+        f"  bytes  = {stream_ms:.3f} ms × {fmt_gbps(model.bandwidth_gbps)} = "
+        f"{expected.layer_bytes / 1e9:.2f} GB per layer",
+        "",
+        f"{'preset':<11}{'GB per layer':>14}{'eager ÷ replay, predicted':>27}{'measured':>10}",
+    ]
+    for name, size in expected.layer_bytes_by_preset.items():
+        measured = sizes.speedup(name) if name in sizes.presets else None
+        lines.append(f"{name:<11}{size / 1e9:>14.3f}{model.speedup(name):>26.2f}×"
+                     f"{f'{measured:.2f}×' if measured else '-':>10}")
+    lines.append("")
+    if expected.first_preset == "none":
+        lines.append("No shape of the family gets there: on this card, at batch 1, a replay stays "
+                     f"more than {expected.threshold:g}× as fast as eager at every size. The host "
+                     "pays per layer, so a model that grows by adding layers keeps paying; only "
+                     "wider layers, with more bytes each, let the floor hide the launches.")
+    else:
+        lines.append(f"From {expected.first_preset} on, a layer streams for long enough to hide "
+                     "its own launches, and eager comes within "
+                     f"{expected.threshold:g}× of a replay: there graphs stop mattering.")
+    verdict = sizes.verdict(model.preset)
+    if verdict != "dispatch":
+        lines.append(f"Note: roofline.gap_verdict calls {model.preset}'s eager gap "
+                     f"'{verdict}', not dispatch, so the host's issue time is not what sets "
+                     "the eager step here, and the prediction above leans on it.")
+    return "\n".join(lines)

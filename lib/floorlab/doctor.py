@@ -7,12 +7,11 @@ gets one line saying how to fix it; the exit code is 1 when one would stop the b
 """
 from __future__ import annotations
 
-import os
 import platform
 from dataclasses import dataclass
 from importlib import metadata
 
-from floorlab import paths
+from floorlab import memory, paths
 from floorlab.shapes import PRESETS
 
 BOOK_PRESET = "qwen3-0.6b"  # the chapters' model: too little memory for it blocks the book
@@ -56,8 +55,7 @@ def gpu_checks(cuda_available: bool, cuda_build: str | None, gpu_name: str | Non
 
 def preset_need_bytes(name: str) -> int:
     """Bytes a preset needs: bf16 weights plus a KV cache of CACHE_ROWS x CACHE_TOKENS tokens."""
-    shape = PRESETS[name]
-    return shape.weight_bytes(2) + CACHE_ROWS * CACHE_TOKENS * shape.kv_bytes_per_token(2)
+    return memory.model_bytes(PRESETS[name], max_batch=CACHE_ROWS, max_context=CACHE_TOKENS)
 
 
 def memory_checks(free_bytes: int | None, where: str) -> list[Check]:
@@ -142,25 +140,6 @@ def time_lines(cards: dict) -> list[str]:
     return lines
 
 
-def _free_bytes(on_gpu: bool) -> int | None:
-    """Free GPU memory in bytes on a GPU, else the host's available memory."""
-    if on_gpu:
-        import torch
-
-        return torch.cuda.mem_get_info()[0]
-    try:
-        with open("/proc/meminfo") as f:
-            for line in f:
-                if line.startswith("MemAvailable:"):
-                    return int(line.split()[1]) * 1024
-    except OSError:
-        pass
-    try:
-        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_AVPHYS_PAGES")
-    except (ValueError, OSError, AttributeError):
-        return None
-
-
 def run_checks() -> list[Check]:
     """Every check on this machine, in the report's order."""
     import torch
@@ -168,7 +147,7 @@ def run_checks() -> list[Check]:
     on_gpu = torch.cuda.is_available()
     name = torch.cuda.get_device_name() if on_gpu else None
     return (gpu_checks(on_gpu, torch.version.cuda, name)
-            + memory_checks(_free_bytes(on_gpu), "GPU" if on_gpu else "host")
+            + memory_checks(memory.free_bytes("cuda" if on_gpu else "cpu"), "GPU" if on_gpu else "host")
             + version_checks(versions(), on_gpu))
 
 

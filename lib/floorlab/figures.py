@@ -1,7 +1,7 @@
-"""The book's two figures: time per token against the floor, and who works when.
+"""The book's figures: time per token against the floor, who works when, and size against the floor.
 
-Both functions return a matplotlib Figure (a notebook shows it when it is the
-cell's last value) and save a PNG when given a path. Neither touches global
+Each function returns a matplotlib Figure (a notebook shows it when it is the
+cell's last value) and saves a PNG when given a path. None touches global
 matplotlib settings: the style lives in a context around each drawing.
 """
 from __future__ import annotations
@@ -524,3 +524,95 @@ def gallery_scatter(cards, *, cost=None, path=None, title: str | None = None,
         _legend_and_note(ax, handles, ncol=2, note=note, below_pt=40)
         _save(fig, path)
     return fig
+
+
+# Okabe-Ito colours and distinct markers for the paths of the scaling figure, in drawing order.
+PATH_COLOURS = ("#D55E00", "#0072B2", "#009E73", "#CC79A7", "#E69F00", "#56B4E9")
+PATH_MARKERS = ("o", "s", "^", "D", "v", "P")
+
+
+def _billions_label(params: float) -> str:
+    """'0.6B', '8.2B', '33B': a model size for a tick."""
+    return f"{params / 1e9:.1f}B" if params < 1e10 else f"{params / 1e9:.0f}B"
+
+
+def scaling(
+    lines,
+    *,
+    stored=(),
+    title: str | None = None,
+    path=None,
+    note: str | None = None,
+    xlabel: str = "model size, parameters (log scale)",
+) -> Figure:
+    """Multiple of the floor against model size, one line per path, both axes logarithmic.
+
+    lines: {label: [(parameters, x_floor), ...]} in drawing order. Labels in `stored` come
+    from another run and are drawn dashed. A dashed line marks the floor (1×), and each
+    line's largest model is labelled with its multiple. Returns the Figure.
+    """
+    lines = {str(k): sorted((float(x), float(y)) for x, y in v) for k, v in dict(lines).items()}
+    points = [p for v in lines.values() for p in v]
+    if not points:
+        raise ValueError("scaling needs at least one (parameters, x_floor) point, e.g. "
+                         "{'graph replay': [(596e6, 7.5), (8.19e9, 1.7)]}")
+    bad = [p for p in points if p[0] <= 0 or p[1] <= 0]
+    if bad:
+        raise ValueError(f"parameters and multiples of the floor must be above 0 on log axes, "
+                         f"got {bad[:3]}")
+    xs = sorted({x for x, _ in points})
+    top = max(max(y for _, y in points), 1.0)
+
+    with matplotlib.rc_context(STYLE):
+        fig = _new_figure(4.4)
+        ax = fig.subplots()
+        ax.set_xscale("log")
+        ax.set_yscale("log")
+        handles, ends = [], []
+        for k, (label, data) in enumerate(lines.items()):
+            if not data:
+                continue
+            colour = PATH_COLOURS[k % len(PATH_COLOURS)]
+            style = "--" if label in stored else "-"
+            (line,) = ax.plot([x for x, _ in data], [y for _, y in data], linestyle=style,
+                              color=colour, marker=PATH_MARKERS[k % len(PATH_MARKERS)],
+                              markersize=6, linewidth=1.6, label=label, gid=label, zorder=3)
+            handles.append(line)
+            ends.append((*data[-1], colour))
+        ax.axhline(1.0, color=INK, linestyle="--", linewidth=1.1, zorder=2)
+        ax.annotate("the floor: bytes ÷ bandwidth (1×)", xy=(0.0, 1.0),
+                    xycoords=("axes fraction", "data"), xytext=(4, 4),
+                    textcoords="offset points", ha="left", va="bottom", fontsize=9, color=INK)
+        ax.set_xlim(xs[0] / 1.6, xs[-1] * 2.2)
+        ax.set_ylim(0.8, top * 1.5)
+        ax.set_xticks(xs, [_billions_label(x) for x in xs])
+        ax.xaxis.set_minor_locator(NullLocator())
+        ticks = [t for t in (1, 2, 5, 10, 20, 50, 100, 200, 500) if t <= top * 1.5]
+        ax.set_yticks(ticks, [f"{t:g}×" for t in ticks])
+        ax.yaxis.set_minor_locator(NullLocator())
+        _label_ends(ax, ends)
+        ax.set_xlabel(xlabel)
+        ax.set_ylabel("time per token ÷ the floor (log scale)")
+        if title:
+            ax.set_title(title, loc="left", color=INK, pad=8)
+        _legend_and_note(ax, handles, ncol=min(len(handles), 2), note=note, below_pt=36)
+        _save(fig, path)
+    return fig
+
+
+def _label_ends(ax, ends) -> None:
+    """Write each line's last multiple beside its last point, nudged apart where they would touch."""
+    pixels = ax.transData.transform([(x, y) for x, y, _ in ends])
+    gap_px = 11 * ax.figure.dpi / 72  # one line of 9-point text
+    placed: list[tuple[float, float]] = []  # (x, y) in pixels of the labels written so far
+    for i in sorted(range(len(ends)), key=lambda i: pixels[i][1]):
+        x_px, y_px = pixels[i]
+        for px, py in placed:
+            if abs(px - x_px) < 1 and y_px < py + gap_px:
+                y_px = py + gap_px
+        placed.append((x_px, y_px))
+        x, y, colour = ends[i]
+        ax.annotate(f"{y:.1f}×" if y >= 2 else f"{y:.2f}×", xy=(x, y),
+                    xytext=(7, (y_px - pixels[i][1]) * 72 / ax.figure.dpi),
+                    textcoords="offset points", ha="left", va="center", fontsize=9,
+                    color=colour)

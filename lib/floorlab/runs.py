@@ -76,6 +76,11 @@ class Row:
         return cls(**data)
 
 
+def row_key(preset: str, batch: int, path: str) -> str:
+    """'<preset> b<batch> <path>': how a run names the timeline or launch count behind a row."""
+    return f"{preset} b{batch} {path}"
+
+
 def measured_row(path: str, floor: Floor, timing: Timing, *, issue: Timing | None = None,
                  **fields) -> Row:
     """A measured Row: the timing against its floor (check_floor warns below it) and its GB/s."""

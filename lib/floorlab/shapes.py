@@ -91,6 +91,9 @@ PRESETS: dict[str, Qwen3Shape] = {
     "qwen3-1.7b": _preset("qwen3-1.7b", 2048, 6144, 28, 16, tied=True),
     "qwen3-4b": _preset("qwen3-4b", 2560, 9728, 36, 32, tied=True),
     "qwen3-8b": _preset("qwen3-8b", 4096, 12288, 36, 32, tied=False),
+    # from Qwen/Qwen3-14B's and Qwen/Qwen3-32B's public config.json
+    "qwen3-14b": _preset("qwen3-14b", 5120, 17408, 40, 40, tied=False),
+    "qwen3-32b": _preset("qwen3-32b", 5120, 25600, 64, 64, tied=False),
 }
 
 

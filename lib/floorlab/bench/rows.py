@@ -15,7 +15,7 @@ import torch
 from floorlab.launches import LaunchCount, count_launches
 from floorlab.measure import measure_path
 from floorlab.roofline import BelowFloorWarning, Floor, is_below_floor
-from floorlab.runs import Row
+from floorlab.runs import Row, row_key
 from floorlab.shapes import Qwen3Shape
 
 from .inputs import prefill
@@ -41,7 +41,7 @@ class Case:
 
     def key(self, path: str) -> str:
         """'<preset> b<batch> <path>': how the run's launches and timelines name this row."""
-        return f"{self.shape.name} b{self.batch} {path}"
+        return row_key(self.shape.name, self.batch, path)
 
 
 def error_text(err: BaseException) -> str:

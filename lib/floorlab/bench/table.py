@@ -80,19 +80,22 @@ def format_table(run: Run) -> str:
     return "\n".join(lines)
 
 
-def format_summary(run: Run, *, batch: int = 1) -> str:
+def format_summary(run: Run, *, batch: int = 1, paths=None, targets: bool = True) -> str:
     """A narrow view of the run for a page: each path's time and multiple of the floor at one
-    batch size, then the targets with the cause of every miss, wrapped to the page's column."""
+    batch size (every path, or those named in paths), then the targets with the cause of every
+    miss (unless targets is False), wrapped to the page's column."""
     from floorlab.prose import fmt_ms, wrap
 
     presets = list(dict.fromkeys(r.preset for r in run.rows))
     lines = [f"{'path':<13} " + " ".join(f"{p:>22}" for p in presets)]
-    for path in dict.fromkeys(r.path for r in run.rows):
+    for path in paths or dict.fromkeys(r.path for r in run.rows):
         cells = []
         for preset in presets:
             row = run.find(path, preset, batch)
             cells.append(f"{fmt_ms(row.median_ms)} ({row.x_floor:.2f}x)" if row else "-")
         lines.append(f"{path:<13} " + " ".join(f"{c:>22}" for c in cells))
+    if not targets:
+        return "\n".join(lines)
     lines += ["", "targets:"]
     for t in evaluate_targets(run.rows, run.facts.get("limits", {})):
         value = "" if t["value"] is None else f": {t['value']:.2f}"
