@@ -527,7 +527,7 @@ def gallery_scatter(cards, *, cost=None, path=None, title: str | None = None,
 
 
 # Okabe-Ito colours and distinct markers for the paths of the scaling figure, in drawing order.
-PATH_COLOURS = ("#D55E00", "#0072B2", "#009E73", "#CC79A7", "#E69F00", "#56B4E9")
+SCALING_COLOURS = ("#D55E00", "#0072B2", "#009E73", "#CC79A7", "#E69F00", "#56B4E9")
 PATH_MARKERS = ("o", "s", "^", "D", "v", "P")
 
 
@@ -572,7 +572,7 @@ def scaling(
         for k, (label, data) in enumerate(lines.items()):
             if not data:
                 continue
-            colour = PATH_COLOURS[k % len(PATH_COLOURS)]
+            colour = SCALING_COLOURS[k % len(SCALING_COLOURS)]
             style = "--" if label in stored else "-"
             (line,) = ax.plot([x for x, _ in data], [y for _, y in data], linestyle=style,
                               color=colour, marker=PATH_MARKERS[k % len(PATH_MARKERS)],
