@@ -90,7 +90,9 @@ def test_a_kept_view_follows_its_own_bucket_only(setup):
     later = [request(model, 2, pos, seed=2), request(model, 1, pos, seed=3),
              request(model, 3, pos, seed=4)]
     kept = keep_first(shared, first, later)
-    assert kept.holds() == 1  # the last request that replayed bucket 1
+    # the last request that replayed bucket 1; static_runner gives each graph its own memory
+    # pool, since in a shared pool the batch-4 replay may also write where this view points
+    assert kept.holds() == 1
 
 
 def test_a_debug_runner_poisons_a_kept_view_at_once(setup):

@@ -46,8 +46,11 @@ class StandInRunner(GraphRunner):
     def _device_for(model) -> torch.device:
         return torch.device(model.device)
 
-    def capture(self, *, warmup: int = 1, progress: str | None = None) -> float:
-        """Allocate the static inputs and one static output per bucket; returns the seconds taken."""
+    def capture(self, *, warmup: int = 1, progress: str | None = None,
+                shared_pool: bool = False) -> float:
+        """Allocate the static inputs and one static output per bucket; returns the seconds taken.
+
+        shared_pool is accepted for GraphRunner's signature: each output here is a tensor of its own."""
         start_s = time.perf_counter()
         largest = self.largest_bucket
         self.static_tokens = torch.zeros(largest, dtype=torch.long, device=self.device)
@@ -64,10 +67,16 @@ class StandInRunner(GraphRunner):
 
 
 def static_runner(model, buckets=(1,), *, debug: bool = False) -> GraphRunner:
-    """A captured runner: a GraphRunner of CUDA graphs on a CUDA model, else a StandInRunner."""
+    """A captured runner: a GraphRunner of CUDA graphs on a CUDA model, else a StandInRunner.
+
+    Its graphs get memory pools of their own. In one shared pool a graph captured later
+    may put its output where an earlier graph keeps intermediates, so replaying the
+    earlier graph overwrites the later one's output too: a kept view would then follow
+    every bucket, not only its own (the runner's clone on copy-out guards against both).
+    """
     kind = GraphRunner if torch.device(model.device).type == "cuda" else StandInRunner
     runner = kind(model, buckets=buckets, debug=debug)
-    runner.capture()
+    runner.capture(shared_pool=False)
     return runner
 
 
