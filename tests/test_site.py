@@ -1,36 +1,43 @@
-"""The site builds: every chapter executes and Sphinx raises no warning (jupyter-book build -W)."""
+"""The site builds (every chapter executes, Sphinx raises no warning) and every page of it reads
+well in a browser: images load, prose numbers render, no error shows, no printed line overflows.
+
+The pages come from `_toc.yml`, so a chapter added there is checked without touching this file.
+"""
 import os
-import subprocess
-import sys
+import re
 from pathlib import Path
 
 import pytest
+import yaml
 
 ROOT = Path(__file__).resolve().parents[1]
+LAPTOP_WIDTH_PX = 1280
+OVERFLOW_TOLERANCE_PX = 2
+# Text that only shows when MyST left a role unrendered: {eval}, {glue} or any `{role}` + backtick.
+RAW_ROLE = re.compile(r"\{(?:eval|glue)[\w:]*\}?|\{[a-z][\w:.+-]*\}`")
+# What a cell error, a stderr stream or a docutils error looks like once rendered.
+ERROR_SELECTORS = (".output.stderr", ".output.traceback", ".output.error", ".system-message",
+                   ".problematic")
+ERROR_TEXT = ("Traceback (most recent call last)", "CellExecutionError")
 
 
-def test_the_book_builds_without_warnings(tmp_path):
-    pytest.importorskip("jupyter_book", reason="jupyter-book is not installed here")
-    # FLOORLAB_SITE_OUT keeps the built site (the GPU runner archives it with --collect)
-    tmp_path = Path(os.environ.get("FLOORLAB_SITE_OUT") or tmp_path)
-    cli = "from jupyter_book.cli.main import main; main()"
-    result = subprocess.run(
-        [sys.executable, "-c", cli, "build", str(ROOT), "--path-output", str(tmp_path), "-W", "-n", "--keep-going"],
-        capture_output=True, text=True, timeout=1800)
-    assert result.returncode == 0, _first_error(result.stdout + result.stderr)
-    html = tmp_path / "_build" / "html"
-    for page in ("index.html", *(f"{entry['file']}.html" for entry in _toc_entries())):
-        text = (html / page).read_text()
-        assert "{glue" not in text, f"{page}: a glue reference did not render"
-        assert "{eval}" not in text, f"{page}: a prose number did not render"
-        assert "Traceback" not in text, f"{page}: a cell raised"
+def toc_pages(toc_path: Path = ROOT / "_toc.yml") -> list[str]:
+    """Every page of the book as its path without suffix ("intro", "chapters/below-the-floor")."""
+    toc = yaml.safe_load(toc_path.read_text())
+    pages = [toc["root"]]
+
+    def walk(entries):
+        for entry in entries or []:
+            if "file" in entry:
+                pages.append(entry["file"])
+            for key in ("parts", "chapters", "sections"):
+                walk(entry.get(key))
+
+    walk([{key: toc[key]} for key in ("parts", "chapters", "sections") if key in toc])
+    return [os.path.splitext(page)[0] for page in pages]
 
 
-def _toc_entries() -> list[dict]:
-    """The pages _toc.yml lists after the root, in order."""
-    import yaml
-
-    return yaml.safe_load((ROOT / "_toc.yml").read_text())["chapters"]
+PAGES = toc_pages()
 
 
 def _first_error(log: str) -> str:
@@ -38,3 +45,109 @@ def _first_error(log: str) -> str:
     marks = [i for i in (log.find("CellExecutionError"), log.find("Traceback")) if i >= 0]
     start = max(min(marks) - 1000, 0) if marks else max(len(log) - 6000, 0)
     return log[start:start + 6000]
+
+
+def _page_html(built_site, page: str) -> Path:
+    """The built HTML file of a page named in _toc.yml, or a failure that says the page is missing."""
+    html = built_site.html / f"{page}.html"
+    if not html.is_file():
+        pytest.fail(f"{page}: not in the built site ({html}); see the build test for why", pytrace=False)
+    return html
+
+
+def test_toc_pages_are_read_from_every_level(tmp_path):
+    toc = tmp_path / "_toc.yml"
+    toc.write_text("format: jb-book\nroot: intro\nparts:\n  - caption: One\n    chapters:\n"
+                   "      - file: a/one.ipynb\n        sections:\n          - file: a/one-more\n"
+                   "  - caption: Two\n    chapters:\n      - file: two.md\n")
+    assert toc_pages(toc) == ["intro", "a/one", "a/one-more", "two"]
+
+
+def test_the_book_builds_without_warnings(built_site):
+    assert built_site.returncode == 0, _first_error(built_site.log)
+
+
+@pytest.mark.parametrize("page", PAGES)
+def test_page_html_has_no_raw_roles_or_tracebacks(built_site, page):
+    text = _page_html(built_site, page).read_text()
+    assert not RAW_ROLE.search(text), f"{page}: a MyST role did not render: {RAW_ROLE.search(text)[0]!r}"
+    for error in ERROR_TEXT:
+        assert error not in text, f"{page}: a cell raised ({error!r} is in the page)"
+
+
+# In the browser: the article's text outside printed blocks, broken images, error blocks and
+# printed lines wider than their box, each with enough text to find it on the page.
+INSPECT_PAGE_JS = """([selectors, tolerance]) => {
+  const article = document.querySelector('article') || document.body;
+  const prose = article.cloneNode(true);
+  prose.querySelectorAll('pre').forEach(e => e.remove());
+  document.body.appendChild(prose);
+  const proseText = prose.innerText;
+  prose.remove();
+  const brokenImages = Array.from(document.images)
+    .filter(i => !i.complete || i.naturalWidth === 0).map(i => i.getAttribute('src'));
+  const errors = Array.from(article.querySelectorAll(selectors.join(',')))
+    .map(e => e.className + ': ' + e.innerText.trim().slice(0, 300));
+  const overflowing = Array.from(article.querySelectorAll('pre'))
+    .filter(e => e.scrollWidth > e.clientWidth + tolerance)
+    .map(e => {
+      const longest = e.innerText.split('\\n').reduce((a, l) => (l.length > a.length ? l : a), '');
+      const where = e.closest('.cell_output') ? 'output' : 'code';
+      return `${where} block ${e.scrollWidth}px in a ${e.clientWidth}px box, ` +
+             `longest line (${longest.length} chars): ${longest}`;
+    });
+  return {proseText, brokenImages, errors, overflowing, text: article.innerText};
+}"""
+
+
+def browser_problems(chromium, url: str, name: str, screenshot: Path) -> list[str]:
+    """Open one page at laptop width, keep a full-page screenshot and list what reads badly on it."""
+    tab = chromium.new_page(viewport={"width": LAPTOP_WIDTH_PX, "height": 900})
+    try:
+        tab.goto(url, wait_until="load")
+        tab.evaluate("document.querySelectorAll('img[loading=lazy]').forEach(i => i.loading = 'eager')")
+        tab.wait_for_function("Array.from(document.images).every(i => i.complete)", timeout=30_000)
+        tab.screenshot(path=screenshot, full_page=True)
+        seen = tab.evaluate(INSPECT_PAGE_JS, [list(ERROR_SELECTORS), OVERFLOW_TOLERANCE_PX])
+    finally:
+        tab.close()
+    problems = [f"{name}: an image did not load: {src}" for src in seen["brokenImages"]]
+    problems += [f"{name}: a MyST role shows unrendered: {raw!r}"
+                 for raw in RAW_ROLE.findall(seen["proseText"])]
+    problems += [f"{name}: error output shows: {error}" for error in seen["errors"]]
+    problems += [f"{name}: a cell raised ({error!r} shows on the page)"
+                 for error in ERROR_TEXT if error in seen["text"]]
+    problems += [f"{name}: a printed line overflows the content column at {LAPTOP_WIDTH_PX}px: {block}"
+                 for block in seen["overflowing"]]
+    return problems
+
+
+@pytest.mark.browser
+@pytest.mark.parametrize("page", PAGES)
+def test_page_reads_well_in_a_browser(built_site, chromium, screenshots_dir, page):
+    html = _page_html(built_site, page)
+    shot = screenshots_dir / f"{page.replace('/', '--')}.png"
+    problems = browser_problems(chromium, html.as_uri(), page, shot)
+    assert not problems, "\n".join(problems)
+
+
+BAD_PAGE = """<html><body><article class="bd-article">
+<p>The floor is {eval}`f"{floor_ms:.3f}"` ms and {doc}`intro` is a link.</p>
+<img src="missing.png">
+<div class="cell_output"><div class="output stderr"><pre>Traceback (most recent call last):
+UserWarning: slow</pre></div></div>
+<div class="cell_input"><pre>print(f"{x}")  # braces in code are fine</pre></div>
+<div class="cell_output"><pre>%s</pre></div>
+</article></body></html>"""
+
+
+@pytest.mark.browser
+def test_the_browser_check_names_each_problem(chromium, tmp_path):
+    page = tmp_path / "bad.html"
+    page.write_text(BAD_PAGE % ("0123456789 " * 40))
+    problems = browser_problems(chromium, page.as_uri(), "bad", tmp_path / "bad.png")
+    assert len(problems) == 6, problems
+    for expected in ("missing.png", "{eval}", "{doc}`", "UserWarning: slow", "a cell raised",
+                     "0123456789 0123456789"):
+        assert any(expected in problem for problem in problems), (expected, problems)
+    assert (tmp_path / "bad.png").stat().st_size > 0
