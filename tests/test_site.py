@@ -17,7 +17,7 @@ def test_the_book_builds_without_warnings(tmp_path):
     assert result.returncode == 0, _first_error(result.stdout + result.stderr)
     html = tmp_path / "_build" / "html"
     for page in ("index.html", "chapters/below-the-floor.html", "chapters/fast-card.html",
-                 "facilitators.html"):
+                 "chapters/prefill.html", "facilitators.html"):
         text = (html / page).read_text()
         assert "{glue" not in text, f"{page}: a glue reference did not render"
         assert "{eval}" not in text, f"{page}: a prose number did not render"

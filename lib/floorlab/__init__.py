@@ -4,21 +4,27 @@ The chapters import what they use from here; each name lives in one module.
 """
 from floorlab import challenges
 from floorlab.challenges import NOT_ATTEMPTED
-from floorlab.device import (Bandwidths, default_device, describe_device, measure_bandwidth,
-                             measure_bandwidths)
-from floorlab.figures import stacked_bar, timeline
+from floorlab.device import (Bandwidths, MatmulRate, default_device, describe_device,
+                             measure_bandwidth, measure_bandwidths, measure_matmul_tflops)
+from floorlab.figures import roofline, stacked_bar, timeline
 from floorlab.graphs import DEFAULT_BUCKETS, GraphRunner, capture_graph
 from floorlab.launches import LaunchCount, count_launches
 from floorlab.measure import Replay, Source, graph_replay, measure_path, profile_path, source_for
-from floorlab.model import Qwen3Decoder, build_model, prefill_random
+from floorlab.model import Qwen3Decoder, build_model, prefill_random, with_context
 from floorlab.fused import fused_step, relative_error
 from floorlab.paths import FIGURES_DIR
 from floorlab.prose import fmt_gbps, fmt_ms, show_source, sig, wrap
-from floorlab.results import reference_figure, reference_run, run_stamp
+from floorlab.prefill import (ContextPoint, PrefillPoint, achieved_tflops, attainable_tflops,
+                              fixed_cost_knee_tokens, flops_per_token, format_sweep, intensity,
+                              knee_intensity, measure_decode_contexts, measure_prefill,
+                              observed_knee_tokens, padded_share, powers_of_two, prefill_bound_ms,
+                              prefill_flops, prompt_stream, roofline_knee_tokens)
+from floorlab.results import reference_figure, reference_run, run_stamp, stored_figure, stored_run
 from floorlab.roofline import (BelowFloorError, Floor, bytes_per_step, check_floor, crossover_gbps,
                                decode_floor, diagnose_gap, floor_ms, gap_ms, gap_verdict,
                                kernels_per_layer_budget, looks_like_dispatch,
-                               overhead_us_per_kernel, per_launch_us, predicted_ms, what_if_ms)
+                               overhead_us_per_kernel, per_launch_us, predicted_ms, prefill_bytes,
+                               what_if_ms)
 from floorlab.runs import Row, Run, measured_row
 from floorlab.shapes import PRESETS, Qwen3Shape, get_shape
 from floorlab.timelines import Timeline, kernel_table, steady_timeline
@@ -38,4 +44,10 @@ __all__ = [
     "looks_like_dispatch", "per_launch_us", "what_if_ms", "Row", "Run", "measured_row", "PRESETS",
     "Qwen3Shape", "get_shape", "Timeline", "kernel_table", "steady_timeline", "StepTimes", "Timing",
     "time_ms", "time_with_issue", "unsynchronised_time_ms",
+    "MatmulRate", "measure_matmul_tflops", "roofline", "with_context", "ContextPoint",
+    "PrefillPoint", "achieved_tflops", "attainable_tflops", "fixed_cost_knee_tokens",
+    "flops_per_token", "format_sweep", "intensity", "knee_intensity", "measure_decode_contexts",
+    "measure_prefill", "observed_knee_tokens", "padded_share", "powers_of_two", "prefill_bound_ms",
+    "prefill_flops", "prompt_stream", "roofline_knee_tokens", "stored_figure", "stored_run",
+    "prefill_bytes",
 ]

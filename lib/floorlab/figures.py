@@ -1,7 +1,7 @@
-"""The book's two figures: time per token against the floor, and who works when.
+"""The book's figures: time per token against the floor, who works when, and the roofline.
 
-Both functions return a matplotlib Figure (a notebook shows it when it is the
-cell's last value) and save a PNG when given a path. Neither touches global
+Each function returns a matplotlib Figure (a notebook shows it when it is the
+cell's last value) and saves a PNG when given a path. None touches global
 matplotlib settings: the style lives in a context around each drawing.
 """
 from __future__ import annotations
@@ -14,7 +14,7 @@ from matplotlib.lines import Line2D
 from matplotlib.patches import Patch
 from matplotlib.transforms import blended_transform_factory, offset_copy
 
-from floorlab.prose import fmt_ms
+from floorlab.prose import fmt_gbps, fmt_ms, sig
 from floorlab.roofline import is_below_floor
 
 # Okabe-Ito colours: distinguishable with every common colour-vision deficiency.
@@ -117,11 +117,15 @@ def stacked_bar(
     path=None,
     note: str | None = None,
     xlabel: str = "time per decode token (ms)",
+    floors: dict | None = None,
+    floor_label: str = "memory traffic (the floor)",
 ) -> Figure:
     """Horizontal bars of time per token in ms, each split into the floor and the rest.
 
     bars: {label: Timing} (or a plain ms value), in drawing order; a Timing's p10-p90
-    band is drawn as a whisker. A dashed line marks floor_ms. Returns the Figure.
+    band is drawn as a whisker. A dashed line marks floor_ms. floors gives a bar its own
+    floor in ms by label (a prefill's per token), and floor_label names the floor part.
+    Returns the Figure.
     """
     values = _bar_values(bars)
     if not floor_ms or floor_ms <= 0:
@@ -131,11 +135,14 @@ def stacked_bar(
         )
     labels = [v[0] for v in values]
     totals = [v[1] for v in values]
+    own = [float((floors or {}).get(label, floor_ms)) for label in labels]
+    if not all(f > 0 for f in own):
+        raise ValueError(f"every floor must be greater than 0, got {floors!r}")
     lows = [max(t - p10, 0.0) for _, t, p10, _ in values]
     highs = [max(p90 - t, 0.0) for _, t, _, p90 in values]
     spreads = [lo + hi for lo, hi in zip(lows, highs)]
-    floor_parts = [min(t, floor_ms) for t in totals]
-    rest_parts = [max(t - floor_ms, 0.0) for t in totals]
+    floor_parts = [min(t, f) for t, f in zip(totals, own)]
+    rest_parts = [max(t - f, 0.0) for t, f in zip(totals, own)]
     ys = list(range(len(values)))
     right_ms = max(max(t + hi for t, hi in zip(totals, highs)), floor_ms)
     xmax = right_ms * 1.32
@@ -144,9 +151,8 @@ def stacked_bar(
         fig = _new_figure(1.55 + 0.62 * len(values))
         ax = fig.subplots()
         height = 0.58
-        below = [is_below_floor(t / floor_ms) for t in totals]
-        floor_bars = ax.barh(ys, floor_parts, height=height, color=FLOOR_BLUE,
-                             label="memory traffic (the floor)")
+        below = [is_below_floor(t / f) for t, f in zip(totals, own)]
+        floor_bars = ax.barh(ys, floor_parts, height=height, color=FLOOR_BLUE, label=floor_label)
         for patch, is_below in zip(floor_bars, below):
             if is_below:  # impossible time: drawn hollow, since no real traffic fits in it
                 patch.set_facecolor("white")
@@ -156,7 +162,7 @@ def stacked_bar(
                 label=ABOVE_FLOOR)
 
         handles = [
-            Patch(color=FLOOR_BLUE, label="memory traffic (the floor)"),
+            Patch(color=FLOOR_BLUE, label=floor_label),
             Patch(color=REST_ORANGE, label=ABOVE_FLOOR),
         ]
         if any(spreads):
@@ -179,8 +185,8 @@ def stacked_bar(
                 ax.text(f + free / 2, y, f"+{fmt_ms(r)}", ha="center", va="center", color=INK,
                         fontsize=9)
 
-        for y, t, hi in zip(ys, totals, highs):
-            ratio = t / floor_ms
+        for y, t, hi, f in zip(ys, totals, highs, own):
+            ratio = t / f
             text = f"{fmt_ms(t)} · {_times_floor(ratio)}"
             if is_below_floor(ratio):
                 text += " (below the floor: check the timer)"
@@ -331,3 +337,80 @@ def _base_call_name(name: str) -> str:
     """A host call's name without the driver's version suffix (cudaGraphLaunch_v10000 -> cudaGraphLaunch)."""
     head, _, tail = name.rpartition("_v")
     return head if head and tail.isdigit() else name
+
+
+SERIES_COLOURS = (IDLE_RED, FLOOR_BLUE, "#009E73", "#CC79A7", REST_ORANGE)  # Okabe-Ito again
+SERIES_MARKERS = ("o", "s", "^", "D", "v")
+
+
+def roofline(
+    series,
+    *,
+    bandwidth_gbps: float,
+    peak_tflops: float,
+    path=None,
+    title: str | None = None,
+    note: str | None = None,
+) -> Figure:
+    """Achieved TFLOP/s against arithmetic intensity (FLOPs per byte), log-log, under the roofline.
+
+    series: {label: [(flops_per_byte, tflops, text), ...]} in drawing order; a non-empty
+    text is written beside its point. The slope is bandwidth × intensity, the roof
+    peak_tflops; they meet at the knee, peak ÷ bandwidth FLOPs per byte. Returns the Figure.
+    """
+    groups = [(str(label), [(float(x), float(y), str(t)) for x, y, t in points])
+              for label, points in (series.items() if hasattr(series, "items") else series)]
+    points = [p for _, pts in groups for p in pts]
+    if not points:
+        raise ValueError("roofline needs at least one point, e.g. {'decode': [(1.0, 0.5, '')]}")
+    if not bandwidth_gbps > 0 or not peak_tflops > 0:
+        raise ValueError(f"bandwidth_gbps and peak_tflops must be greater than 0, got "
+                         f"{bandwidth_gbps!r} and {peak_tflops!r}; pass measured values")
+    if any(x <= 0 or y <= 0 for x, y, _ in points):
+        raise ValueError("every point needs an intensity and a rate greater than 0 (log scales)")
+    slope = bandwidth_gbps * 1e9 / 1e12  # TFLOP/s per FLOP/byte
+    knee = peak_tflops / slope
+    x_lo = min([x for x, _, _ in points] + [knee]) / 4
+    x_hi = max([x for x, _, _ in points] + [knee]) * 4
+    y_lo = min([y for _, y, _ in points] + [slope * x_lo]) / 3
+    y_hi = peak_tflops * 3
+
+    with matplotlib.rc_context(STYLE):
+        fig = _new_figure(4.6)
+        ax = fig.subplots()
+        ax.set_xscale("log")
+        ax.set_yscale("log")
+        steps = 200
+        xs = [x_lo * (x_hi / x_lo) ** (k / steps) for k in range(steps + 1)]
+        ax.plot(xs, [min(peak_tflops, slope * x) for x in xs], color=INK, linewidth=1.6, zorder=2)
+        ax.axvline(knee, color=MUTED, linestyle=":", linewidth=1.0, zorder=1)
+        ax.annotate(f"knee: {knee:,.0f} FLOPs per byte", xy=(knee, y_lo), xytext=(4, 6),
+                    textcoords="offset points", ha="left", va="bottom", fontsize=9, color=MUTED)
+        ax.annotate(f"compute roof: {sig(peak_tflops)} TFLOP/s (measured matmul)",
+                    xy=(x_hi, peak_tflops), xytext=(-4, 5), textcoords="offset points",
+                    ha="right", va="bottom", fontsize=9, color=INK)
+        x_text = x_lo * 1.6  # the label sits under the slope, which rises away from it
+        ax.annotate(f"memory slope: {fmt_gbps(bandwidth_gbps)} × FLOPs per byte",
+                    xy=(x_text, slope * x_text), xytext=(10, -6), textcoords="offset points",
+                    ha="left", va="top", fontsize=9, color=INK)
+
+        handles = [Line2D([], [], color=INK, linewidth=1.6, label="roofline: most a kernel can reach")]
+        for k, (label, pts) in enumerate(groups):
+            colour, marker = SERIES_COLOURS[k % len(SERIES_COLOURS)], SERIES_MARKERS[k % len(SERIES_MARKERS)]
+            ax.plot([x for x, _, _ in pts], [y for _, y, _ in pts], color=colour, marker=marker,
+                    markersize=6, linewidth=0.9, alpha=0.9, zorder=3)
+            for x, y, text in pts:
+                if text:
+                    ax.annotate(text, xy=(x, y), xytext=(5, -11), textcoords="offset points",
+                                fontsize=8, color=colour)
+            handles.append(Line2D([], [], color=colour, marker=marker, linewidth=0.9, label=label))
+
+        ax.set_xlim(x_lo, x_hi)
+        ax.set_ylim(y_lo, y_hi)
+        ax.set_xlabel("arithmetic intensity (FLOPs per byte of the floor)")
+        ax.set_ylabel("achieved TFLOP/s")
+        if title:
+            ax.set_title(title, loc="left", color=INK, pad=8)
+        _legend_and_note(ax, handles, ncol=min(len(handles), 3), note=note, below_pt=36)
+        _save(fig, path)
+    return fig
