@@ -4,7 +4,13 @@ import json
 import pytest
 import torch
 
-from floorlab.device import Bandwidth, default_device, describe_device, measure_bandwidth
+from floorlab.device import (
+    Bandwidth,
+    default_device,
+    describe_device,
+    free_bytes,
+    measure_bandwidth,
+)
 
 SMALL_MB = 8
 
@@ -75,3 +81,7 @@ def test_cuda_bandwidth_structure(kind):
     assert bw.kind == kind
     assert bw.device.startswith("cuda")
     assert bw.p10_gbps <= bw.gbps <= bw.p90_gbps
+
+
+def test_free_memory_is_a_positive_byte_count():
+    assert free_bytes("cpu") > 0

@@ -229,3 +229,28 @@ def test_scaling_writes_png_and_rejects_bad_input(tmp_path):
         scaling({"eager": []})
     with pytest.raises(ValueError, match="above 0"):
         scaling({"eager": [(1e9, 0.0)]})
+
+
+def test_stacked_bar_gives_a_bar_its_own_floor():
+    bars = {"decode": 3.0, "prefill, 256 tokens": 0.02}
+    fig = stacked_bar(bars, 1.0, floors={"prefill, 256 tokens": 0.01}, floor_label="the floor")
+    text = all_text(fig)
+    assert "2.0× floor" in text  # the prefill bar against its own floor, not decode's
+    assert "below the floor" not in text
+    assert "the floor" in text
+
+
+def test_roofline_draws_the_slope_the_roof_and_every_point(tmp_path):
+    from floorlab.figures import roofline
+
+    series = {"prefill": [(1.0, 4.0, "1"), (256.0, 500.0, "256")], "decode": [(1.0, 0.5, "")]}
+    fig = roofline(series, bandwidth_gbps=4000.0, peak_tflops=800.0, title="roofline",
+                   path=tmp_path / "roofline.png")
+    (ax,) = fig.axes
+    assert ax.get_xscale() == ax.get_yscale() == "log"
+    text = all_text(fig)
+    assert "knee: 200 FLOPs per byte" in text and "800 TFLOP/s" in text and "256" in text
+    assert len(ax.lines) == 1 + 1 + 2  # the roofline, the knee, one line per series
+    assert (tmp_path / "roofline.png").stat().st_size > 0
+    with pytest.raises(ValueError, match="greater than 0"):
+        roofline({"x": [(0.0, 1.0, "")]}, bandwidth_gbps=1.0, peak_tflops=1.0)

@@ -6,23 +6,30 @@ from floorlab import challenges
 from floorlab.buffers import (Between, Kept, LockedRunner, StandInRunner, between, keep_first,
                               request, runner_kind, static_runner)
 from floorlab.challenges import NOT_ATTEMPTED
-from floorlab.device import (Bandwidths, default_device, describe_device, measure_bandwidth,
-                             measure_bandwidths)
-from floorlab.figures import gallery_bars, gallery_scatter, scaling, stacked_bar, timeline
+from floorlab.device import (Bandwidths, MatmulRate, default_device, describe_device,
+                             measure_bandwidth, measure_bandwidths, measure_matmul_tflops)
+from floorlab.figures import (gallery_bars, gallery_scatter, roofline, scaling, stacked_bar,
+                              timeline)
 from floorlab.graphs import DEFAULT_BUCKETS, GraphRunner, SharedBufferError, capture_graph
 from floorlab.launches import LaunchCount, count_launches
 from floorlab.measure import (Replay, Source, graph_replay, measure_path, no_stored_run,
                               profile_path, source_for)
 from floorlab.memory import Fit, MetaCount, check_fits, count_on_meta, free_bytes, model_bytes
-from floorlab.model import Qwen3Decoder, build_model, prefill_random
+from floorlab.model import Qwen3Decoder, build_model, prefill_random, with_context
 from floorlab.fused import fused_step, relative_error
 from floorlab.paths import FIGURES_DIR
 from floorlab.prose import fmt_gbps, fmt_ms, fmt_times, show_source, sig, wrap
-from floorlab.results import reference_figure, reference_run, run_stamp
+from floorlab.prefill import (ContextPoint, PrefillPoint, achieved_tflops, attainable_tflops,
+                              fixed_cost_knee_tokens, flops_per_token, format_sweep, intensity,
+                              knee_intensity, measure_decode_contexts, measure_prefill,
+                              observed_knee_tokens, padded_share, powers_of_two, prefill_bound_ms,
+                              prefill_flops, prompt_stream, roofline_knee_tokens)
+from floorlab.results import reference_figure, reference_run, run_stamp, stored_figure, stored_run
 from floorlab.roofline import (BelowFloorError, Floor, bytes_per_step, check_floor, crossover_gbps,
                                decode_floor, diagnose_gap, floor_ms, gap_ms, gap_verdict,
                                kernels_per_layer_budget, looks_like_dispatch,
-                               overhead_us_per_kernel, per_launch_us, predicted_ms, what_if_ms)
+                               overhead_us_per_kernel, per_launch_us, predicted_ms, prefill_bytes,
+                               what_if_ms)
 from floorlab.runs import Row, Run, measured_row
 from floorlab.sizes import (CostModel, Sizes, fit_cost_model, format_sizes, measure_sizes,
                               measured_sizes, stored_sizes, x_floor_points)
@@ -53,4 +60,10 @@ __all__ = [
     "scaling", "Fit", "MetaCount", "check_fits", "count_on_meta", "free_bytes", "model_bytes",
     "CostModel", "Sizes", "fit_cost_model", "format_sizes", "measure_sizes", "measured_sizes",
     "stored_sizes", "x_floor_points",
+    "MatmulRate", "measure_matmul_tflops", "roofline", "with_context", "ContextPoint",
+    "PrefillPoint", "achieved_tflops", "attainable_tflops", "fixed_cost_knee_tokens",
+    "flops_per_token", "format_sweep", "intensity", "knee_intensity", "measure_decode_contexts",
+    "measure_prefill", "observed_knee_tokens", "padded_share", "powers_of_two", "prefill_bound_ms",
+    "prefill_flops", "prompt_stream", "roofline_knee_tokens", "stored_figure", "stored_run",
+    "prefill_bytes",
 ]

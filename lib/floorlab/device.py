@@ -132,6 +132,24 @@ def _host_memory_gb() -> float | None:
         return None
 
 
+def free_bytes(device=None) -> int | None:
+    """Bytes free on the device now: the GPU's free memory, or the host's available memory."""
+    device = resolve_device(device)
+    if device.type == "cuda":
+        return int(torch.cuda.mem_get_info(device)[0])
+    try:  # Linux counts the page cache it can drop as available
+        with open("/proc/meminfo") as f:
+            for line in f:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    try:
+        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_AVPHYS_PAGES")
+    except (ValueError, OSError, AttributeError):
+        return None
+
+
 def describe_device(device=None) -> dict:
     """Facts about the device and software: kind, name, memory_gb (1e9 bytes), versions."""
     device = resolve_device(device)
@@ -235,3 +253,75 @@ def measure_bandwidths(device=None, *, repeats: int = 20, size_mb: float | None 
     """Measure the copy and the read bandwidth back to back (see measure_bandwidth)."""
     return Bandwidths(copy=measure_bandwidth(device, kind="copy", repeats=repeats, size_mb=size_mb),
                       read=measure_bandwidth(device, kind="read", repeats=repeats, size_mb=size_mb))
+
+
+# ---- the compute roof: what a large matrix product reaches on this device ------------------
+
+CUDA_MATMUL_SIZE = 8192  # 1.1e12 FLOPs per product: about a millisecond on a data-centre card
+CPU_MATMUL_SIZE = 1024
+
+
+@dataclass
+class MatmulRate:
+    """A measured matrix-product rate: median and p10/p90 in TFLOP/s (1e12 FLOP/s)."""
+
+    tflops: float
+    p10_tflops: float
+    p90_tflops: float
+    size: int
+    dtype: str
+    device: str
+
+    def __str__(self) -> str:
+        from floorlab.prose import sig
+
+        return (f"matmul {sig(self.tflops)} TFLOP/s (p10-p90 {sig(self.p10_tflops)}-"
+                f"{sig(self.p90_tflops)}, {self.size}×{self.size} {self.dtype}) on {self.device}")
+
+    def to_dict(self) -> dict:
+        """Plain dict, ready for JSON."""
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict) -> "MatmulRate":
+        """Rebuild from to_dict() output."""
+        return cls(**data)
+
+
+def measure_matmul_tflops(device=None, *, dtype: torch.dtype | None = None, size: int | None = None,
+                          repeats: int = 10) -> MatmulRate:
+    """Measure the FLOP/s one square matrix product reaches, in TFLOP/s: the compute roof.
+
+    dtype defaults to bf16 on CUDA and float32 on a CPU; pass the model's dtype to measure
+    the roof its products run under. size is the side of the matrices (8192 on CUDA,
+    1024 on a CPU). A product of n×n matrices counts 2·n³ FLOPs.
+    """
+    from floorlab.timing import time_ms  # timing imports this module for resolve_device
+
+    device = resolve_device(device)
+    if dtype is None:
+        dtype = torch.bfloat16 if device.type == "cuda" else torch.float32
+    if size is None:
+        size = CUDA_MATMUL_SIZE if device.type == "cuda" else CPU_MATMUL_SIZE
+    if isinstance(size, bool) or int(size) != size or size < 1:
+        raise ValueError(f"size must be a whole number >= 1 (the matrices' side), got {size!r}")
+    if int(repeats) != repeats or repeats < 1:
+        raise ValueError(f"repeats must be a whole number >= 1, got {repeats!r}")
+    size = int(size)
+    gen = torch.Generator(device=device).manual_seed(0)
+    a = torch.randn(size, size, device=device, dtype=dtype, generator=gen)
+    b = torch.randn(size, size, device=device, dtype=dtype, generator=gen)
+    out = torch.empty(size, size, device=device, dtype=dtype)
+
+    def product():
+        torch.mm(a, b, out=out)
+
+    timing = time_ms(product, warmup=3, repeats=repeats, device=device)
+    a = b = out = product = None  # free the matrices before the cache is emptied
+    if device.type == "cuda":
+        torch.cuda.empty_cache()
+    flops = 2 * size**3
+    return MatmulRate(tflops=flops / (timing.median_ms * 1e-3) / 1e12,
+                      p10_tflops=flops / (timing.p90_ms * 1e-3) / 1e12,
+                      p90_tflops=flops / (timing.p10_ms * 1e-3) / 1e12,
+                      size=size, dtype=str(dtype).removeprefix("torch."), device=str(device))

@@ -1,4 +1,5 @@
-"""The book's figures: time per token against the floor, who works when, and size against the floor.
+"""The book's figures: time per token against the floor, who works when, size against the floor,
+and the roofline.
 
 Each function returns a matplotlib Figure (a notebook shows it when it is the
 cell's last value) and saves a PNG when given a path. None touches global
@@ -16,7 +17,7 @@ from matplotlib.patches import Patch
 from matplotlib.ticker import FixedLocator, FuncFormatter, NullLocator
 from matplotlib.transforms import blended_transform_factory, offset_copy
 
-from floorlab.prose import fmt_gbps, fmt_ms, fmt_times
+from floorlab.prose import fmt_gbps, fmt_ms, fmt_times, sig
 from floorlab.roofline import is_below_floor
 
 # Okabe-Ito colours: distinguishable with every common colour-vision deficiency.
@@ -119,19 +120,25 @@ def stacked_bar(
     path=None,
     note: str | None = None,
     xlabel: str = "time per decode token (ms)",
+    floors: dict | None = None,
+    floor_label: str = "memory traffic (the floor)",
 ) -> Figure:
     """Horizontal bars of time per token in ms, each split into the floor and the rest.
 
     bars: {label: Timing} (or a plain ms value), in drawing order; a Timing's p10-p90
     band is drawn as a whisker. A dashed line marks floor_ms; a list of floors, one per
-    bar (bars at different batch sizes), gives each bar its own dashed mark. Returns the Figure.
+    bar (bars at different batch sizes), or floors={label: ms} for some bars (a prefill's
+    per token), gives bars their own dashed marks. floor_label names the floor part.
+    Returns the Figure.
     """
     values = _bar_values(bars)
+    labels = [v[0] for v in values]
+    totals = [v[1] for v in values]
+    if floors:  # some bars' own floors by label, the rest at floor_ms
+        floor_ms = [floors.get(label, floor_ms) for label in labels]
     floors = _bar_floors(floor_ms, len(values))
     one_floor = len(set(floors)) == 1
     floor_ms = floors[0] if one_floor else min(floors)
-    labels = [v[0] for v in values]
-    totals = [v[1] for v in values]
     lows = [max(t - p10, 0.0) for _, t, p10, _ in values]
     highs = [max(p90 - t, 0.0) for _, t, _, p90 in values]
     spreads = [lo + hi for lo, hi in zip(lows, highs)]
@@ -146,8 +153,7 @@ def stacked_bar(
         ax = fig.subplots()
         height = 0.58
         below = [is_below_floor(t / f) for t, f in zip(totals, floors)]
-        floor_bars = ax.barh(ys, floor_parts, height=height, color=FLOOR_BLUE,
-                             label="memory traffic (the floor)")
+        floor_bars = ax.barh(ys, floor_parts, height=height, color=FLOOR_BLUE, label=floor_label)
         for patch, is_below in zip(floor_bars, below):
             if is_below:  # impossible time: drawn hollow, since no real traffic fits in it
                 patch.set_facecolor("white")
@@ -157,7 +163,7 @@ def stacked_bar(
                 label=ABOVE_FLOOR)
 
         handles = [
-            Patch(color=FLOOR_BLUE, label="memory traffic (the floor)"),
+            Patch(color=FLOOR_BLUE, label=floor_label),
             Patch(color=REST_ORANGE, label=ABOVE_FLOOR),
         ]
         if any(spreads):
@@ -527,8 +533,8 @@ def gallery_scatter(cards, *, cost=None, path=None, title: str | None = None,
 
 
 # Okabe-Ito colours and distinct markers for the paths of the scaling figure, in drawing order.
-SCALING_COLOURS = ("#D55E00", "#0072B2", "#009E73", "#CC79A7", "#E69F00", "#56B4E9")
-PATH_MARKERS = ("o", "s", "^", "D", "v", "P")
+SERIES_COLOURS = ("#D55E00", "#0072B2", "#009E73", "#CC79A7", "#E69F00", "#56B4E9")
+SERIES_MARKERS = ("o", "s", "^", "D", "v", "P")
 
 
 def _billions_label(params: float) -> str:
@@ -572,10 +578,10 @@ def scaling(
         for k, (label, data) in enumerate(lines.items()):
             if not data:
                 continue
-            colour = SCALING_COLOURS[k % len(SCALING_COLOURS)]
+            colour = SERIES_COLOURS[k % len(SERIES_COLOURS)]
             style = "--" if label in stored else "-"
             (line,) = ax.plot([x for x, _ in data], [y for _, y in data], linestyle=style,
-                              color=colour, marker=PATH_MARKERS[k % len(PATH_MARKERS)],
+                              color=colour, marker=SERIES_MARKERS[k % len(SERIES_MARKERS)],
                               markersize=6, linewidth=1.6, label=label, gid=label, zorder=3)
             handles.append(line)
             ends.append((*data[-1], colour))
@@ -616,3 +622,76 @@ def _label_ends(ax, ends) -> None:
                     xytext=(7, (y_px - pixels[i][1]) * 72 / ax.figure.dpi),
                     textcoords="offset points", ha="left", va="center", fontsize=9,
                     color=colour)
+
+
+def roofline(
+    series,
+    *,
+    bandwidth_gbps: float,
+    peak_tflops: float,
+    path=None,
+    title: str | None = None,
+    note: str | None = None,
+) -> Figure:
+    """Achieved TFLOP/s against arithmetic intensity (FLOPs per byte), log-log, under the roofline.
+
+    series: {label: [(flops_per_byte, tflops, text), ...]} in drawing order; a non-empty
+    text is written beside its point. The slope is bandwidth × intensity, the roof
+    peak_tflops; they meet at the knee, peak ÷ bandwidth FLOPs per byte. Returns the Figure.
+    """
+    groups = [(str(label), [(float(x), float(y), str(t)) for x, y, t in points])
+              for label, points in (series.items() if hasattr(series, "items") else series)]
+    points = [p for _, pts in groups for p in pts]
+    if not points:
+        raise ValueError("roofline needs at least one point, e.g. {'decode': [(1.0, 0.5, '')]}")
+    if not bandwidth_gbps > 0 or not peak_tflops > 0:
+        raise ValueError(f"bandwidth_gbps and peak_tflops must be greater than 0, got "
+                         f"{bandwidth_gbps!r} and {peak_tflops!r}; pass measured values")
+    if any(x <= 0 or y <= 0 for x, y, _ in points):
+        raise ValueError("every point needs an intensity and a rate greater than 0 (log scales)")
+    slope = bandwidth_gbps * 1e9 / 1e12  # TFLOP/s per FLOP/byte
+    knee = peak_tflops / slope
+    x_lo = min([x for x, _, _ in points] + [knee]) / 4
+    x_hi = max([x for x, _, _ in points] + [knee]) * 4
+    y_lo = min([y for _, y, _ in points] + [slope * x_lo]) / 3
+    y_hi = peak_tflops * 3
+
+    with matplotlib.rc_context(STYLE):
+        fig = _new_figure(4.6)
+        ax = fig.subplots()
+        ax.set_xscale("log")
+        ax.set_yscale("log")
+        steps = 200
+        xs = [x_lo * (x_hi / x_lo) ** (k / steps) for k in range(steps + 1)]
+        ax.plot(xs, [min(peak_tflops, slope * x) for x in xs], color=INK, linewidth=1.6, zorder=2)
+        ax.axvline(knee, color=MUTED, linestyle=":", linewidth=1.0, zorder=1)
+        ax.annotate(f"knee: {knee:,.0f} FLOPs per byte", xy=(knee, y_lo), xytext=(4, 6),
+                    textcoords="offset points", ha="left", va="bottom", fontsize=9, color=MUTED)
+        ax.annotate(f"compute roof: {sig(peak_tflops)} TFLOP/s (measured matmul)",
+                    xy=(x_hi, peak_tflops), xytext=(-4, 5), textcoords="offset points",
+                    ha="right", va="bottom", fontsize=9, color=INK)
+        x_text = x_lo * 1.6  # the label sits under the slope, which rises away from it
+        ax.annotate(f"memory slope: {fmt_gbps(bandwidth_gbps)} × FLOPs per byte",
+                    xy=(x_text, slope * x_text), xytext=(10, -6), textcoords="offset points",
+                    ha="left", va="top", fontsize=9, color=INK)
+
+        handles = [Line2D([], [], color=INK, linewidth=1.6, label="roofline: most a kernel can reach")]
+        for k, (label, pts) in enumerate(groups):
+            colour, marker = SERIES_COLOURS[k % len(SERIES_COLOURS)], SERIES_MARKERS[k % len(SERIES_MARKERS)]
+            ax.plot([x for x, _, _ in pts], [y for _, y, _ in pts], color=colour, marker=marker,
+                    markersize=6, linewidth=0.9, alpha=0.9, zorder=3)
+            for x, y, text in pts:
+                if text:
+                    ax.annotate(text, xy=(x, y), xytext=(5, -11), textcoords="offset points",
+                                fontsize=8, color=colour)
+            handles.append(Line2D([], [], color=colour, marker=marker, linewidth=0.9, label=label))
+
+        ax.set_xlim(x_lo, x_hi)
+        ax.set_ylim(y_lo, y_hi)
+        ax.set_xlabel("arithmetic intensity (FLOPs per byte of the floor)")
+        ax.set_ylabel("achieved TFLOP/s")
+        if title:
+            ax.set_title(title, loc="left", color=INK, pad=8)
+        _legend_and_note(ax, handles, ncol=min(len(handles), 3), note=note, below_pt=36)
+        _save(fig, path)
+    return fig

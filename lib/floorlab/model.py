@@ -271,6 +271,18 @@ def build_model(preset_or_shape, *, device="cpu", dtype: torch.dtype = torch.bfl
     return model
 
 
+def with_context(model: Qwen3Decoder, max_context: int, *, max_batch: int = 1) -> Qwen3Decoder:
+    """The same weights, shared and not copied, behind a fresh zeroed KV cache of max_context slots.
+
+    The decode step's attention reads every slot of its static cache, so timing a step at
+    a given context needs a cache of exactly that length.
+    """
+    twin = Qwen3Decoder(model.shape, max_batch=max_batch, max_context=max_context,
+                        device=model.device, dtype=model.dtype)
+    twin.load_state_dict(model.state_dict(keep_vars=True), assign=True)
+    return twin
+
+
 def prefill_random(model, batch: int, prompt_tokens: int, *, seed: int = 0):
     """Prefill a random prompt; returns (prompt [batch, prompt_tokens], next tokens [batch], their positions [batch])."""
     gen = torch.Generator(device=model.device).manual_seed(seed)

@@ -110,6 +110,22 @@ def reference_figure(name: str, *, missing_ok: bool = False) -> Path | None:
     return path
 
 
+def stored_run(name: str):
+    """The stored reference run of that name as a Run, or None while none is stored yet."""
+    try:
+        return reference_run(name)
+    except FileNotFoundError:
+        return None
+
+
+def stored_figure(name: str) -> Path | None:
+    """The stored reference figure of that name, or None while none is stored yet."""
+    try:
+        return reference_figure(name)
+    except FileNotFoundError:
+        return None
+
+
 def _version(package: str) -> str | None:
     try:
         return metadata.version(package)

@@ -55,6 +55,19 @@ def bytes_per_step(shape, batch_size: int, context_len: int, dtype_bytes: int = 
     return weights + kv
 
 
+def prefill_bytes(shape, prompt_tokens: int, batch: int = 1, dtype_bytes: int = 2) -> int:
+    """Bytes a prefill of batch prompts of prompt_tokens must move: the weights once, for every
+    token at once, plus the KV cache it writes.
+
+    An untied input table counts only the rows the lookup gathers. Activations are left
+    out, so this is a lower bound, as a floor must be.
+    """
+    if int(prompt_tokens) != prompt_tokens or prompt_tokens < 1:
+        raise ValueError(f"prompt_tokens must be a whole number >= 1, got {prompt_tokens!r}")
+    rows = int(batch) * int(prompt_tokens)
+    return bytes_per_step(shape, rows, 0, dtype_bytes) + rows * int(shape.kv_bytes_per_token(dtype_bytes))
+
+
 @dataclass(frozen=True)
 class Floor:
     """The floor of one configuration: bytes over the larger measured bandwidth, in ms.

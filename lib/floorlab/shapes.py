@@ -37,6 +37,17 @@ class Qwen3Shape:
         norms = 2 * h + 2 * d
         return attention + mlp + norms
 
+    def matmul_param_count(self) -> int:
+        """Parameters one token multiplies through: every layer's matrices and the output head.
+
+        Norms, which scale rather than multiply, and the input table, which is gathered,
+        are left out; a tied table counts once, as the output head.
+        """
+        h, d = self.hidden_size, self.head_dim
+        layer = h * (self.num_heads + 2 * self.num_kv_heads) * d + self.num_heads * d * h
+        layer += 3 * h * self.intermediate_size
+        return self.num_layers * layer + self.vocab_size * h
+
     def param_count(self) -> int:
         """Total parameters, counting a tied embedding/LM head once."""
         embed = self.vocab_size * self.hidden_size

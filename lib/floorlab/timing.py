@@ -17,6 +17,7 @@ from floorlab.device import resolve_device
 
 IN_FLIGHT = 2  # calls the timing loop lets the host queue ahead of the device
 SETTLE_MAX_CALLS = 20  # most extra warm-up calls on a CPU before timing starts anyway
+SETTLE_MAX_S = 2.0  # most seconds of extra warm-up on a CPU: slow calls settle in a few
 SETTLE_TOLERANCE = 0.15  # three calls within 15% of each other count as settled
 NOISY_SPREAD = 0.25  # a p10-p90 band wider than this share of the median is flagged as noisy
 
@@ -116,14 +117,18 @@ def _settle(fn: Callable[[], object]) -> int:
     """On a CPU, call fn until three calls in a row agree within SETTLE_TOLERANCE; returns the calls made.
 
     A CPU fresh from an install or a compile runs its first calls slow (cold caches,
-    frequency ramps); timing starts once it has settled, or after SETTLE_MAX_CALLS.
+    frequency ramps); timing starts once it has settled, or after SETTLE_MAX_CALLS calls
+    or SETTLE_MAX_S seconds, whichever comes first (at least three calls).
     """
     recent: list[float] = []
+    start = time.perf_counter()
     for calls in range(1, SETTLE_MAX_CALLS + 1):
         t0 = time.perf_counter()
         fn()
         recent = (recent + [time.perf_counter() - t0])[-3:]
         if len(recent) == 3 and max(recent) <= (1 + SETTLE_TOLERANCE) * min(recent):
+            return calls
+        if len(recent) == 3 and time.perf_counter() - start >= SETTLE_MAX_S:
             return calls
     return SETTLE_MAX_CALLS
 

@@ -1,0 +1,280 @@
+"""Prefill arithmetic (FLOPs, bytes, intensity, knees), the stream of shapes, and the sweeps.
+
+Arithmetic is checked against counts made by hand; measurements only for structure, never
+for speed, on a tiny model. The gpu-marked tests run the CUDA paths on a real card.
+"""
+import math
+
+import pytest
+import torch
+
+from floorlab.device import MatmulRate, measure_bandwidths, measure_matmul_tflops
+from floorlab.model import build_model, with_context
+from floorlab.prefill import (
+    ContextPoint,
+    Knees,
+    PrefillPoint,
+    attainable_tflops,
+    find_knees,
+    fixed_cost_knee_tokens,
+    flops_per_token,
+    format_contexts,
+    format_sweep,
+    intensity,
+    knee_intensity,
+    kv_share,
+    measure_decode_contexts,
+    measure_prefill,
+    observed_knee_tokens,
+    padded_share,
+    powers_of_two,
+    prefill_bound_ms,
+    prefill_flops,
+    prompt_stream,
+    roofline_knee_tokens,
+    stored_contexts,
+    stored_sweep,
+    stream_shapes,
+)
+from floorlab.roofline import bytes_per_step, decode_floor, floor_ms, prefill_bytes
+from floorlab.runs import Run
+from floorlab.shapes import Qwen3Shape, get_shape
+
+SMALL = get_shape("qwen3-0.6b")
+TINY = Qwen3Shape(64, 128, 2, 4, 2, 16, 100, True, name="tiny")
+BANDWIDTHS = {"copy": 4000.0, "read": 4300.0}
+
+
+# ---- the arithmetic ---------------------------------------------------------------------
+
+def test_matmul_params_are_the_layers_matrices_and_the_head():
+    layer = 1024 * (16 + 2 * 8) * 128 + 16 * 128 * 1024 + 3 * 1024 * 3072
+    assert SMALL.matmul_param_count() == 28 * layer + 151936 * 1024
+    # everything but the norms: the tied table is the head
+    norms = 28 * (2 * 1024 + 2 * 128) + 1024
+    assert SMALL.matmul_param_count() == SMALL.param_count() - norms
+
+
+def test_an_untied_input_table_does_no_arithmetic():
+    big = get_shape("qwen3-8b")
+    table = big.vocab_size * big.hidden_size
+    assert big.matmul_param_count() < big.param_count() - table + 1
+
+
+def test_flops_per_token_adds_attention_per_visible_token():
+    base = flops_per_token(SMALL, 0)
+    assert base == 2 * SMALL.matmul_param_count()
+    per_token = 4 * 28 * 16 * 128
+    assert flops_per_token(SMALL, 100) - base == 100 * per_token
+
+
+def test_prefill_flops_count_the_causal_triangle():
+    per_token = 4 * TINY.num_layers * TINY.num_heads * TINY.head_dim
+    matmul = 2 * TINY.matmul_param_count()
+    assert prefill_flops(TINY, 1) == flops_per_token(TINY, 1)
+    assert prefill_flops(TINY, 3) == 3 * matmul + per_token * (1 + 2 + 3)
+    assert prefill_flops(TINY, 3, batch=2) == 2 * prefill_flops(TINY, 3)
+    assert prefill_flops(TINY, 5) == sum(flops_per_token(TINY, t + 1) for t in range(5))
+
+
+def test_prefill_bytes_read_the_weights_once_and_write_the_cache():
+    n = 256
+    assert prefill_bytes(SMALL, n) == SMALL.weight_bytes() + n * 114_688
+    assert prefill_bytes(SMALL, 1) == bytes_per_step(SMALL, 1, 1)
+    big = get_shape("qwen3-8b")  # an untied table: only the gathered rows
+    assert prefill_bytes(big, n) == big.streamed_weight_bytes(n) + n * big.kv_bytes_per_token()
+
+
+@pytest.mark.parametrize("bad", [0, -1, 2.5])
+def test_prefill_refuses_prompts_that_are_not_whole_and_positive(bad):
+    with pytest.raises(ValueError, match="prompt_tokens"):
+        prefill_bytes(SMALL, bad)
+    with pytest.raises(ValueError, match="prompt_tokens"):
+        prefill_flops(SMALL, bad)
+
+
+def test_a_bf16_prefill_does_about_one_flop_per_byte_per_token():
+    for n in (1, 16, 256):
+        assert intensity(prefill_flops(SMALL, n), prefill_bytes(SMALL, n)) == pytest.approx(n, rel=0.03)
+
+
+def test_knee_is_peak_over_bandwidth():
+    assert knee_intensity(800.0, 4000.0) == pytest.approx(200.0)
+    with pytest.raises(ValueError, match="measured"):
+        knee_intensity(0.0, 4000.0)
+
+
+def test_attainable_rate_is_the_lower_of_the_slope_and_the_roof():
+    assert attainable_tflops(10.0, peak_tflops=800.0, bandwidth_gbps=4000.0) == pytest.approx(40.0)
+    assert attainable_tflops(1e4, peak_tflops=800.0, bandwidth_gbps=4000.0) == 800.0
+    assert attainable_tflops(200.0, peak_tflops=800.0, bandwidth_gbps=4000.0) == pytest.approx(800.0)
+
+
+def test_roofline_knee_is_the_first_compute_bound_prompt():
+    n = roofline_knee_tokens(SMALL, peak_tflops=800.0, bandwidth_gbps=4000.0)
+    knee = knee_intensity(800.0, 4000.0)
+    assert intensity(prefill_flops(SMALL, n), prefill_bytes(SMALL, n)) >= knee
+    assert intensity(prefill_flops(SMALL, n - 1), prefill_bytes(SMALL, n - 1)) < knee
+    assert abs(n - knee) <= 0.05 * knee  # about the knee's height, in bf16
+
+
+def test_fixed_cost_knee_moves_right_with_the_fixed_cost():
+    at_floor = floor_ms(prefill_bytes(SMALL, 1), 4000.0)
+    near = fixed_cost_knee_tokens(SMALL, peak_tflops=800.0, step_ms=at_floor)
+    far = fixed_cost_knee_tokens(SMALL, peak_tflops=800.0, step_ms=10 * at_floor)
+    assert prefill_flops(SMALL, near) / 800e12 * 1e3 >= at_floor
+    assert prefill_flops(SMALL, near - 1) / 800e12 * 1e3 < at_floor
+    assert near == pytest.approx(roofline_knee_tokens(SMALL, peak_tflops=800.0,
+                                                      bandwidth_gbps=4000.0), rel=0.05)
+    assert 8 * near <= far <= 10 * near
+
+
+def test_observed_knee_is_where_a_fixed_plus_growing_cost_evens_out():
+    fixed, per = 10.0, 0.01  # ms: the parts are equal at 1000 tokens
+    tokens = [4**k for k in range(9)]
+    per_token = [(fixed + per * n) / n for n in tokens]
+    assert observed_knee_tokens(tokens, per_token) == pytest.approx(1000, rel=0.35)
+
+
+def test_observed_knee_is_none_while_still_falling():
+    tokens = [1, 4, 16, 64]
+    assert observed_knee_tokens(tokens, [10.0 / n for n in tokens]) is None
+
+
+def test_observed_knee_at_the_start_when_flat_from_the_first_point():
+    assert observed_knee_tokens([1, 4, 16], [1.0, 0.9, 0.8]) == 1.0
+
+
+def test_prefill_bound_is_the_larger_of_bytes_and_flops():
+    slow = prefill_bound_ms(SMALL, 4096, bandwidth_gbps=4000.0, peak_tflops=1.0)
+    assert slow == pytest.approx(prefill_flops(SMALL, 4096) / 1e12 * 1e3)
+    fast = prefill_bound_ms(SMALL, 1, bandwidth_gbps=4000.0, peak_tflops=1e6)
+    assert fast == pytest.approx(floor_ms(prefill_bytes(SMALL, 1), 4000.0))
+
+
+# ---- a stream of prompts -------------------------------------------------------------
+
+def test_prompt_stream_is_seeded_and_in_range():
+    a, b = prompt_stream(200, seed=3), prompt_stream(200, seed=3)
+    assert a == b != prompt_stream(200, seed=4)
+    assert all(16 <= n <= 8192 for n in a)
+
+
+def test_powers_of_two_reach_the_longest():
+    assert powers_of_two(8192) == tuple(2**k for k in range(14))
+    assert powers_of_two(100)[-1] == 128
+
+
+def test_padding_to_buckets_counts_the_extra_tokens():
+    assert padded_share([3, 4], (4, 8)) == pytest.approx(1 / 7)
+    with pytest.raises(ValueError, match="buckets"):
+        padded_share([9], (4, 8))
+
+
+def test_stream_shapes_count_distinct_prompts_and_buckets():
+    shapes = stream_shapes([16, 16, 17, 100, 1000])
+    assert (shapes.requests, shapes.distinct, shapes.buckets_used) == (5, 4, 4)
+    assert shapes.padded_share == pytest.approx((16 + 16 + 32 + 128 + 1024) / 1149 - 1)
+
+
+# ---- measurements on a tiny model ------------------------------------------------------
+
+def test_matmul_rate_on_the_cpu_has_a_spread_and_a_dtype():
+    rate = measure_matmul_tflops("cpu", size=64, repeats=3)
+    assert isinstance(rate, MatmulRate)
+    assert rate.dtype == "float32" and rate.size == 64 and rate.device == "cpu"
+    assert rate.p10_tflops <= rate.tflops <= rate.p90_tflops
+    assert MatmulRate.from_dict(rate.to_dict()) == rate
+    with pytest.raises(ValueError, match="size"):
+        measure_matmul_tflops("cpu", size=0)
+
+
+def test_with_context_shares_the_weights_and_decodes_the_same():
+    model = build_model(TINY, dtype=torch.float32, max_batch=1, max_context=16)
+    twin = with_context(model, 16)
+    assert twin.max_context == 16 and twin.k_cache.shape[3] == 16
+    assert twin.layers[0].qkv.data_ptr() == model.layers[0].qkv.data_ptr()
+    prompt = torch.tensor([[1, 2, 3]])
+    tokens, positions = torch.tensor([4]), torch.tensor([3])
+    model.prefill(prompt)
+    twin.prefill(prompt)
+    assert torch.equal(model.decode_step(tokens, positions), twin.decode_step(tokens, positions))
+
+
+def test_prefill_sweep_records_one_point_per_length():
+    model = build_model(TINY, dtype=torch.float32, max_batch=1, max_context=16)
+    points = measure_prefill(model, (1, 4, 16), warmup=1, repeats=2)
+    assert [p.prompt_tokens for p in points] == [1, 4, 16]
+    assert all(p.path == "eager" and p.timing.median_ms > 0 for p in points)
+    assert points[2].flops == prefill_flops(TINY, 16)
+    assert points[2].bytes_moved == prefill_bytes(TINY, 16, dtype_bytes=4)
+    assert points[2].per_token().median_ms == pytest.approx(points[2].ms_per_token)
+    assert PrefillPoint.from_dict(points[1].to_dict()) == points[1]
+    assert len(format_sweep(points, peak_tflops=1.0).splitlines()) == 4
+    knees = find_knees(TINY, points, peak_tflops=1.0, bandwidth_gbps=10.0, dtype_bytes=4)
+    assert isinstance(knees, Knees) and knees.longest_tokens == 16
+    assert all(len(line) <= 84 for line in knees.summary().splitlines())
+    with pytest.raises(ValueError, match="max_context"):
+        measure_prefill(model, (32,), warmup=1, repeats=1)
+    with pytest.raises(ValueError, match="CUDA"):
+        measure_prefill(model, (1,), warmup=1, repeats=1, graphs=True)
+
+
+def test_decode_at_contexts_uses_a_cache_of_that_length():
+    model = build_model(TINY, dtype=torch.float32, max_batch=1, max_context=8)
+    bandwidths = measure_bandwidths("cpu", repeats=2, size_mb=4)
+    points = measure_decode_contexts(model, (8, 32), bandwidths=bandwidths, warmup=1, repeats=2)
+    assert [p.context_tokens for p in points] == [8, 32]
+    assert points[1].floor.cache_tokens == 32
+    assert points[1].floor == decode_floor(TINY, batch=1, prompt_tokens=31, bandwidths=bandwidths,
+                                           cache_tokens=32, dtype_bytes=4)
+    assert points[1].kv_share == kv_share(points[1].floor) > points[0].kv_share
+    assert ContextPoint.from_dict(points[0].to_dict()).row.timing == points[0].row.timing
+    assert all(len(line) <= 84 for line in format_contexts(points).splitlines())
+
+
+def test_a_stored_run_gives_its_sweeps_and_contexts_back():
+    model = build_model(TINY, dtype=torch.float32, max_batch=1, max_context=8)
+    points = measure_prefill(model, (1, 4), warmup=1, repeats=1)
+    bandwidths = measure_bandwidths("cpu", repeats=1, size_mb=4)
+    contexts = measure_decode_contexts(model, (8,), bandwidths=bandwidths, warmup=1, repeats=1)
+    run = Run(kind="chapter:prefill", stamp={}, device={"kind": "cpu"},
+              facts={"prefill": [p.to_dict() for p in points],
+                     "contexts": [c.to_dict() for c in contexts]})
+    back = Run.from_dict(run.to_dict())
+    assert stored_sweep(back, "eager") == points
+    assert stored_sweep(back, "graph replay") == []
+    assert [c.floor for c in stored_contexts(back)] == [contexts[0].floor]
+
+
+def test_kv_share_grows_with_the_context():
+    shares = [kv_share(decode_floor(SMALL, batch=1, prompt_tokens=n - 1, bandwidths=BANDWIDTHS))
+              for n in (128, 1024, 8192, 32768)]
+    assert shares == sorted(shares)
+    assert shares[-1] == pytest.approx(32768 * 114_688 / (32768 * 114_688 + SMALL.weight_bytes()))
+    assert math.isclose(shares[0], 128 * 114_688 / (128 * 114_688 + SMALL.weight_bytes()))
+
+
+# ---- on a CUDA GPU ------------------------------------------------------------------------
+
+@pytest.mark.gpu
+def test_cuda_matmul_rate_defaults_to_bf16():
+    rate = measure_matmul_tflops("cuda", size=1024, repeats=3)
+    assert rate.dtype == "bfloat16" and rate.device.startswith("cuda")
+    assert rate.tflops > 0
+
+
+@pytest.mark.gpu
+def test_graphed_prefill_and_decode_contexts_run_on_cuda():
+    model = build_model(TINY, device="cuda", max_batch=1, max_context=64)
+    eager = measure_prefill(model, (1, 16, 64), warmup=1, repeats=3)
+    graphed = measure_prefill(model, (1, 16, 64), warmup=1, repeats=3, graphs=True)
+    assert [p.path for p in graphed] == ["graph replay"] * 3
+    assert [p.prompt_tokens for p in graphed] == [p.prompt_tokens for p in eager]
+    prompt = torch.arange(16, device="cuda")[None]
+    assert torch.isfinite(model.prefill(prompt).float()).all()  # the sweep left it usable
+    bandwidths = measure_bandwidths("cuda", repeats=2, size_mb=64)
+    points = measure_decode_contexts(model, (16, 64), bandwidths=bandwidths, warmup=2, repeats=3,
+                                     graphs=True)
+    assert [p.context_tokens for p in points] == [16, 64]
+    assert all(p.row.path == "graph replay" and p.row.median_ms > 0 for p in points)
