@@ -241,10 +241,10 @@ def test_stacked_bar_gives_a_bar_its_own_floor():
 
 
 def test_roofline_draws_the_slope_the_roof_and_every_point(tmp_path):
-    from floorlab.figures import roofline
+    from floorlab.figures import roofline_plot
 
     series = {"prefill": [(1.0, 4.0, "1"), (256.0, 500.0, "256")], "decode": [(1.0, 0.5, "")]}
-    fig = roofline(series, bandwidth_gbps=4000.0, peak_tflops=800.0, title="roofline",
+    fig = roofline_plot(series, bandwidth_gbps=4000.0, peak_tflops=800.0, title="roofline",
                    path=tmp_path / "roofline.png")
     (ax,) = fig.axes
     assert ax.get_xscale() == ax.get_yscale() == "log"
@@ -253,4 +253,4 @@ def test_roofline_draws_the_slope_the_roof_and_every_point(tmp_path):
     assert len(ax.lines) == 1 + 1 + 2  # the roofline, the knee, one line per series
     assert (tmp_path / "roofline.png").stat().st_size > 0
     with pytest.raises(ValueError, match="greater than 0"):
-        roofline({"x": [(0.0, 1.0, "")]}, bandwidth_gbps=1.0, peak_tflops=1.0)
+        roofline_plot({"x": [(0.0, 1.0, "")]}, bandwidth_gbps=1.0, peak_tflops=1.0)

@@ -8,7 +8,7 @@ from floorlab.buffers import (Between, Kept, LockedRunner, StandInRunner, betwee
 from floorlab.challenges import NOT_ATTEMPTED
 from floorlab.device import (Bandwidths, MatmulRate, default_device, describe_device,
                              measure_bandwidth, measure_bandwidths, measure_matmul_tflops)
-from floorlab.figures import (gallery_bars, gallery_scatter, roofline, scaling, stacked_bar,
+from floorlab.figures import (gallery_bars, gallery_scatter, roofline_plot, scaling, stacked_bar,
                               timeline)
 from floorlab.graphs import DEFAULT_BUCKETS, GraphRunner, SharedBufferError, capture_graph
 from floorlab.launches import LaunchCount, count_launches
@@ -60,7 +60,7 @@ __all__ = [
     "scaling", "Fit", "MetaCount", "check_fits", "count_on_meta", "free_bytes", "model_bytes",
     "CostModel", "Sizes", "fit_cost_model", "format_sizes", "measure_sizes", "measured_sizes",
     "stored_sizes", "x_floor_points",
-    "MatmulRate", "measure_matmul_tflops", "roofline", "with_context", "ContextPoint",
+    "MatmulRate", "measure_matmul_tflops", "roofline_plot", "with_context", "ContextPoint",
     "PrefillPoint", "achieved_tflops", "attainable_tflops", "fixed_cost_knee_tokens",
     "flops_per_token", "format_sweep", "intensity", "knee_intensity", "measure_decode_contexts",
     "measure_prefill", "observed_knee_tokens", "padded_share", "powers_of_two", "prefill_bound_ms",

@@ -624,7 +624,7 @@ def _label_ends(ax, ends) -> None:
                     color=colour)
 
 
-def roofline(
+def roofline_plot(
     series,
     *,
     bandwidth_gbps: float,
