@@ -42,7 +42,10 @@ def installed(tmp_path_factory):
     subprocess.run(pip + ["install", "--no-deps", "--target", str(site), str(wheel)], check=True,
                    timeout=120)
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "FLOORLAB_FIGURES")}
-    env["PYTHONPATH"] = str(site)
+    # the wheel first; keep other entries (a machine may bring nbval that way), not the checkout's lib
+    kept = [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep)
+            if p and Path(p).resolve() != (ROOT / "lib").resolve()]
+    env["PYTHONPATH"] = os.pathsep.join([str(site), *kept])
     return site, env
 
 
