@@ -7,7 +7,8 @@ from floorlab.results import reference_run
 from floorlab.roofline import decode_floor, gap_verdict, per_launch_us, what_if_ms
 from floorlab.shapes import get_shape
 
-RUNS = ("h200-below-the-floor", "h200-fast-card", "h200-bench")
+RUNS = ("h200-below-the-floor", "h200-fast-card", "h200-bench", "h200-prefill", "h200-serving",
+        "h200-shared-buffers", "h200-bigger-models")
 
 
 @pytest.mark.parametrize("name", RUNS)
