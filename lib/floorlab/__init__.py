@@ -44,8 +44,9 @@ from floorlab.bench import format_summary, format_table  # noqa: E402  (the benc
 __all__ = [
     "challenges", "fused_step", "relative_error", "FIGURES_DIR", "wrap", "bytes_per_step",
     "crossover_gbps", "kernels_per_layer_budget", "overhead_us_per_kernel", "predicted_ms",
-    "format_summary", "format_table", "NOT_ATTEMPTED", "Bandwidths", "default_device", "describe_device", "measure_bandwidth",
-    "measure_bandwidths", "stacked_bar", "timeline", "gallery_bars", "gallery_scatter", "fmt_times", "DEFAULT_BUCKETS", "GraphRunner",
+    "format_summary", "format_table", "NOT_ATTEMPTED", "Bandwidths", "default_device",
+    "describe_device", "measure_bandwidth", "measure_bandwidths", "stacked_bar", "timeline",
+    "gallery_bars", "gallery_scatter", "fmt_times", "DEFAULT_BUCKETS", "GraphRunner",
     "capture_graph", "LaunchCount", "count_launches", "Replay", "Source", "graph_replay",
     "measure_path", "profile_path", "source_for", "Qwen3Decoder", "build_model", "prefill_random",
     "fmt_gbps", "fmt_ms", "show_source", "sig", "reference_figure", "reference_run", "run_stamp",

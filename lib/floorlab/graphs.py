@@ -78,7 +78,8 @@ def bucket_for(batch: int, buckets: Iterable[int]) -> int | None:
 
 
 def padding_waste(batch: int, buckets: Iterable[int]) -> int:
-    """Return the padded rows (bucket - batch) a graph replay computes for nothing; 0 above the largest bucket (eager)."""
+    """Return the padded rows (bucket - batch) a graph replay computes for nothing; 0 above the
+    largest bucket (eager)."""
     bucket = bucket_for(batch, buckets)
     return 0 if bucket is None else bucket - batch
 

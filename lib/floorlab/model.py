@@ -284,7 +284,8 @@ def with_context(model: Qwen3Decoder, max_context: int, *, max_batch: int = 1) -
 
 
 def prefill_random(model, batch: int, prompt_tokens: int, *, seed: int = 0):
-    """Prefill a random prompt; returns (prompt [batch, prompt_tokens], next tokens [batch], their positions [batch])."""
+    """Prefill a random prompt; returns (prompt [batch, prompt_tokens], next tokens [batch],
+    their positions [batch])."""
     gen = torch.Generator(device=model.device).manual_seed(seed)
     prompt = torch.randint(0, model.shape.vocab_size, (batch, prompt_tokens), device=model.device, generator=gen)
     tokens = model.prefill(prompt)[:, -1].argmax(-1)

@@ -213,7 +213,8 @@ def steady_timeline(step_fn: Callable[[], object], *, label: str, device=None,
 
 
 def kernel_table(timeline: Timeline, *, top: int = 12, row: str = "gpu") -> list[dict]:
-    """Time per kernel (or, with row="cpu", per operator) in one step: count, total_us, mean_us, share; largest first."""
+    """Time per kernel (or, with row="cpu", per operator) in one step: count, total_us, mean_us,
+    share; largest first."""
     if row not in ("gpu", "cpu"):
         raise ValueError(f"row must be 'gpu' or 'cpu', got {row!r}")
     rows: dict[str, dict] = {}
