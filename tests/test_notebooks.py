@@ -45,3 +45,24 @@ def test_every_chapter_installs_the_book_where_it_is_missing(path):
     assert "except ImportError" in first.source, f"{path.name}: install only when the import fails"
     assert f'%pip install -q "floorlab @ git+{url}"' in first.source, (
         f"{path.name}: the first code cell must install floorlab from {url}")
+
+
+def test_library_code_a_chapter_shows_fits_the_page():
+    """show_source(obj) prints library code in the page: its lines keep to prose.COLUMN."""
+    import importlib
+    import re
+
+    import floorlab
+    from floorlab.prose import COLUMN, source
+
+    namespace = dict(vars(floorlab))
+    for path in (ROOT / "lib" / "floorlab").glob("*.py"):
+        if not path.stem.startswith("_"):
+            namespace.update(vars(importlib.import_module(f"floorlab.{path.stem}")))
+    shown = {(chapter.name, name) for chapter in CHAPTERS
+             for cell in nbformat.read(chapter, as_version=4).cells if cell.cell_type == "code"
+             for name in re.findall(r"show_source\(([\w.]+)", cell.source)}
+    assert shown, "no chapter shows library code any more: drop this test"
+    for chapter, name in sorted(shown):
+        wide = [line for line in source(eval(name, namespace)).splitlines() if len(line) > COLUMN]
+        assert not wide, f"{chapter} shows {name}, whose line runs past {COLUMN}: {wide[0]!r}"

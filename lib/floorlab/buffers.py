@@ -122,15 +122,15 @@ class Kept:
 
 def keep_first(runner: GraphRunner, first: Request, later: list[Request], *,
                keep: str = "view") -> Kept:
-    """Borrow the first request's logits, keep them as `keep` says, then run the later requests."""
+    """Borrow the first request's logits, keep them as `keep` says, run the rest."""
     if keep not in KEEPS:
         raise ValueError(f"keep must be one of {KEEPS}, got {keep!r}")
     with runner.borrow(*first) as logits:
         at_the_time = logits.clone()
         if keep == "view":
-            kept = logits                      # the bug: the view outlives its block
+            kept = logits                    # the bug: the view outlives its block
         elif keep == "copy":
-            kept = torch.empty_like(logits)    # the caller's own buffer, allocated once
+            kept = torch.empty_like(logits)  # the caller's buffer, allocated once
             kept.copy_(logits)
         else:
             kept = logits.clone()
@@ -155,7 +155,7 @@ class LockedRunner:
         self.waited = threading.Event()  # set once a caller has had to wait
 
     def step(self, tokens: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
-        """The runner's step, one caller at a time; logits [B, V], the caller's own copy."""
+        """The runner's step, one caller at a time; logits [B, V], the caller's copy."""
         if not self._lock.acquire(blocking=False):
             self.waited.set()
             self._lock.acquire()

@@ -86,21 +86,22 @@ def padding_waste(batch: int, buckets: Iterable[int]) -> int:
 
 @contextmanager
 def keep_padding_rows(model, batch: int, bucket: int):
-    """Put back, when the block ends, every KV-cache value padding rows batch..bucket-1 write.
+    """Put back, as the block ends, every KV-cache value that padding rows write.
 
-    A padding row decodes PAD_TOKEN at PAD_POSITION, so a padded step writes that slot
-    of cache rows batch..bucket-1 in every layer, rows another sequence may hold. The
-    model names those values with cache_slots(rows, position); they are saved before
-    the block and copied back after it. Without padding this does nothing.
+    A padding row decodes PAD_TOKEN at PAD_POSITION, so a padded step writes that
+    slot of cache rows batch..bucket-1 in every layer, rows another sequence may
+    hold. The model names those values with cache_slots(rows, position); they are
+    saved before the block and copied back after it. Without padding: nothing.
     """
     views: tuple[torch.Tensor, ...] = ()
     if bucket > batch:
         slots = getattr(model, "cache_slots", None)
         if slots is None:
             raise TypeError(
-                f"a batch of {batch} padded to {bucket} writes the KV cache of rows {batch}.."
-                f"{bucket - 1}, and {type(model).__name__} has no cache_slots(rows, position) "
-                "to keep them; pass a batch equal to a bucket, or give the model cache_slots"
+                f"a batch of {batch} padded to {bucket} writes the KV cache of "
+                f"rows {batch}..{bucket - 1}, and {type(model).__name__} has no "
+                "cache_slots(rows, position) to keep them; pass a batch equal to a "
+                "bucket, or give the model cache_slots"
             )
         views = tuple(slots(slice(batch, bucket), PAD_POSITION))
     with torch.no_grad():

@@ -43,37 +43,44 @@ def release(device) -> None:
         torch.cuda.empty_cache()
 
 
-def measure_sizes(presets, *, device, bandwidths, warmup: int, repeats: int, batch: int = 1,
-                  prompt_tokens: int = 32, max_context: int = 128) -> Run:
-    """Eager and graph replay of each preset in turn, one model in memory at a time; a Run.
+def measure_sizes(presets, *, device, bandwidths, warmup: int, repeats: int,
+                  batch: int = 1, prompt_tokens: int = 32,
+                  max_context: int = 128) -> Run:
+    """Eager and graph replay of each preset in turn, one model in memory at a time.
 
-    A preset that does not fit is skipped before anything is allocated: its rows are
-    absent, and their note names the GB it needs. Without CUDA the graph rows are absent
-    and the eager step is profiled instead of the replay.
+    A preset that does not fit is skipped before anything is allocated: its rows
+    are absent, and their note names the GB it needs. Without CUDA the graph rows
+    are absent and the eager step is profiled instead of the replay. Returns a Run.
     """
     device = resolve_device(device)
     presets = [get_shape(p) for p in presets]
-    run = Run(kind=KIND, stamp=run_stamp(), device=describe_device(device), bandwidths=bandwidths,
-              settings={"presets": [s.name for s in presets],
-                        "params": {s.name: s.param_count() for s in presets}, "batch": batch,
-                        "prompt_tokens": prompt_tokens, "max_context": max_context,
-                        "warmup": warmup, "repeats": repeats})
+    settings = {"presets": [s.name for s in presets],
+                "params": {s.name: s.param_count() for s in presets},
+                "batch": batch, "prompt_tokens": prompt_tokens,
+                "max_context": max_context,
+                "warmup": warmup, "repeats": repeats}
+    run = Run(kind=KIND, stamp=run_stamp(), device=describe_device(device),
+              bandwidths=bandwidths, settings=settings)
     for shape in progress_bar(presets, label="model sizes", total=len(presets)):
-        floor = roofline.decode_floor(shape, batch=batch, prompt_tokens=prompt_tokens,
-                                      bandwidths=bandwidths, cache_tokens=max_context)
+        floor = roofline.decode_floor(shape, batch=batch,
+                                      prompt_tokens=prompt_tokens,
+                                      bandwidths=bandwidths,
+                                      cache_tokens=max_context)
         run.floors.append(floor)
         fit = check_fits(shape, device, max_batch=batch, max_context=max_context)
         if not fit.ok:
-            run.rows += [Row(path, shape.name, batch, status="absent", note=fit.message())
-                         for path in (EAGER, GRAPH)]
+            run.rows += [Row(path, shape.name, batch, status="absent",
+                             note=fit.message()) for path in (EAGER, GRAPH)]
             continue
         try:
             _measure_size(run, shape, floor, device, warmup=warmup, repeats=repeats,
                           prompt_tokens=prompt_tokens, max_context=max_context)
         except torch.cuda.OutOfMemoryError as err:
-            note = f"failed: out of memory although the check passed ({' '.join(str(err).split())})"
-            run.rows += [Row(path, shape.name, batch, status="failed", note=note[:240])
-                         for path in (EAGER, GRAPH) if run.find(path, shape.name, batch) is None]
+            why = " ".join(str(err).split())
+            note = f"failed: out of memory although the check passed ({why})"
+            run.rows += [Row(path, shape.name, batch, status="failed",
+                             note=note[:240]) for path in (EAGER, GRAPH)
+                         if run.find(path, shape.name, batch) is None]
         finally:
             release(device)
     return run
