@@ -125,6 +125,27 @@ def test_step_mha_untied_batch_1_with_split_context_and_split_k():
     assert cache_diff < 1e-5
 
 
+def test_split_attention_merges_in_its_last_split_and_leaves_the_counters_at_zero():
+    from floorlab.kernels.attention import attention_counts, launch_attention
+
+    model = _model(GQA_TIED)
+    s, layer = model.shape, model.layers[0]
+    gen = torch.Generator().manual_seed(3)
+    qkv = torch.randn(3, (s.num_heads + 2 * s.num_kv_heads) * s.head_dim, generator=gen).to(DEVICE)
+    positions = torch.tensor([0, 17, 39], device=DEVICE)  # one split holds all of row 0; row 2 fills the cache
+    outs, counts = [], attention_counts(3, s.num_kv_heads, DEVICE)
+    for splits in (1, 4, 4):  # the second split run reuses the counters the first one left behind
+        out = torch.empty(3, s.num_heads * s.head_dim, device=DEVICE)
+        launch_attention(qkv, positions, layer.q_norm, layer.k_norm, model.rope_cos, model.rope_sin_signed,
+                         model.k_cache[0], model.v_cache[0], out, num_heads=s.num_heads,
+                         num_kv_heads=s.num_kv_heads, eps=s.rms_norm_eps, config=AttentionConfig(16, splits),
+                         counts=counts)
+        outs.append(out)
+    assert counts.tolist() == [0] * (3 * s.num_kv_heads)
+    assert relative_error(outs[1], outs[0]) < MAX_REL_ERR
+    assert torch.equal(outs[1], outs[2])
+
+
 def test_step_matches_transformers():
     from floorlab.hf import HFDecoder
 

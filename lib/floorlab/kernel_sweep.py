@@ -14,6 +14,7 @@ import gc
 import sys
 import time
 import traceback
+from dataclasses import replace
 
 import torch
 import torch.nn.functional as F
@@ -26,6 +27,8 @@ from floorlab.shapes import Qwen3Shape, get_shape
 from floorlab.timing import time_ms
 
 SWEEP_PRESET, STEP_PRESETS, BATCHES, CONTEXT = "qwen3-0.6b", ("qwen3-0.6b", "qwen3-8b"), (1, 8), 512
+ATTENTION_SPLITS = (1, 2, 4, 8, 16)
+SIZES = (256, 1024, 2048, 4096, 8192, 16384, 65536, 151936)  # GEMV rows N at K = hidden size
 TINY = Qwen3Shape(64, 96, 2, 4, 2, 16, 97, False, rope_theta=10000.0, name="tiny")
 MAX_REL_ERR = 2e-2  # a bf16 GEMV against float32 torch
 EPS = 1e-6
@@ -51,23 +54,23 @@ def gemv_configs(name: str, batch: int, limit: int = 8, hidden_size: int = 1024)
     from floorlab.kernels import GemvConfig, default_block_k, default_config
 
     bk = default_block_k(batch)  # for 4 rows; more rows take a smaller tile, fewer registers
-    if batch <= 2:  # products in registers, summed once at the end
-        grid = [(2, bk, 4, 1, 0), (4, bk, 4, 1, 0), (8, bk // 2, 4, 1, 0), (4, bk // 2, 4, 1, 0),
-                (4, 2 * bk, 8, 1, 0), (16, 256, 4, 1, 1)]
+    if batch <= 2:  # products in registers, summed once at the end; small programs fit more per SM
+        grid = [(4, bk, 4, 1, 0), (2, 1024, 1, 1, 0), (2, 1024, 2, 1, 0), (4, 1024, 2, 1, 0), (1, 1024, 1, 1, 0),
+                (2, 512, 1, 1, 0), (4, 4096, 4, 1, 0), (8, bk // 2, 4, 1, 0), (16, 256, 4, 1, 1)]
         if name == "lm_head":
-            grid = [(8, bk // 2, 4, 1, 0), (16, bk // 4, 4, 1, 0), (4, bk, 4, 1, 0), (8, bk, 8, 1, 0),
-                    (16, bk // 2, 8, 1, 0), (32, 128, 4, 1, 1)]
+            grid = [(16, 256, 4, 1, 0), (8, 512, 4, 1, 0), (4, 1024, 2, 1, 0), (2, 1024, 1, 1, 0),
+                    (8, 1024, 4, 1, 0), (16, 512, 8, 1, 0), (32, 256, 8, 1, 0), (32, 128, 4, 1, 1)]
         if name in ("o_proj", "down"):
-            grid = grid[:4] + [(4, bk, 4, 2, 0), (2, bk, 4, 2, 0), (4, bk, 4, 4, 0), (16, 256, 4, 4, 1)]
+            grid = grid[:7] + [(2, 1024, 1, 2, 0), (4, 1024, 2, 2, 0), (4, bk, 4, 2, 0), (16, 256, 4, 4, 1)]
     else:  # tensor-core tiles, the batch padded to 16 rows
         grid = [(4, bk, 4, 1, 0), (16, 256, 4, 1, 1), (16, 128, 4, 1, 1), (32, 128, 4, 1, 1), (32, 256, 8, 1, 1),
-                (64, 128, 4, 1, 1), (16, 512, 4, 1, 1)]
+                (64, 128, 4, 1, 1), (16, 512, 4, 1, 1), (16, 1024, 4, 1, 1), (16, 512, 2, 1, 1)]
         if name in ("o_proj", "down"):
             grid = [(4, bk, 4, 2, 0), (16, 256, 4, 2, 1), (16, 256, 4, 4, 1), (16, 128, 4, 4, 1), (32, 128, 4, 4, 1),
-                    (16, 512, 4, 2, 1), (32, 256, 8, 2, 1)]
+                    (16, 512, 4, 2, 1), (32, 256, 8, 2, 1), (16, 1024, 4, 1, 1), (16, 512, 2, 2, 1)]
         if name == "lm_head":
             grid = [(16, max(32, bk // 4), 4, 1, 0), (16, 256, 4, 1, 1), (32, 128, 4, 1, 1), (32, 256, 4, 1, 1),
-                    (64, 128, 4, 1, 1), (64, 256, 8, 1, 1), (128, 128, 8, 1, 1)]
+                    (64, 128, 4, 1, 1), (64, 256, 8, 1, 1), (128, 128, 8, 1, 1), (128, 256, 8, 1, 1)]
     grid = [(r, max(32, k), w, s, bool(d)) for r, k, w, s, d in grid]
     first = getattr(default_config(batch, hidden_size=hidden_size), name)
     configs = [first] + [c for c in (GemvConfig(*g) for g in grid) if c != first]
@@ -179,6 +182,41 @@ def sweep_gemvs(shape: Qwen3Shape, batches, *, device, dtype, read_gbps: float, 
     return rows, best
 
 
+def sweep_sizes(sizes, k: int, *, device, dtype, read_gbps: float, copies: int, warmup: int, repeats: int,
+                pdl_on: bool, config=None) -> list[dict]:
+    """Bandwidth of the bare GEMV y = x @ W^T (batch 1) against its rows N, so against its grid size.
+
+    Three ways per size: `alone` (one launch per graph replay: one GEMV with nothing around it),
+    `serial` (copies launches on distinct weights, each waiting for the last to drain) and
+    `chained` (the same launches with PDL, each loading weights while the last one finishes).
+    """
+    from floorlab.kernels import GemvConfig, gemv
+
+    config = config or GemvConfig()
+    rows = []
+    for n in sizes:
+        gen = torch.Generator(device=device).manual_seed(n)
+        weights = [torch.randn(n, k, device=device, dtype=dtype, generator=gen) for _ in range(copies)]
+        x = torch.randn(1, k, device=device, dtype=dtype, generator=gen)
+        out = torch.empty(1, n, device=device, dtype=dtype)
+        nbytes = n * k * weights[0].element_size()
+        row = {"n": n, "k": k, "bytes": nbytes, "programs": -(-n // config.rows_per_program),
+               "config": config.to_dict()}
+        ways = {"alone": (weights[:1], False), "serial": (weights, False), "chained": (weights, pdl_on)}
+        for way, (used, pdl) in ways.items():
+            calls = [lambda w=w, p=pdl: gemv(x, w, out=out, rows_per_program=config.rows_per_program,
+                                             block_k=config.block_k, num_warps=config.num_warps, pdl=p)
+                     for w in used]
+            us = 1e3 * _time_per_call_ms(calls, device, warmup, repeats)
+            row[f"{way}_us"] = us
+            row[f"{way}_gbps"] = achieved_gbps(nbytes, us / 1e3)
+            row[f"{way}_pct_read"] = 100 * row[f"{way}_gbps"] / read_gbps
+        rows.append(row)
+        del weights
+        _free()
+    return rows
+
+
 def tuned_config(batch: int, best: dict, shape: Qwen3Shape, max_context: int):
     """default_config(batch) with every GEMV the sweep timed at this batch replaced by its best config."""
     from floorlab.kernels import GEMV_NAMES, default_config
@@ -189,6 +227,14 @@ def tuned_config(batch: int, best: dict, shape: Qwen3Shape, max_context: int):
         if (name, batch) in best:
             config = config.with_gemv(name, best[(name, batch)])
     return config
+
+
+def _per_batch(model, configs: dict, pdl: bool | None = None):
+    """A step that runs triton_step with configs[B] for a batch of B rows."""
+    from floorlab.kernels import triton_step
+
+    steps = {b: triton_step(model, config=c, pdl=pdl) for b, c in configs.items()}
+    return lambda tokens, positions: steps[tokens.shape[0]](tokens, positions)
 
 
 def time_steps(shape: Qwen3Shape, batches, context: int, *, device, dtype, floor_gbps: float, best: dict,
@@ -202,10 +248,12 @@ def time_steps(shape: Qwen3Shape, batches, context: int, *, device, dtype, floor
     model = build_model(shape, device=device, dtype=dtype, max_batch=max(batches), max_context=max_context)
     steps = {"plain": model.decode_step, "triton default": triton_step(model)}
     configs = {b: tuned_config(b, best, shape, max_context) for b in batches}
-    defaults = {b: tuned_config(b, {}, shape, max_context) for b in batches}
-    if configs != defaults:  # the sweep found better configs than the defaults
-        tuned = {b: triton_step(model, config=configs[b]) for b in batches}
-        steps["triton tuned"] = lambda tokens, positions: tuned[tokens.shape[0]](tokens, positions)
+    steps["triton tuned"] = _per_batch(model, configs)
+    steps["triton tuned, no PDL"] = _per_batch(model, configs, pdl=False)
+    for splits in ATTENTION_SPLITS:  # flash-decoding splits of the context, at most one tile each
+        if splits <= max(1, max_context // configs[batches[0]].attention.block_t):
+            split_configs = {b: replace(c, attention=replace(c.attention, splits=splits)) for b, c in configs.items()}
+            steps[f"triton tuned, {splits} split{'s' if splits > 1 else ''}"] = _per_batch(model, split_configs)
     runners = {}
     if device.type == "cuda":
         from floorlab.graphs import GraphRunner
@@ -297,12 +345,16 @@ def format_table(result: dict) -> str:
         err = f"{r['rel_err']:.1e}" if "rel_err" in r else "-"
         lines.append(f"{r['gemv']:8} {r['batch']:>2} {_config_text(r['config']):18} {'on' if r['pdl'] else 'off':>3} "
                      f"{r['us']:8.2f} {r['gbps']:7.0f} {r['pct_read']:6.1f} {err:>8}{' *' if r.get('best') else ''}")
+    if result.get("size_rows"):
+        lines += ["", f"{'rows N':>7} {'MB':>6} {'programs':>8} {'alone GB/s':>10} {'serial':>7} {'chained':>7}"]
+        lines += [f"{r['n']:7d} {r['bytes'] / 1e6:6.1f} {r['programs']:8d} {r['alone_gbps']:10.0f} "
+                  f"{r['serial_gbps']:7.0f} {r['chained_gbps']:7.0f}" for r in result["size_rows"]]
     lines += ["", "best config per GEMV:"]
     lines += [f"  {key}: {_config_text(c)}" for key, c in result["best"].items()]
-    lines += ["", f"{'preset':12} {'b':>2} {'path':15} {'graph':>5} {'ms':>8} {'floor':>7} {'x floor':>7} "
+    lines += ["", f"{'preset':12} {'b':>2} {'path':22} {'graph':>5} {'ms':>8} {'floor':>7} {'x floor':>7} "
                   f"{'rel err':>8} {'bit-id':>6}"]
     for r in result["step_rows"]:
-        head = f"{r['preset']:12} {r['batch']:>2} {r['path']:15} {'yes' if r['graph'] else 'no':>5}"
+        head = f"{r['preset']:12} {r['batch']:>2} {r['path']:22} {'yes' if r['graph'] else 'no':>5}"
         if "error" in r:
             lines.append(f"{head} error: {r['error'][:60]}")
             continue
@@ -314,7 +366,7 @@ def format_table(result: dict) -> str:
 
 
 def run_sweep(*, tiny: bool = False, batches=None, context: int | None = None, presets=None,
-              repeats: int | None = None, limit: int = 8, skip_steps: bool = False) -> dict:
+              repeats: int | None = None, limit: int = 12, skip_steps: bool = False) -> dict:
     """Run the GEMV sweep and the step timings on this machine; returns the results dict (see format_table)."""
     from floorlab.kernels import kernels_interpreted, pdl_supported
 
@@ -343,6 +395,13 @@ def run_sweep(*, tiny: bool = False, batches=None, context: int | None = None, p
                              copies=copies, warmup=warmup, repeats=repeats, limit=limit,
                              pdl_on=result["pdl"], errors=result["errors"])
     result["gemv_rows"] = rows
+    sizes = (16, 64, 256) if tiny else SIZES
+    try:
+        result["size_rows"] = sweep_sizes(sizes, sweep_shape.hidden_size, device=device, dtype=dtype,
+                                          read_gbps=read.gbps, copies=copies, warmup=warmup, repeats=repeats,
+                                          pdl_on=result["pdl"], config=best.get(("qkv", batches[0])))
+    except Exception as err:  # noqa: BLE001
+        _report(result["errors"], "size sweep", err)
     result["best"] = {f"{name} b{batch}": c.to_dict() for (name, batch), c in best.items()}
     print(f"GEMV sweep done after {time.perf_counter() - start:.0f} s", flush=True)
     result["step_rows"] = []
@@ -372,7 +431,7 @@ def main(argv=None) -> int:
     parser.add_argument("--presets", nargs="+", help=f"presets for the step timings (default {' '.join(STEP_PRESETS)})")
     parser.add_argument("--context", type=int, help=f"tokens already in the cache (default {CONTEXT})")
     parser.add_argument("--repeats", type=int, help="timed repeats (default 20 on a GPU)")
-    parser.add_argument("--configs", type=int, default=8, help="at most this many configs per GEMV (default 8)")
+    parser.add_argument("--configs", type=int, default=12, help="at most this many configs per GEMV (default 12)")
     parser.add_argument("--skip-steps", action="store_true", help="only the GEMV sweep")
     args = parser.parse_args(argv)
     result = run_sweep(tiny=args.tiny, batches=args.batches, context=args.context, presets=args.presets,

@@ -2,8 +2,9 @@
 
 One program serves one (batch row, KV head, context split): the query heads sharing that KV
 head are its rows (GQA), padded to 16 so q.K^T and p.V run as tensor-core dots. Each split
-covers a share of positions 0..pos of its row (flash-decoding); with more than one split a
-small kernel merges the splits' softmax sums.
+covers a share of positions 0..pos of its row (flash-decoding). With more than one split each
+program stores its float32 softmax sums and bumps a counter; the last split of a (row, KV head)
+to finish merges them all, so the step needs no second kernel per layer.
 """
 from __future__ import annotations
 
@@ -56,11 +57,12 @@ def _attend_tile(q, k_tile, v_tile, t, pos, end, k_new, v_new, m, l, acc, scale_
 
 @triton.jit
 def _attention_kernel(qkv_ptr, pos_ptr, qn_ptr, kn_ptr, cos_ptr, sin_ptr, kc_ptr, vc_ptr,
-                      out_ptr, m_ptr, l_ptr, acc_ptr,
+                      out_ptr, m_ptr, l_ptr, acc_ptr, counts_ptr,
                       stride_qkv, stride_cb, stride_ch, stride_ct, stride_rope, stride_ob,
                       max_context, eps, scale_log2,
                       NQ: tl.constexpr, NKV: tl.constexpr, GROUP: tl.constexpr, GROUP_P: tl.constexpr,
-                      D: tl.constexpr, BLOCK_T: tl.constexpr, SPLITS: tl.constexpr, USE_PDL: tl.constexpr):
+                      D: tl.constexpr, BLOCK_T: tl.constexpr, SPLITS: tl.constexpr, SPLITS_P: tl.constexpr,
+                      USE_PDL: tl.constexpr):
     b = tl.program_id(0)
     kvh = tl.program_id(1)
     split = tl.program_id(2)
@@ -113,56 +115,67 @@ def _attention_kernel(qkv_ptr, pos_ptr, qn_ptr, kn_ptr, cos_ptr, sin_ptr, kc_ptr
         out = acc / l[:, None]
         tl.store(out_ptr + b * stride_ob + heads[:, None] * D + offs_d[None, :],
                  out.to(out_ptr.dtype.element_ty), mask=h_ok)
-    else:  # float32 partials [B, NQ, SPLITS] (+ D), merged by _merge_kernel
+    else:  # float32 partials [B, NQ, SPLITS] (+ D); the last split to finish merges them
         slot = (b * NQ + heads) * SPLITS + split
         tl.store(m_ptr + slot, m, mask=g < GROUP)
         tl.store(l_ptr + slot, l, mask=g < GROUP)
         tl.store(acc_ptr + slot[:, None] * D + offs_d[None, :], acc, mask=h_ok)
+        tl.debug_barrier()  # every thread's partials are written before the counter says so
+        count_ptr = counts_ptr + b * NKV + kvh
+        if tl.atomic_add(count_ptr, 1, sem="acq_rel", scope="gpu") == SPLITS - 1:
+            _merge_splits(m_ptr, l_ptr, acc_ptr, out_ptr + b * stride_ob, (b * NQ + heads) * SPLITS, heads,
+                          g < GROUP, offs_d, D, SPLITS, SPLITS_P)
+            tl.atomic_xchg(count_ptr, 0)  # ready for the next layer
 
 
 @triton.jit
-def _merge_kernel(m_ptr, l_ptr, acc_ptr, out_ptr, stride_ob,
-                  NQ: tl.constexpr, D: tl.constexpr, SPLITS: tl.constexpr, SPLITS_P: tl.constexpr,
-                  USE_PDL: tl.constexpr):
-    b = tl.program_id(0)
-    h = tl.program_id(1)
+def _merge_splits(m_ptr, l_ptr, acc_ptr, out_row, first_slot, heads, h_ok, offs_d,
+                  D: tl.constexpr, SPLITS: tl.constexpr, SPLITS_P: tl.constexpr):
+    """out[heads] = the splits' partial softmax sums merged (split 0 holds position 0: its max is finite)."""
     s = tl.arange(0, SPLITS_P)
-    ok = s < SPLITS
-    offs_d = tl.arange(0, D)
-    pdl_wait(USE_PDL)
-    slot = (b * NQ + h) * SPLITS + s
-    m = tl.load(m_ptr + slot, mask=ok, other=float("-inf"))
-    l = tl.load(l_ptr + slot, mask=ok, other=0.0)
-    acc = tl.load(acc_ptr + slot[:, None] * D + offs_d[None, :], mask=ok[:, None], other=0.0)
-    weight = tl.exp2(m - tl.max(m, axis=0))  # split 0 always holds position 0, so the max is finite
-    out = tl.sum(acc * weight[:, None], axis=0) / tl.sum(l * weight, axis=0)
-    tl.store(out_ptr + b * stride_ob + h * D + offs_d, out.to(out_ptr.dtype.element_ty))
+    ok = h_ok[:, None] & (s < SPLITS)[None, :]
+    slots = first_slot[:, None] + s[None, :]  # [heads, splits]
+    m = tl.load(m_ptr + slots, mask=ok, other=float("-inf"), cache_modifier=".cg")
+    l = tl.load(l_ptr + slots, mask=ok, other=0.0, cache_modifier=".cg")
+    acc = tl.load(acc_ptr + slots[:, :, None] * D + offs_d[None, None, :], mask=ok[:, :, None], other=0.0,
+                  cache_modifier=".cg")
+    m_max = tl.max(m, axis=1)
+    weight = tl.exp2(m - tl.where(h_ok, m_max, 0.0)[:, None])
+    out = tl.sum(acc * weight[:, :, None], axis=1) / tl.where(h_ok, tl.sum(l * weight, axis=1), 1.0)[:, None]
+    tl.store(out_row + heads[:, None] * D + offs_d[None, :], out.to(out_row.dtype.element_ty), mask=h_ok[:, None])
 
 
 def launch_attention(qkv: torch.Tensor, positions: torch.Tensor, q_norm: torch.Tensor, k_norm: torch.Tensor,
                      rope_cos: torch.Tensor, rope_sin_signed: torch.Tensor, k_cache: torch.Tensor,
                      v_cache: torch.Tensor, out: torch.Tensor, *, num_heads: int, num_kv_heads: int, eps: float,
-                     config, pdl: bool = False) -> torch.Tensor:
-    """Write out[B, heads*head_dim] and this token's K/V into the layer's caches [max_batch, kv, context, d]."""
+                     config, pdl: bool = False, counts: torch.Tensor | None = None) -> torch.Tensor:
+    """Write out[B, heads*head_dim] and this token's K/V into the layer's caches [max_batch, kv, context, d].
+
+    counts: int32 zeros, one per (row, KV head), that the splits count on (left at zero again); with
+    config.splits > 1 and counts=None a fresh one is made. A step passes one to all its layers.
+    """
     batch = qkv.shape[0]
     head_dim, max_context = k_cache.shape[-1], k_cache.shape[-2]
     group = num_heads // num_kv_heads
     splits = config.splits
-    grid = (batch, num_kv_heads, splits)
     if splits == 1:
-        m = l = acc = out
+        m = l = acc = counts = out
     else:
         m = torch.empty((batch, num_heads, splits), dtype=torch.float32, device=qkv.device)
         l = torch.empty_like(m)
         acc = torch.empty((batch, num_heads, splits, head_dim), dtype=torch.float32, device=qkv.device)
-    _attention_kernel[grid](
-        qkv, positions, q_norm, k_norm, rope_cos, rope_sin_signed, k_cache, v_cache, out, m, l, acc,
+        if counts is None:
+            counts = attention_counts(batch, num_kv_heads, qkv.device)
+    _attention_kernel[(batch, num_kv_heads, splits)](
+        qkv, positions, q_norm, k_norm, rope_cos, rope_sin_signed, k_cache, v_cache, out, m, l, acc, counts,
         qkv.stride(0), k_cache.stride(0), k_cache.stride(1), k_cache.stride(2), rope_cos.stride(0), out.stride(0),
         max_context, eps, LOG2_E / math.sqrt(head_dim),
         NQ=num_heads, NKV=num_kv_heads, GROUP=group, GROUP_P=max(16, triton.next_power_of_2(group)), D=head_dim,
-        BLOCK_T=config.block_t, SPLITS=splits, USE_PDL=pdl, **launch_kwargs(config.num_warps, pdl))
-    if splits > 1:
-        _merge_kernel[(batch, num_heads)](m, l, acc, out, out.stride(0), NQ=num_heads, D=head_dim, SPLITS=splits,
-                                          SPLITS_P=triton.next_power_of_2(splits), USE_PDL=pdl,
-                                          **launch_kwargs(4, pdl))
+        BLOCK_T=config.block_t, SPLITS=splits, SPLITS_P=triton.next_power_of_2(splits), USE_PDL=pdl,
+        **launch_kwargs(config.num_warps, pdl))
     return out
+
+
+def attention_counts(batch: int, num_kv_heads: int, device) -> torch.Tensor:
+    """The zeroed int32 counters a split attention needs: one per (batch row, KV head)."""
+    return torch.zeros(batch * num_kv_heads, dtype=torch.int32, device=device)

@@ -5,7 +5,10 @@ tiles of contiguous weights, so the grid is cdiv(N, rows_per_program) (x split_k
 the products accumulate elementwise in float32 registers and are summed once at the end; with
 dot=True each tile runs on tensor cores, the batch padded to 16 rows (rows_per_program >= 16).
 With PDL on, a program loads its first weight tile before waiting for the previous kernel:
-weights never depend on it.
+weights never depend on it. After the wait every input the epilogue needs (the residual) is
+loaded at once, so its latency overlaps the weight stream. Without split-K the RMSNorm is
+deferred: the tiles multiply x * norm_weight and the sums are scaled by 1/rms at the end, so
+x is read in one pass instead of two (a rounding of the normed x to bf16 is skipped).
 """
 from __future__ import annotations
 
@@ -24,13 +27,22 @@ REDUCE_BLOCK_N = 256
 
 
 @triton.jit
-def _x_tile(x_ptr, stride_xb, bidx, b_ok, k, k_ok, norm_ptr, inv_rms, NORM: tl.constexpr):
-    """x[:, k] in float32; with NORM, RMSNorm'd as Qwen3 does (cast to x's dtype, then times the weight)."""
+def _x_tile(x_ptr, stride_xb, bidx, b_ok, k, k_ok, norm_ptr, inv_rms, sum_sq, NORM: tl.constexpr,
+            DEFER: tl.constexpr):
+    """(x[:, k] in float32, sum_sq); with NORM, RMSNorm'd as Qwen3 does (cast to x's dtype, times the weight).
+
+    DEFER: x * weight only, its squares added to sum_sq; the caller scales the sums by 1/rms at the end.
+    """
     xv = tl.load(x_ptr + bidx[:, None] * stride_xb + k[None, :], mask=b_ok[:, None] & k_ok[None, :], other=0.0)
     if NORM:
         nw = tl.load(norm_ptr + k, mask=k_ok, other=0.0)
-        xv = (xv.to(tl.float32) * inv_rms[:, None]).to(x_ptr.dtype.element_ty) * nw[None, :]
-    return xv.to(tl.float32)
+        if DEFER:
+            xf = xv.to(tl.float32)
+            sum_sq += tl.sum(xf * xf, axis=1)
+            xv = xf * nw.to(tl.float32)[None, :]
+        else:
+            xv = (xv.to(tl.float32) * inv_rms[:, None]).to(x_ptr.dtype.element_ty) * nw[None, :]
+    return xv.to(tl.float32), sum_sq
 
 
 @triton.jit
@@ -51,8 +63,8 @@ def _dot(acc, xv, w, DOT: tl.constexpr):
 def _gemv_kernel(x_ptr, w_ptr, norm_ptr, res_ptr, out_ptr,
                  B, N, K, stride_xb, stride_wn, stride_rb, stride_ob, stride_os, k_per_split, eps,
                  BLOCK_B: tl.constexpr, ROWS: tl.constexpr, BLOCK_K: tl.constexpr,
-                 NORM: tl.constexpr, EPILOGUE: tl.constexpr, EVEN_K: tl.constexpr, DOT: tl.constexpr,
-                 USE_PDL: tl.constexpr):
+                 NORM: tl.constexpr, DEFER: tl.constexpr, EPILOGUE: tl.constexpr, EVEN_K: tl.constexpr,
+                 DOT: tl.constexpr, USE_PDL: tl.constexpr):
     pid_n = tl.program_id(0)
     pid_k = tl.program_id(1)
     rows = pid_n * ROWS + tl.arange(0, ROWS)
@@ -76,9 +88,13 @@ def _gemv_kernel(x_ptr, w_ptr, norm_ptr, res_ptr, out_ptr,
     if EPILOGUE == SWIGLU:
         u = tl.load(u_rows + k[None, :], mask=w_mask, other=0.0)
     pdl_wait(USE_PDL)
+    out_mask = b_ok[:, None] & row_ok[None, :]
+    if EPILOGUE == RESIDUAL:  # res may be out itself: read before any program writes
+        res = tl.load(res_ptr + bidx[:, None] * stride_rb + rows[None, :], mask=out_mask, other=0.0)
 
     inv_rms = tl.zeros([BLOCK_B], tl.float32)
-    if NORM:  # the whole row's RMS, recomputed by every program: x is only K wide
+    sum_sq = tl.zeros([BLOCK_B], tl.float32)
+    if NORM and not DEFER:  # the whole row's RMS first, recomputed by every program: x is only K wide
         sum_sq = tl.zeros([BLOCK_B], tl.float32)
         for k0 in range(0, K, BLOCK_K):
             kk = k0 + offs_k
@@ -86,6 +102,7 @@ def _gemv_kernel(x_ptr, w_ptr, norm_ptr, res_ptr, out_ptr,
                          mask=b_ok[:, None] & (kk < K)[None, :], other=0.0).to(tl.float32)
             sum_sq += tl.sum(xv * xv, axis=1)
         inv_rms = tl.rsqrt(sum_sq / K + eps)
+        sum_sq = tl.zeros([BLOCK_B], tl.float32)
 
     if DOT:
         acc = tl.zeros([BLOCK_B, ROWS], tl.float32)
@@ -93,7 +110,7 @@ def _gemv_kernel(x_ptr, w_ptr, norm_ptr, res_ptr, out_ptr,
     else:
         acc = tl.zeros([BLOCK_B, ROWS, BLOCK_K], tl.float32)
         acc_up = tl.zeros([BLOCK_B, ROWS, BLOCK_K], tl.float32)
-    xv = _x_tile(x_ptr, stride_xb, bidx, b_ok, k, k_ok, norm_ptr, inv_rms, NORM)
+    xv, sum_sq = _x_tile(x_ptr, stride_xb, bidx, b_ok, k, k_ok, norm_ptr, inv_rms, sum_sq, NORM, DEFER)
     acc = _dot(acc, xv, w, DOT)
     if EPILOGUE == SWIGLU:
         acc_up = _dot(acc_up, xv, u, DOT)
@@ -105,7 +122,7 @@ def _gemv_kernel(x_ptr, w_ptr, norm_ptr, res_ptr, out_ptr,
         else:
             w_mask = row_ok[:, None] & k_ok[None, :]
         w = tl.load(w_rows + k[None, :], mask=w_mask, other=0.0)
-        xv = _x_tile(x_ptr, stride_xb, bidx, b_ok, k, k_ok, norm_ptr, inv_rms, NORM)
+        xv, sum_sq = _x_tile(x_ptr, stride_xb, bidx, b_ok, k, k_ok, norm_ptr, inv_rms, sum_sq, NORM, DEFER)
         acc = _dot(acc, xv, w, DOT)
         if EPILOGUE == SWIGLU:
             u = tl.load(u_rows + k[None, :], mask=w_mask, other=0.0)
@@ -115,13 +132,16 @@ def _gemv_kernel(x_ptr, w_ptr, norm_ptr, res_ptr, out_ptr,
         acc = tl.sum(acc, axis=2)
         if EPILOGUE == SWIGLU:
             acc_up = tl.sum(acc_up, axis=2)
-    out_mask = b_ok[:, None] & row_ok[None, :]
+    if DEFER:  # one pass over x: its sum of squares grew with the tiles
+        scale = tl.rsqrt(sum_sq / K + eps)[:, None]
+        acc = acc * scale
+        if EPILOGUE == SWIGLU:
+            acc_up = acc_up * scale
     out_ptrs = out_ptr + bidx[:, None] * stride_ob + rows[None, :]
     dtype = x_ptr.dtype.element_ty
     if EPILOGUE == STORE:
         tl.store(out_ptrs, acc.to(out_ptr.dtype.element_ty), mask=out_mask)
-    elif EPILOGUE == RESIDUAL:  # one rounding after the add, as addmm does; res may be out itself
-        res = tl.load(res_ptr + bidx[:, None] * stride_rb + rows[None, :], mask=out_mask, other=0.0)
+    elif EPILOGUE == RESIDUAL:  # one rounding after the add, as addmm does
         tl.store(out_ptrs, (res.to(tl.float32) + acc).to(out_ptr.dtype.element_ty), mask=out_mask)
     elif EPILOGUE == SWIGLU:  # silu(gate) * up, each rounded to the dtype as the plain step rounds them
         gate = acc.to(dtype).to(tl.float32)
@@ -165,9 +185,10 @@ def launch_gemv(x: torch.Tensor, weight: torch.Tensor, out: torch.Tensor, *, con
         raise ValueError("split_k must be 1 for the SwiGLU GEMV: silu needs each row's whole sum")
     grid = (triton.cdiv(n_rows, config.rows_per_program), splits)
     block_b = max(16, triton.next_power_of_2(batch)) if config.dot else triton.next_power_of_2(batch)
-    common = dict(BLOCK_B=block_b, ROWS=config.rows_per_program, BLOCK_K=block_k,
-                  NORM=norm_weight is not None, EVEN_K=k_size % block_k == 0, DOT=config.dot, USE_PDL=pdl)
-    norm = norm_weight if norm_weight is not None else weight
+    has_norm = norm_weight is not None
+    common = dict(BLOCK_B=block_b, ROWS=config.rows_per_program, BLOCK_K=block_k, NORM=has_norm,
+                  DEFER=has_norm and splits == 1, EVEN_K=k_size % block_k == 0, DOT=config.dot, USE_PDL=pdl)
+    norm = norm_weight if has_norm else weight
     if splits == 1:
         epilogue = SWIGLU if swiglu else RESIDUAL if residual is not None else STORE
         res = residual if residual is not None else out

@@ -1,9 +1,9 @@
 """One decode step from the book's own kernels: embedding, five kernels per layer, norm + LM head.
 
-Per layer: RMSNorm+QKV GEMV; attention (q/k norm, RoPE, KV write, flash-decoding splits);
-o_proj GEMV + residual; RMSNorm+gate_up GEMV+SwiGLU; down GEMV + residual (split-K adds a
-reduce kernel, attention splits a merge kernel). The weights, rope tables and KV cache are
-the model's own, so the step shares its cache with model.prefill and model.decode_step.
+Per layer: RMSNorm+QKV GEMV; attention (q/k norm, RoPE, KV write, flash-decoding splits
+merged by the last split to finish); o_proj GEMV + residual; RMSNorm+gate_up GEMV+SwiGLU;
+down GEMV + residual (split-K adds a reduce kernel). The weights, rope tables and KV cache
+are the model's own, so the step shares its cache with model.prefill and model.decode_step.
 """
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import torch
 import triton
 import triton.language as tl
 
-from .attention import launch_attention
+from .attention import attention_counts, launch_attention
 from .config import StepConfig, default_config
 from .gemv import launch_gemv
 from .runtime import launch_kwargs, pdl_wait
@@ -84,12 +84,13 @@ def build_step(model, *, pdl: bool, config: StepConfig | None):
         attn = torch.empty((batch, nq * d), **kw)
         act = torch.empty((batch, s.intermediate_size), **kw)
         logits = torch.empty((batch, s.vocab_size), **kw)
+        counts = attention_counts(batch, nkv, x.device) if cfg.attention.splits > 1 else None
         launch_embedding(tokens, model.embed, x, pdl=pdl)
         for i, w in enumerate(model.layers):
             launch_gemv(x, w.qkv, qkv, config=cfg.qkv, norm_weight=w.input_norm, eps=eps, pdl=pdl)
             launch_attention(qkv, positions, w.q_norm, w.k_norm, model.rope_cos, model.rope_sin_signed,
                              model.k_cache[i], model.v_cache[i], attn, num_heads=nq, num_kv_heads=nkv,
-                             eps=eps, config=cfg.attention, pdl=pdl)
+                             eps=eps, config=cfg.attention, pdl=pdl, counts=counts)
             launch_gemv(attn, w.o_proj, x, config=cfg.o_proj, residual=x, pdl=pdl)
             launch_gemv(x, w.gate_up, act, config=cfg.gate_up, norm_weight=w.post_norm, eps=eps,
                         swiglu=True, pdl=pdl)
