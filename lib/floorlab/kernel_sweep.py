@@ -1,9 +1,11 @@
 """Sweep the book's Triton GEMVs over launch configs, then time the kernel step: `python -m floorlab.kernel_sweep`.
 
-For the qwen3-0.6b layer shapes at batch 1 and 8 it times each GEMV (with the epilogue
-the step really runs) over a few configs, inside a CUDA graph of one launch per layer on
-distinct weights, so no weight sits in L2. Then it times triton_step and model.decode_step,
-both graph-replayed, against the floor, and checks replay against eager bit for bit.
+For each preset's layer shapes (qwen3-0.6b and qwen3-8b) at batch 1 and 8 it times each GEMV
+(with the epilogue the step really runs) over a few configs, inside a CUDA graph of one launch
+per layer on distinct weights, so no weight sits in L2. Then it times triton_step with the
+winners (and variants: PDL released after the wait, attention splits) and model.decode_step,
+all graph-replayed, against the floor, and checks replay against eager bit for bit. It also
+times the bare GEMV against its size: alone, back to back, and chained with PDL.
 Every variant runs in its own try/except: one failure prints and the sweep goes on.
 `--tiny` runs the same code on a tiny shape (on a CPU in Triton's interpreter).
 """
@@ -26,7 +28,7 @@ from floorlab.roofline import achieved_gbps, bytes_per_step, floor_ms
 from floorlab.shapes import Qwen3Shape, get_shape
 from floorlab.timing import time_ms
 
-SWEEP_PRESET, STEP_PRESETS, BATCHES, CONTEXT = "qwen3-0.6b", ("qwen3-0.6b", "qwen3-8b"), (1, 8), 512
+STEP_PRESETS, BATCHES, CONTEXT = ("qwen3-0.6b", "qwen3-8b"), (1, 8), 512
 ATTENTION_SPLITS = (1, 2, 4, 8, 16)
 SIZES = (256, 1024, 2048, 4096, 8192, 16384, 65536, 151936)  # GEMV rows N at K = hidden size
 TINY = Qwen3Shape(64, 96, 2, 4, 2, 16, 97, False, rope_theta=10000.0, name="tiny")
@@ -51,27 +53,29 @@ def gemv_shapes(shape: Qwen3Shape) -> dict[str, tuple[int, int]]:
 
 def gemv_configs(name: str, batch: int, limit: int = 8, hidden_size: int = 1024):
     """At most `limit` GemvConfigs to try for one GEMV at one batch, the default first."""
-    from floorlab.kernels import GemvConfig, default_block_k, default_config
+    from floorlab.kernels import GemvConfig, default_config
 
-    bk = default_block_k(batch)  # for 4 rows; more rows take a smaller tile, fewer registers
-    if batch <= 2:  # products in registers, summed once at the end; small programs fit more per SM
-        grid = [(4, bk, 4, 1, 0), (2, 1024, 1, 1, 0), (2, 1024, 2, 1, 0), (4, 1024, 2, 1, 0), (1, 1024, 1, 1, 0),
-                (2, 512, 1, 1, 0), (4, 4096, 4, 1, 0), (8, bk // 2, 4, 1, 0), (16, 256, 4, 1, 1)]
+    # (rows per program, block_k, warps, split_k, dot, tile_sums)
+    if batch <= 2:  # products in registers; small programs fit more per SM
+        grid = [(2, 512, 1, 1, 0, 0), (2, 1024, 1, 1, 0, 1), (2, 1024, 2, 1, 0, 1), (4, 1024, 2, 1, 0, 1),
+                (4, 1024, 4, 1, 0, 1), (8, 512, 4, 1, 0, 1), (2, 2048, 2, 1, 0, 1), (4, 512, 4, 1, 0, 0),
+                (1, 1024, 1, 1, 0, 1), (4, 4096, 4, 1, 0, 0)]
         if name == "lm_head":
-            grid = [(16, 256, 4, 1, 0), (8, 512, 4, 1, 0), (4, 1024, 2, 1, 0), (2, 1024, 1, 1, 0),
-                    (8, 1024, 4, 1, 0), (16, 512, 8, 1, 0), (32, 256, 8, 1, 0), (32, 128, 4, 1, 1)]
+            grid = [(16, 256, 4, 1, 0, 0), (8, 1024, 4, 1, 0, 1), (16, 1024, 4, 1, 0, 1), (16, 512, 4, 1, 0, 1),
+                    (4, 1024, 2, 1, 0, 1), (32, 512, 8, 1, 0, 1), (8, 512, 4, 1, 0, 0), (16, 1024, 8, 1, 0, 1)]
         if name in ("o_proj", "down"):
-            grid = grid[:7] + [(2, 1024, 1, 2, 0), (4, 1024, 2, 2, 0), (4, bk, 4, 2, 0), (16, 256, 4, 4, 1)]
-    else:  # tensor-core tiles, the batch padded to 16 rows
-        grid = [(4, bk, 4, 1, 0), (16, 256, 4, 1, 1), (16, 128, 4, 1, 1), (32, 128, 4, 1, 1), (32, 256, 8, 1, 1),
-                (64, 128, 4, 1, 1), (16, 512, 4, 1, 1), (16, 1024, 4, 1, 1), (16, 512, 2, 1, 1)]
+            grid = grid[:8] + [(2, 1024, 1, 2, 0, 1), (4, 1024, 2, 2, 0, 1), (4, 4096, 4, 1, 0, 0)]
+    else:  # tensor-core tiles, the batch padded to 16 rows, or register sums of each tile
+        grid = [(16, 128, 4, 1, 1, 0), (32, 128, 4, 1, 1, 0), (64, 128, 4, 1, 1, 0), (16, 256, 4, 1, 1, 0),
+                (32, 256, 8, 1, 1, 0), (2, 256, 2, 1, 0, 1), (4, 256, 4, 1, 0, 1), (16, 128, 4, 2, 1, 0),
+                (16, 256, 4, 4, 1, 0)]
         if name in ("o_proj", "down"):
-            grid = [(4, bk, 4, 2, 0), (16, 256, 4, 2, 1), (16, 256, 4, 4, 1), (16, 128, 4, 4, 1), (32, 128, 4, 4, 1),
-                    (16, 512, 4, 2, 1), (32, 256, 8, 2, 1), (16, 1024, 4, 1, 1), (16, 512, 2, 2, 1)]
+            grid = [(16, 128, 4, 4, 1, 0), (16, 256, 4, 4, 1, 0), (16, 256, 4, 2, 1, 0), (32, 128, 4, 4, 1, 0),
+                    (16, 128, 4, 8, 1, 0), (2, 256, 2, 2, 0, 1), (4, 256, 4, 2, 0, 1), (16, 512, 4, 2, 1, 0)]
         if name == "lm_head":
-            grid = [(16, max(32, bk // 4), 4, 1, 0), (16, 256, 4, 1, 1), (32, 128, 4, 1, 1), (32, 256, 4, 1, 1),
-                    (64, 128, 4, 1, 1), (64, 256, 8, 1, 1), (128, 128, 8, 1, 1), (128, 256, 8, 1, 1)]
-    grid = [(r, max(32, k), w, s, bool(d)) for r, k, w, s, d in grid]
+            grid = [(128, 128, 8, 1, 1, 0), (64, 128, 4, 1, 1, 0), (128, 256, 8, 1, 1, 0), (256, 64, 8, 1, 1, 0),
+                    (64, 128, 8, 1, 1, 0), (8, 256, 4, 1, 0, 1), (4, 256, 2, 1, 0, 1)]
+    grid = [(r, max(32, k), w, s, bool(d), bool(t)) for r, k, w, s, d, t in grid]
     first = getattr(default_config(batch, hidden_size=hidden_size), name)
     configs = [first] + [c for c in (GemvConfig(*g) for g in grid) if c != first]
     return configs[:limit]
@@ -79,7 +83,8 @@ def gemv_configs(name: str, batch: int, limit: int = 8, hidden_size: int = 1024)
 
 def _gemv_case(name: str, n: int, k: int, batch: int, copies: int, device, dtype):
     """(weights, run(weight, config, pdl), reference(weight) in float32) for one GEMV as the step runs it."""
-    from floorlab.kernels.gemv import launch_gemv
+    from floorlab.kernels.matvec import launch_gemv
+    from floorlab.kernels.runtime import PDL_EARLY
 
     gen = torch.Generator(device=device).manual_seed(n + k)
     weights = [torch.randn(n, k, device=device, dtype=dtype, generator=gen) * k ** -0.5 for _ in range(copies)]
@@ -89,12 +94,14 @@ def _gemv_case(name: str, n: int, k: int, batch: int, copies: int, device, dtype
     out = torch.empty(batch, rows, device=device, dtype=dtype)
     residual = torch.randn(batch, rows, device=device, dtype=dtype, generator=gen)
     kind = {"qkv": "norm", "lm_head": "norm", "gate_up": "swiglu", "o_proj": "residual", "down": "residual"}[name]
+    # gate_up is RMSNorm'd too, as the step runs it
 
     def run(weight, config, pdl):
+        mode = PDL_EARLY if pdl else 0
         if kind == "residual":  # in place, as the step adds to x
-            return launch_gemv(x, weight, out, config=config, residual=out, pdl=pdl)
-        return launch_gemv(x, weight, out, config=config, norm_weight=norm if kind != "swiglu" else None,
-                           eps=EPS, swiglu=kind == "swiglu", pdl=pdl)
+            return launch_gemv(x, weight, out, config=config, residual=out, pdl=mode)
+        return launch_gemv(x, weight, out, config=config, norm_weight=norm, eps=EPS, swiglu=kind == "swiglu",
+                           pdl=mode)
 
     def check(config, pdl) -> float:
         out.copy_(residual)
@@ -103,7 +110,7 @@ def _gemv_case(name: str, n: int, k: int, batch: int, copies: int, device, dtype
         if kind == "norm":
             expected = _rms_norm(x, norm, EPS).float() @ w.T
         elif kind == "swiglu":
-            gate, up = (xf @ w.T).chunk(2, dim=-1)
+            gate, up = (_rms_norm(x, norm, EPS).float() @ w.T).chunk(2, dim=-1)
             expected = F.silu(gate) * up
         else:
             expected = residual.float() + xf @ w.T
@@ -190,7 +197,9 @@ def sweep_sizes(sizes, k: int, *, device, dtype, read_gbps: float, copies: int, 
     `serial` (copies launches on distinct weights, each waiting for the last to drain) and
     `chained` (the same launches with PDL, each loading weights while the last one finishes).
     """
-    from floorlab.kernels import GemvConfig, gemv
+    from floorlab.kernels import GemvConfig
+    from floorlab.kernels.matvec import launch_gemv
+    from floorlab.kernels.runtime import PDL_EARLY
 
     config = config or GemvConfig()
     rows = []
@@ -204,8 +213,7 @@ def sweep_sizes(sizes, k: int, *, device, dtype, read_gbps: float, copies: int, 
                "config": config.to_dict()}
         ways = {"alone": (weights[:1], False), "serial": (weights, False), "chained": (weights, pdl_on)}
         for way, (used, pdl) in ways.items():
-            calls = [lambda w=w, p=pdl: gemv(x, w, out=out, rows_per_program=config.rows_per_program,
-                                             block_k=config.block_k, num_warps=config.num_warps, pdl=p)
+            calls = [lambda w=w, p=pdl: launch_gemv(x, w, out, config=config, pdl=PDL_EARLY if p else 0)
                      for w in used]
             us = 1e3 * _time_per_call_ms(calls, device, warmup, repeats)
             row[f"{way}_us"] = us
@@ -250,6 +258,8 @@ def time_steps(shape: Qwen3Shape, batches, context: int, *, device, dtype, floor
     configs = {b: tuned_config(b, best, shape, max_context) for b in batches}
     steps["triton tuned"] = _per_batch(model, configs)
     steps["triton tuned, no PDL"] = _per_batch(model, configs, pdl=False)
+    steps["triton tuned, PDL after wait"] = _per_batch(
+        model, {b: replace(c, early_launch=False) for b, c in configs.items()})
     for splits in ATTENTION_SPLITS:  # flash-decoding splits of the context, at most one tile each
         if splits <= max(1, max_context // configs[batches[0]].attention.block_t):
             split_configs = {b: replace(c, attention=replace(c.attention, splits=splits)) for b, c in configs.items()}
@@ -297,9 +307,38 @@ def time_steps(shape: Qwen3Shape, batches, context: int, *, device, dtype, floor
             except Exception as err:  # noqa: BLE001
                 row["error"] = _report(errors, f"{shape.name} b{batch} {path}", err)
             rows.append(row)
+        try:
+            rows.append(time_attention(model, configs[batch].attention, positions, warmup=warmup, repeats=repeats,
+                                       floor_gbps=floor_gbps))
+        except Exception as err:  # noqa: BLE001
+            _report(errors, f"{shape.name} b{batch} attention", err)
     del model, steps, runners
     _free()
     return rows
+
+
+def time_attention(model, config, positions: torch.Tensor, *, warmup: int, repeats: int, floor_gbps: float) -> dict:
+    """One row: the attention kernel of every layer back to back (PDL on where it can be), µs per layer."""
+    from floorlab.kernels import pdl_supported
+    from floorlab.kernels.attention import attention_counts, launch_attention
+    from floorlab.kernels.runtime import PDL_EARLY
+
+    s, device = model.shape, model.embed.device
+    batch = positions.shape[0]
+    qkv = torch.randn(batch, (s.num_heads + 2 * s.num_kv_heads) * s.head_dim, device=device, dtype=model.dtype)
+    out = torch.empty(batch, s.num_heads * s.head_dim, device=device, dtype=model.dtype)
+    counts = attention_counts(batch, s.num_kv_heads, device)
+    mode = PDL_EARLY if pdl_supported(device) else 0
+    calls = [lambda i=i, w=w: launch_attention(
+        qkv, positions, w.q_norm, w.k_norm, model.rope_cos, model.rope_sin_signed, model.k_cache[i],
+        model.v_cache[i], out, num_heads=s.num_heads, num_kv_heads=s.num_kv_heads, eps=s.rms_norm_eps,
+        config=config, pdl=mode, counts=counts) for i, w in enumerate(model.layers)]
+    us = 1e3 * _time_per_call_ms(calls, device, warmup, repeats)
+    visible = int(positions.max().item()) + 1
+    nbytes = 2 * batch * s.num_kv_heads * visible * s.head_dim * model.k_cache.element_size()
+    return {"preset": s.name, "batch": batch, "path": "attention kernel, per layer", "kernel": "attention",
+            "config": config.to_dict(), "us": us, "bytes": nbytes, "gbps": achieved_gbps(nbytes, us / 1e3),
+            "pct_floor_bw": 100 * achieved_gbps(nbytes, us / 1e3) / floor_gbps}
 
 
 def _fits(shape: Qwen3Shape, device, dtype) -> bool:
@@ -329,7 +368,7 @@ def _config_text(config) -> str:
         return str(config)
     text = f"r{config['rows_per_program']} k{config['block_k']} w{config['num_warps']}"
     text += f" s{config['split_k']}" if config.get("split_k", 1) > 1 else ""
-    return text + (" dot" if config.get("dot") else "")
+    return text + (" dot" if config.get("dot") else "") + (" ts" if config.get("tile_sums") else "")
 
 
 def format_table(result: dict) -> str:
@@ -337,24 +376,30 @@ def format_table(result: dict) -> str:
     bw = result["bandwidth_gbps"]
     lines = [f"{result['device'].get('name')}: copy {bw['copy']:.0f} GB/s, read {bw['read']:.0f} GB/s "
              f"(floors use {result['floor_gbps']:.0f} GB/s)", "",
-             f"{'gemv':8} {'b':>2} {'config':18} {'pdl':>3} {'us':>8} {'GB/s':>7} {'%read':>6} {'rel err':>8}"]
+             f"{'preset':11} {'gemv':8} {'b':>2} {'config':21} {'pdl':>3} {'us':>8} {'GB/s':>7} {'%read':>6} "
+             f"{'rel err':>8}"]
     for r in result["gemv_rows"]:
+        head = f"{r.get('preset', ''):11} {r['gemv']:8} {r['batch']:>2} {_config_text(r['config']):21}"
         if "error" in r:
-            lines.append(f"{r['gemv']:8} {r['batch']:>2} {_config_text(r['config']):18} error: {r['error'][:60]}")
+            lines.append(f"{head} error: {r['error'][:60]}")
             continue
         err = f"{r['rel_err']:.1e}" if "rel_err" in r else "-"
-        lines.append(f"{r['gemv']:8} {r['batch']:>2} {_config_text(r['config']):18} {'on' if r['pdl'] else 'off':>3} "
-                     f"{r['us']:8.2f} {r['gbps']:7.0f} {r['pct_read']:6.1f} {err:>8}{' *' if r.get('best') else ''}")
+        lines.append(f"{head} {'on' if r['pdl'] else 'off':>3} {r['us']:8.2f} {r['gbps']:7.0f} {r['pct_read']:6.1f} "
+                     f"{err:>8}{' *' if r.get('best') else ''}")
     if result.get("size_rows"):
         lines += ["", f"{'rows N':>7} {'MB':>6} {'programs':>8} {'alone GB/s':>10} {'serial':>7} {'chained':>7}"]
         lines += [f"{r['n']:7d} {r['bytes'] / 1e6:6.1f} {r['programs']:8d} {r['alone_gbps']:10.0f} "
                   f"{r['serial_gbps']:7.0f} {r['chained_gbps']:7.0f}" for r in result["size_rows"]]
     lines += ["", "best config per GEMV:"]
     lines += [f"  {key}: {_config_text(c)}" for key, c in result["best"].items()]
-    lines += ["", f"{'preset':12} {'b':>2} {'path':22} {'graph':>5} {'ms':>8} {'floor':>7} {'x floor':>7} "
+    lines += ["", f"{'preset':12} {'b':>2} {'path':28} {'graph':>5} {'ms':>8} {'floor':>7} {'x floor':>7} "
                   f"{'rel err':>8} {'bit-id':>6}"]
     for r in result["step_rows"]:
-        head = f"{r['preset']:12} {r['batch']:>2} {r['path']:22} {'yes' if r['graph'] else 'no':>5}"
+        if r.get("kernel") == "attention":
+            lines.append(f"{r['preset']:12} {r['batch']:>2} {r['path']:28} {'':>5} {r['us'] / 1e3:8.4f} "
+                         f"({r['us']:.2f} µs, {r['gbps']:.0f} GB/s of KV)")
+            continue
+        head = f"{r['preset']:12} {r['batch']:>2} {r['path']:28} {'yes' if r['graph'] else 'no':>5}"
         if "error" in r:
             lines.append(f"{head} error: {r['error'][:60]}")
             continue
@@ -379,10 +424,8 @@ def run_sweep(*, tiny: bool = False, batches=None, context: int | None = None, p
     start = time.perf_counter()
     batches = tuple(batches or ((1, 3) if tiny else BATCHES))
     context = context or (12 if tiny else CONTEXT)
-    sweep_shape = TINY if tiny else get_shape(SWEEP_PRESET)
     step_shapes = [TINY] if tiny else [get_shape(p) for p in (presets or STEP_PRESETS)]
     warmup, repeats = (3, repeats or 20) if on_cuda else (0, repeats or 1)
-    copies = sweep_shape.num_layers
     size_mb = None if on_cuda else 16
     copy, read = (measure_bandwidth(device, kind=kind, size_mb=size_mb, repeats=5 if tiny else 20)
                   for kind in ("copy", "read"))
@@ -391,29 +434,30 @@ def run_sweep(*, tiny: bool = False, batches=None, context: int | None = None, p
               "bandwidth_gbps": {"copy": copy.gbps, "read": read.gbps}, "floor_gbps": max(copy.gbps, read.gbps),
               "pdl": pdl_supported(device), "errors": []}
     print(f"bandwidth: copy {copy.gbps:.0f} GB/s, read {read.gbps:.0f} GB/s", flush=True)
-    rows, best = sweep_gemvs(sweep_shape, batches, device=device, dtype=dtype, read_gbps=read.gbps,
-                             copies=copies, warmup=warmup, repeats=repeats, limit=limit,
-                             pdl_on=result["pdl"], errors=result["errors"])
-    result["gemv_rows"] = rows
-    sizes = (16, 64, 256) if tiny else SIZES
-    try:
-        result["size_rows"] = sweep_sizes(sizes, sweep_shape.hidden_size, device=device, dtype=dtype,
-                                          read_gbps=read.gbps, copies=copies, warmup=warmup, repeats=repeats,
-                                          pdl_on=result["pdl"], config=best.get(("qkv", batches[0])))
-    except Exception as err:  # noqa: BLE001
-        _report(result["errors"], "size sweep", err)
-    result["best"] = {f"{name} b{batch}": c.to_dict() for (name, batch), c in best.items()}
-    print(f"GEMV sweep done after {time.perf_counter() - start:.0f} s", flush=True)
-    result["step_rows"] = []
-    for shape in [] if skip_steps else step_shapes:
+    result["gemv_rows"], result["best"], result["step_rows"] = [], {}, []
+    for shape in step_shapes:  # each preset's GEMVs swept, then its steps timed with the winners
         if not _fits(shape, device, dtype):
             result["errors"].append(f"{shape.name}: skipped, its weights do not fit in free memory")
             continue
-        # the tuned config comes from the sweep's shape; other presets keep the defaults
-        tuned = best if shape == sweep_shape else {}
+        rows, best = sweep_gemvs(shape, batches, device=device, dtype=dtype, read_gbps=read.gbps,
+                                 copies=shape.num_layers, warmup=warmup, repeats=repeats, limit=limit,
+                                 pdl_on=result["pdl"], errors=result["errors"])
+        result["gemv_rows"] += [dict(row, preset=shape.name) for row in rows]
+        result["best"].update({f"{shape.name} {name} b{batch}": c.to_dict() for (name, batch), c in best.items()})
+        print(f"{shape.name} GEMV sweep done after {time.perf_counter() - start:.0f} s", flush=True)
+        if shape == step_shapes[0]:
+            try:
+                result["size_rows"] = sweep_sizes(
+                    (16, 64, 256) if tiny else SIZES, shape.hidden_size, device=device, dtype=dtype,
+                    read_gbps=read.gbps, copies=shape.num_layers, warmup=warmup, repeats=repeats,
+                    pdl_on=result["pdl"], config=best.get(("qkv", batches[0])))
+            except Exception as err:  # noqa: BLE001
+                _report(result["errors"], "size sweep", err)
+        if skip_steps:
+            continue
         try:
             result["step_rows"] += time_steps(shape, batches, context, device=device, dtype=dtype,
-                                              floor_gbps=result["floor_gbps"], best=tuned, warmup=warmup,
+                                              floor_gbps=result["floor_gbps"], best=best, warmup=warmup,
                                               repeats=repeats, errors=result["errors"])
         except Exception as err:  # noqa: BLE001
             _report(result["errors"], f"{shape.name} steps", err)

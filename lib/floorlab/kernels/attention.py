@@ -14,7 +14,7 @@ import torch
 import triton
 import triton.language as tl
 
-from .runtime import launch_kwargs, pdl_wait
+from .runtime import launch_kwargs, pdl_start, pdl_wait
 
 LOG2_E = 1.4426950408889634
 
@@ -63,6 +63,7 @@ def _attention_kernel(qkv_ptr, pos_ptr, qn_ptr, kn_ptr, cos_ptr, sin_ptr, kc_ptr
                       NQ: tl.constexpr, NKV: tl.constexpr, GROUP: tl.constexpr, GROUP_P: tl.constexpr,
                       D: tl.constexpr, BLOCK_T: tl.constexpr, SPLITS: tl.constexpr, SPLITS_P: tl.constexpr,
                       USE_PDL: tl.constexpr):
+    pdl_start(USE_PDL)
     b = tl.program_id(0)
     kvh = tl.program_id(1)
     split = tl.program_id(2)
@@ -148,7 +149,7 @@ def _merge_splits(m_ptr, l_ptr, acc_ptr, out_row, first_slot, heads, h_ok, offs_
 def launch_attention(qkv: torch.Tensor, positions: torch.Tensor, q_norm: torch.Tensor, k_norm: torch.Tensor,
                      rope_cos: torch.Tensor, rope_sin_signed: torch.Tensor, k_cache: torch.Tensor,
                      v_cache: torch.Tensor, out: torch.Tensor, *, num_heads: int, num_kv_heads: int, eps: float,
-                     config, pdl: bool = False, counts: torch.Tensor | None = None) -> torch.Tensor:
+                     config, pdl: int = 0, counts: torch.Tensor | None = None) -> torch.Tensor:
     """Write out[B, heads*head_dim] and this token's K/V into the layer's caches [max_batch, kv, context, d].
 
     counts: int32 zeros, one per (row, KV head), that the splits count on (left at zero again); with
@@ -171,7 +172,7 @@ def launch_attention(qkv: torch.Tensor, positions: torch.Tensor, q_norm: torch.T
         qkv.stride(0), k_cache.stride(0), k_cache.stride(1), k_cache.stride(2), rope_cos.stride(0), out.stride(0),
         max_context, eps, LOG2_E / math.sqrt(head_dim),
         NQ=num_heads, NKV=num_kv_heads, GROUP=group, GROUP_P=max(16, triton.next_power_of_2(group)), D=head_dim,
-        BLOCK_T=config.block_t, SPLITS=splits, SPLITS_P=triton.next_power_of_2(splits), USE_PDL=pdl,
+        BLOCK_T=config.block_t, SPLITS=splits, SPLITS_P=triton.next_power_of_2(splits), USE_PDL=int(pdl),
         **launch_kwargs(config.num_warps, pdl))
     return out
 

@@ -20,6 +20,8 @@ class GemvConfig:
     """One GEMV launch: output rows per program, K tile (elements), warps, K splits (1 = no split).
 
     dot=True multiplies each tile on tensor cores, the batch padded to 16 rows (needs rows_per_program >= 16).
+    tile_sums=True sums each tile's products at once (fewer registers, so larger tiles); by default they
+    pile up elementwise and are summed once at the end.
     """
 
     rows_per_program: int = 4
@@ -27,6 +29,7 @@ class GemvConfig:
     num_warps: int = 4
     split_k: int = 1
     dot: bool = False
+    tile_sums: bool = False
 
     def check(self) -> "GemvConfig":
         """Return self after checking every field; raises ValueError saying how to fix a bad one."""
@@ -38,6 +41,8 @@ class GemvConfig:
         if self.dot and (self.rows_per_program < 16 or self.block_k < 16):
             raise ValueError(f"GemvConfig(dot=True) needs rows_per_program >= 16 and block_k >= 16 (a tensor-core "
                              f"tile), got {self.rows_per_program} and {self.block_k}; raise them or pass dot=False")
+        if self.dot and self.tile_sums:
+            raise ValueError("GemvConfig(dot=True) already sums each tile on tensor cores; pass tile_sums=False")
         return self
 
     def to_dict(self) -> dict:
@@ -78,6 +83,7 @@ class StepConfig:
     down: GemvConfig = field(default_factory=GemvConfig)
     lm_head: GemvConfig = field(default_factory=lambda: GemvConfig(rows_per_program=8))
     attention: AttentionConfig = field(default_factory=AttentionConfig)
+    early_launch: bool = True  # with PDL, each kernel lets the next one launch at its start, not after its wait
 
     def check(self) -> "StepConfig":
         """Return self after checking every part; gate_up cannot split K (its SwiGLU needs whole sums)."""

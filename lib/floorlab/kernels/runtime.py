@@ -35,14 +35,31 @@ def pdl_supported(device) -> bool:
     return torch.cuda.get_device_capability(device) >= PDL_MIN_CAPABILITY
 
 
-def launch_kwargs(num_warps: int, pdl: bool) -> dict:
+def launch_kwargs(num_warps: int, pdl: int) -> dict:
     """Launch options: warps, and launch_pdl only when PDL is on (the interpreter knows no such option)."""
     return {"num_warps": num_warps, "launch_pdl": True} if pdl else {"num_warps": num_warps}
 
 
+# how a kernel uses programmatic dependent launch: the USE_PDL its launcher passes
+PDL_OFF, PDL_AFTER_WAIT, PDL_EARLY = 0, 1, 2
+
+
+def pdl_mode(pdl: bool, early: bool) -> int:
+    """USE_PDL for the kernels: off, next kernel released after this one's wait, or released at its start."""
+    return (PDL_EARLY if early else PDL_AFTER_WAIT) if pdl else PDL_OFF
+
+
+@triton.jit
+def pdl_start(USE_PDL: tl.constexpr):
+    """PDL_EARLY: let the next kernel launch now. Safe: it loads only weights before its own wait."""
+    if USE_PDL == 2:
+        tl.extra.cuda.gdc_launch_dependents()
+
+
 @triton.jit
 def pdl_wait(USE_PDL: tl.constexpr):
-    """Wait for the previous kernel's writes, then let the next kernel start loading its weights."""
+    """Wait for the previous kernel's writes; PDL_AFTER_WAIT then lets the next kernel start loading its weights."""
     if USE_PDL:
         tl.extra.cuda.gdc_wait()
-        tl.extra.cuda.gdc_launch_dependents()
+        if USE_PDL == 1:
+            tl.extra.cuda.gdc_launch_dependents()

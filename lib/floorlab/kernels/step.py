@@ -13,8 +13,8 @@ import triton.language as tl
 
 from .attention import attention_counts, launch_attention
 from .config import StepConfig, default_config
-from .gemv import launch_gemv
-from .runtime import launch_kwargs, pdl_wait
+from .matvec import launch_gemv
+from .runtime import launch_kwargs, pdl_mode, pdl_start, pdl_wait
 
 EMBED_BLOCK = 1024
 
@@ -22,6 +22,7 @@ EMBED_BLOCK = 1024
 @triton.jit
 def _embedding_kernel(tokens_ptr, embed_ptr, x_ptr, H, V, stride_e, stride_x,
                       BLOCK_H: tl.constexpr, USE_PDL: tl.constexpr):
+    pdl_start(USE_PDL)
     b = tl.program_id(0)
     offs = tl.program_id(1) * BLOCK_H + tl.arange(0, BLOCK_H)
     token = tl.load(tokens_ptr + b)
@@ -31,13 +32,13 @@ def _embedding_kernel(tokens_ptr, embed_ptr, x_ptr, H, V, stride_e, stride_x,
     tl.store(x_ptr + b * stride_x + offs, row, mask=offs < H)
 
 
-def launch_embedding(tokens: torch.Tensor, embed: torch.Tensor, out: torch.Tensor, *, pdl: bool) -> torch.Tensor:
+def launch_embedding(tokens: torch.Tensor, embed: torch.Tensor, out: torch.Tensor, *, pdl: int) -> torch.Tensor:
     """Write out[B, hidden] = embed[tokens] (rows of an out-of-range token are zeros)."""
     hidden = embed.shape[1]
     block = min(EMBED_BLOCK, triton.next_power_of_2(hidden))
     _embedding_kernel[(tokens.shape[0], triton.cdiv(hidden, block))](
         tokens, embed, out, hidden, embed.shape[0], embed.stride(0), out.stride(0),
-        BLOCK_H=block, USE_PDL=pdl, **launch_kwargs(4, pdl))
+        BLOCK_H=block, USE_PDL=int(pdl), **launch_kwargs(4, pdl))
     return out
 
 
@@ -78,6 +79,7 @@ def build_step(model, *, pdl: bool, config: StepConfig | None):
         """Logits [B, vocab] in the model's dtype; writes K/V at (row, position) of every layer's cache."""
         batch = check_inputs(model, tokens, positions)
         cfg = config_for(batch)
+        mode = pdl_mode(pdl, cfg.early_launch)
         kw = dict(dtype=model.dtype, device=model.embed.device)
         x = torch.empty((batch, s.hidden_size), **kw)
         qkv = torch.empty((batch, (nq + 2 * nkv) * d), **kw)
@@ -85,17 +87,17 @@ def build_step(model, *, pdl: bool, config: StepConfig | None):
         act = torch.empty((batch, s.intermediate_size), **kw)
         logits = torch.empty((batch, s.vocab_size), **kw)
         counts = attention_counts(batch, nkv, x.device) if cfg.attention.splits > 1 else None
-        launch_embedding(tokens, model.embed, x, pdl=pdl)
+        launch_embedding(tokens, model.embed, x, pdl=mode)
         for i, w in enumerate(model.layers):
-            launch_gemv(x, w.qkv, qkv, config=cfg.qkv, norm_weight=w.input_norm, eps=eps, pdl=pdl)
+            launch_gemv(x, w.qkv, qkv, config=cfg.qkv, norm_weight=w.input_norm, eps=eps, pdl=mode)
             launch_attention(qkv, positions, w.q_norm, w.k_norm, model.rope_cos, model.rope_sin_signed,
                              model.k_cache[i], model.v_cache[i], attn, num_heads=nq, num_kv_heads=nkv,
-                             eps=eps, config=cfg.attention, pdl=pdl, counts=counts)
-            launch_gemv(attn, w.o_proj, x, config=cfg.o_proj, residual=x, pdl=pdl)
+                             eps=eps, config=cfg.attention, pdl=mode, counts=counts)
+            launch_gemv(attn, w.o_proj, x, config=cfg.o_proj, residual=x, pdl=mode)
             launch_gemv(x, w.gate_up, act, config=cfg.gate_up, norm_weight=w.post_norm, eps=eps,
-                        swiglu=True, pdl=pdl)
-            launch_gemv(act, w.down, x, config=cfg.down, residual=x, pdl=pdl)
-        launch_gemv(x, head, logits, config=cfg.lm_head, norm_weight=model.final_norm, eps=eps, pdl=pdl)
+                        swiglu=True, pdl=mode)
+            launch_gemv(act, w.down, x, config=cfg.down, residual=x, pdl=mode)
+        launch_gemv(x, head, logits, config=cfg.lm_head, norm_weight=model.final_norm, eps=eps, pdl=mode)
         return logits
 
     step.pdl = pdl

@@ -16,7 +16,7 @@ import torch
 import triton
 import triton.language as tl
 
-from .runtime import launch_kwargs, pdl_wait
+from .runtime import launch_kwargs, pdl_start, pdl_wait
 
 # what the epilogue does with the float32 sums
 STORE = tl.constexpr(0)
@@ -46,14 +46,17 @@ def _x_tile(x_ptr, stride_xb, bidx, b_ok, k, k_ok, norm_ptr, inv_rms, sum_sq, NO
 
 
 @triton.jit
-def _dot(acc, xv, w, DOT: tl.constexpr):
+def _dot(acc, xv, w, DOT: tl.constexpr, TILE_SUMS: tl.constexpr):
     """Add this tile's x[B, k] * w[R, k] to acc.
 
-    DOT: acc[B, R] += x @ w^T on tensor cores (B padded to 16). Else acc[B, R, k] grows elementwise
-    in float32 and is summed over k once, after the last tile (no per-tile shuffles).
+    DOT: acc[B, R] += x @ w^T on tensor cores (B padded to 16). TILE_SUMS: acc[B, R] += the tile's
+    sums over k. Else acc[B, R, k] grows elementwise in float32 and is summed over k once, after
+    the last tile (no per-tile shuffles).
     """
     if DOT:
         out = tl.dot(xv.to(w.dtype), tl.trans(w), acc, input_precision="ieee")
+    elif TILE_SUMS:
+        out = acc + tl.sum(xv[:, None, :] * w.to(tl.float32)[None, :, :], axis=2)
     else:
         out = acc + xv[:, None, :] * w.to(tl.float32)[None, :, :]
     return out
@@ -64,7 +67,8 @@ def _gemv_kernel(x_ptr, w_ptr, norm_ptr, res_ptr, out_ptr,
                  B, N, K, stride_xb, stride_wn, stride_rb, stride_ob, stride_os, k_per_split, eps,
                  BLOCK_B: tl.constexpr, ROWS: tl.constexpr, BLOCK_K: tl.constexpr,
                  NORM: tl.constexpr, DEFER: tl.constexpr, EPILOGUE: tl.constexpr, EVEN_K: tl.constexpr,
-                 DOT: tl.constexpr, USE_PDL: tl.constexpr):
+                 DOT: tl.constexpr, TILE_SUMS: tl.constexpr, USE_PDL: tl.constexpr):
+    pdl_start(USE_PDL)
     pid_n = tl.program_id(0)
     pid_k = tl.program_id(1)
     rows = pid_n * ROWS + tl.arange(0, ROWS)
@@ -104,16 +108,16 @@ def _gemv_kernel(x_ptr, w_ptr, norm_ptr, res_ptr, out_ptr,
         inv_rms = tl.rsqrt(sum_sq / K + eps)
         sum_sq = tl.zeros([BLOCK_B], tl.float32)
 
-    if DOT:
+    if DOT or TILE_SUMS:
         acc = tl.zeros([BLOCK_B, ROWS], tl.float32)
         acc_up = tl.zeros([BLOCK_B, ROWS], tl.float32)
     else:
         acc = tl.zeros([BLOCK_B, ROWS, BLOCK_K], tl.float32)
         acc_up = tl.zeros([BLOCK_B, ROWS, BLOCK_K], tl.float32)
     xv, sum_sq = _x_tile(x_ptr, stride_xb, bidx, b_ok, k, k_ok, norm_ptr, inv_rms, sum_sq, NORM, DEFER)
-    acc = _dot(acc, xv, w, DOT)
+    acc = _dot(acc, xv, w, DOT, TILE_SUMS)
     if EPILOGUE == SWIGLU:
-        acc_up = _dot(acc_up, xv, u, DOT)
+        acc_up = _dot(acc_up, xv, u, DOT, TILE_SUMS)
     for k0 in range(k_start + BLOCK_K, k_end, BLOCK_K):
         k = k0 + offs_k
         k_ok = k < k_end
@@ -123,12 +127,12 @@ def _gemv_kernel(x_ptr, w_ptr, norm_ptr, res_ptr, out_ptr,
             w_mask = row_ok[:, None] & k_ok[None, :]
         w = tl.load(w_rows + k[None, :], mask=w_mask, other=0.0)
         xv, sum_sq = _x_tile(x_ptr, stride_xb, bidx, b_ok, k, k_ok, norm_ptr, inv_rms, sum_sq, NORM, DEFER)
-        acc = _dot(acc, xv, w, DOT)
+        acc = _dot(acc, xv, w, DOT, TILE_SUMS)
         if EPILOGUE == SWIGLU:
             u = tl.load(u_rows + k[None, :], mask=w_mask, other=0.0)
-            acc_up = _dot(acc_up, xv, u, DOT)
+            acc_up = _dot(acc_up, xv, u, DOT, TILE_SUMS)
 
-    if not DOT:
+    if not DOT and not TILE_SUMS:
         acc = tl.sum(acc, axis=2)
         if EPILOGUE == SWIGLU:
             acc_up = tl.sum(acc_up, axis=2)
@@ -156,6 +160,7 @@ def _gemv_kernel(x_ptr, w_ptr, norm_ptr, res_ptr, out_ptr,
 def _splitk_reduce_kernel(part_ptr, res_ptr, out_ptr, N, stride_ps, stride_rb, stride_ob,
                           SPLIT_K: tl.constexpr, BLOCK_N: tl.constexpr, HAS_RES: tl.constexpr,
                           USE_PDL: tl.constexpr):
+    pdl_start(USE_PDL)
     b = tl.program_id(1)
     n = tl.program_id(0) * BLOCK_N + tl.arange(0, BLOCK_N)
     ok = n < N
@@ -170,9 +175,10 @@ def _splitk_reduce_kernel(part_ptr, res_ptr, out_ptr, N, stride_ps, stride_rb, s
 
 def launch_gemv(x: torch.Tensor, weight: torch.Tensor, out: torch.Tensor, *, config,
                 norm_weight: torch.Tensor | None = None, eps: float = 1e-6,
-                residual: torch.Tensor | None = None, swiglu: bool = False, pdl: bool = False) -> torch.Tensor:
+                residual: torch.Tensor | None = None, swiglu: bool = False, pdl: int = 0) -> torch.Tensor:
     """Write out[B, N] (N = weight rows, or half of them with swiglu); the caller has checked the shapes.
 
+    pdl: a runtime.pdl_mode (0 or False: off; 1 or True: the next kernel released after the wait; 2: at the start).
     norm_weight: RMSNorm x first. residual: out = residual + x @ W^T (may be out itself).
     swiglu: out = silu(x @ gate^T) * (x @ up^T) with weight = [gate; up].
     """
@@ -187,7 +193,8 @@ def launch_gemv(x: torch.Tensor, weight: torch.Tensor, out: torch.Tensor, *, con
     block_b = max(16, triton.next_power_of_2(batch)) if config.dot else triton.next_power_of_2(batch)
     has_norm = norm_weight is not None
     common = dict(BLOCK_B=block_b, ROWS=config.rows_per_program, BLOCK_K=block_k, NORM=has_norm,
-                  DEFER=has_norm and splits == 1, EVEN_K=k_size % block_k == 0, DOT=config.dot, USE_PDL=pdl)
+                  DEFER=has_norm and splits == 1, EVEN_K=k_size % block_k == 0, DOT=config.dot,
+                  TILE_SUMS=config.tile_sums, USE_PDL=int(pdl))
     norm = norm_weight if has_norm else weight
     if splits == 1:
         epilogue = SWIGLU if swiglu else RESIDUAL if residual is not None else STORE
@@ -203,6 +210,6 @@ def launch_gemv(x: torch.Tensor, weight: torch.Tensor, out: torch.Tensor, *, con
     res = residual if residual is not None else out
     _splitk_reduce_kernel[(triton.cdiv(n_rows, REDUCE_BLOCK_N), batch)](
         partial, res, out, n_rows, partial.stride(0), res.stride(0), out.stride(0),
-        SPLIT_K=splits, BLOCK_N=REDUCE_BLOCK_N, HAS_RES=residual is not None, USE_PDL=pdl,
+        SPLIT_K=splits, BLOCK_N=REDUCE_BLOCK_N, HAS_RES=residual is not None, USE_PDL=int(pdl),
         **launch_kwargs(4, pdl))
     return out
