@@ -11,7 +11,7 @@ from floorlab.bench.engine import NO_GRAPHS
 from floorlab.bench.inputs import decode_inputs, prefill
 from floorlab.bench.rows import GRAPH_COUNT_NOTE, Case, Rows, measure_graph_row
 from floorlab.bench.settings import PATHS, make_settings
-from floorlab.bench.targets import FLOOR_TARGETS, RACE_TARGETS, evaluate_targets
+from floorlab.bench.targets import BATCH_TARGETS, FLOOR_TARGETS, GEMV_TARGETS, RACE_TARGETS, evaluate_targets
 from floorlab.model import build_model
 from floorlab.roofline import decode_floor
 from floorlab.runs import Row, Run
@@ -178,10 +178,10 @@ def test_graph_row_counts_on_the_eager_step_and_checks_bits(fresh_prefill):
     assert rows.launches["tiny b1 plain graph"].kernels == row.kernels
 
 
-def _row(path, ms, x_floor, preset="qwen3-0.6b", kernels=300, issue_ms=None):
+def _row(path, ms, x_floor, preset="qwen3-0.6b", kernels=300, issue_ms=None, batch=1):
     timing = Timing.from_samples([ms])
     issue = Timing.from_samples([issue_ms]) if issue_ms is not None else None
-    return Row(path=path, preset=preset, batch=1, timing=timing, issue=issue, x_floor=x_floor,
+    return Row(path=path, preset=preset, batch=batch, timing=timing, issue=issue, x_floor=x_floor,
                kernels=kernels, kernels_per_layer=kernels / 28)
 
 
@@ -193,7 +193,7 @@ def test_targets_pass_fail_and_explain_each_miss():
                            "kernels": {"fused graph": {"overhead_us_per_kernel": 12.5,
                                                        "gpu_idle_us": 40.0}}}}
     targets = {t["target"]: t for t in evaluate_targets(rows, limits)}
-    assert len(targets) == len(FLOOR_TARGETS) + len(RACE_TARGETS)
+    assert len(targets) == len(FLOOR_TARGETS) + len(RACE_TARGETS) + len(BATCH_TARGETS) + len(GEMV_TARGETS)
     verdicts = {name: t["passed"] for name, t in targets.items()}
     assert verdicts["qwen3-0.6b b1: fused graph <= 2.0x the floor"] is True
     assert verdicts["qwen3-0.6b b1: plain graph <= 4.0x the floor"] is False
@@ -207,6 +207,26 @@ def test_targets_pass_fail_and_explain_each_miss():
     race = targets["qwen3-0.6b b1: plain graph faster than hf compile"]["note"]
     assert race.startswith("missed: 1.30x hf compile's time;")
     assert "400 kernels" in race and "250 kernels" in race
+
+
+def test_kernel_targets_name_the_kernel_that_holds_the_step():
+    kernels = [{"kernel": k, "us": us, "bytes": 1, "gbps": 1.0, "pct_read": pct, "beyond_us": beyond}
+               for k, us, pct, beyond in (("qkv", 3.7, 52.0, 1.8), ("attention", 7.3, 7.0, 7.0),
+                                          ("o_proj", 2.1, 80.0, 0.2), ("gate_up", 4.2, 76.0, 1.2),
+                                          ("down", 3.2, 46.0, 1.7), ("lm_head", 75.0, 96.0, 3.0))]
+    rows = [_row("triton graph", 0.7, 2.5), _row("triton graph", 1.6, 4.1, batch=8)]
+    limits = {"qwen3-0.6b": {"batch": 1, "gemv_only_x_floor": 3.0, "num_layers": 28, "kernels": {},
+                             "triton_kernels": kernels}}
+    targets = {t["target"]: t for t in evaluate_targets(rows, limits)}
+    floor = targets["qwen3-0.6b b1: triton graph <= 2.0x the floor"]
+    assert floor["passed"] is False and "most in attention (7.0 µs) and qkv (1.8 µs)" in floor["note"]
+    assert "the library's GEMVs" not in floor["note"]
+    batch = targets["qwen3-0.6b: triton graph at batch 8 <= 1.15x its batch-1 time"]
+    assert batch["passed"] is False and batch["value"] == pytest.approx(1.6 / 0.7)
+    gemv = targets["qwen3-0.6b b1: each of the book's layer GEMVs >= 75% of the read bandwidth"]
+    assert gemv["passed"] is False and gemv["value"] == 46.0
+    assert gemv["note"] == "missed: qkv 52%, o_proj 80%, gate_up 76%, down 46%"
+    assert targets["qwen3-8b: triton graph at batch 8 <= 1.15x its batch-1 time"]["passed"] is None
 
 
 def test_format_table_explains_every_fail_line(cpu_run):
@@ -309,3 +329,15 @@ def test_gpu_bench_small_shape_measures_every_path(tmp_path):
     assert "small b1 fused graph" in run.timelines
     assert Run.load(tmp_path / "bench.json").facts["partial"] is False
     assert Path(default_out_path(run.device)).suffix == ".json"
+
+
+def test_transformers_rows_can_be_kept_to_some_presets(capsys):
+    with pytest.raises(SystemExit):
+        parse_args(["--presets", "qwen3-0.6b", "--transformers-for", "qwen3-8b"])
+    assert "--transformers-for names qwen3-8b, which this run does not measure" in capsys.readouterr().err
+    with pytest.raises(ValueError, match="transformers_for names qwen3-8b"):
+        make_settings(["qwen3-0.6b"], [1], device="cpu", transformers_for=["qwen3-8b"])
+    settings = make_settings(["qwen3-0.6b", "qwen3-1.7b"], [1], device="cpu", transformers_for=["qwen3-0.6b"])
+    assert settings.transformers_skip_reason("qwen3-0.6b") == ""
+    assert settings.transformers_skip_reason("qwen3-1.7b") == "skipped (--transformers-for qwen3-0.6b)"
+    assert settings.to_dict()["transformers_for"] == ["qwen3-0.6b"]

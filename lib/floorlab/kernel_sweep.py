@@ -51,9 +51,9 @@ def gemv_shapes(shape: Qwen3Shape) -> dict[str, tuple[int, int]]:
             "gate_up": (2 * i, h), "down": (h, i), "lm_head": (shape.vocab_size, h)}
 
 
-def gemv_configs(name: str, batch: int, limit: int = 8, hidden_size: int = 1024):
+def gemv_configs(name: str, batch: int, shape: Qwen3Shape, limit: int = 12):
     """At most `limit` GemvConfigs to try for one GEMV at one batch, the default first."""
-    from floorlab.kernels import GemvConfig, default_config
+    from floorlab.kernels import GemvConfig, default_config, shape_kwargs
 
     # (rows per program, block_k, warps, split_k, dot, tile_sums)
     if batch <= 2:  # products in registers; small programs fit more per SM
@@ -76,15 +76,16 @@ def gemv_configs(name: str, batch: int, limit: int = 8, hidden_size: int = 1024)
             grid = [(128, 128, 8, 1, 1, 0), (64, 128, 4, 1, 1, 0), (128, 256, 8, 1, 1, 0), (256, 64, 8, 1, 1, 0),
                     (64, 128, 8, 1, 1, 0), (8, 256, 4, 1, 0, 1), (4, 256, 2, 1, 0, 1)]
     grid = [(r, max(32, k), w, s, bool(d), bool(t)) for r, k, w, s, d, t in grid]
-    first = getattr(default_config(batch, hidden_size=hidden_size), name)
+    first = getattr(default_config(batch, **shape_kwargs(shape)), name)
     configs = [first] + [c for c in (GemvConfig(*g) for g in grid) if c != first]
     return configs[:limit]
 
 
 def _gemv_case(name: str, n: int, k: int, batch: int, copies: int, device, dtype):
     """(weights, run(weight, config, pdl), reference(weight) in float32) for one GEMV as the step runs it."""
+    from floorlab.kernels import default_config
     from floorlab.kernels.matvec import launch_gemv
-    from floorlab.kernels.runtime import PDL_EARLY
+    from floorlab.kernels.runtime import pdl_mode
 
     gen = torch.Generator(device=device).manual_seed(n + k)
     weights = [torch.randn(n, k, device=device, dtype=dtype, generator=gen) * k ** -0.5 for _ in range(copies)]
@@ -96,8 +97,10 @@ def _gemv_case(name: str, n: int, k: int, batch: int, copies: int, device, dtype
     kind = {"qkv": "norm", "lm_head": "norm", "gate_up": "swiglu", "o_proj": "residual", "down": "residual"}[name]
     # gate_up is RMSNorm'd too, as the step runs it
 
+    early = default_config(batch).early_launch  # PDL as the step launches this batch
+
     def run(weight, config, pdl):
-        mode = PDL_EARLY if pdl else 0
+        mode = pdl_mode(pdl, early)
         if kind == "residual":  # in place, as the step adds to x
             return launch_gemv(x, weight, out, config=config, residual=out, pdl=mode)
         return launch_gemv(x, weight, out, config=config, norm_weight=norm, eps=EPS, swiglu=kind == "swiglu",
@@ -145,7 +148,7 @@ def sweep_gemvs(shape: Qwen3Shape, batches, *, device, dtype, read_gbps: float, 
                 _report(errors, f"{name} b{batch} setup", err)
                 continue
             nbytes = n * k * weights[0].element_size()
-            variants = [(c, pdl_on) for c in gemv_configs(name, batch, limit, shape.hidden_size)]
+            variants = [(c, pdl_on) for c in gemv_configs(name, batch, shape, limit)]
             variants.append(("torch", False))
             done = {}
             for config, pdl in variants:
@@ -227,10 +230,9 @@ def sweep_sizes(sizes, k: int, *, device, dtype, read_gbps: float, copies: int, 
 
 def tuned_config(batch: int, best: dict, shape: Qwen3Shape, max_context: int):
     """default_config(batch) with every GEMV the sweep timed at this batch replaced by its best config."""
-    from floorlab.kernels import GEMV_NAMES, default_config
+    from floorlab.kernels import GEMV_NAMES, default_config, shape_kwargs
 
-    config = default_config(batch, hidden_size=shape.hidden_size, num_kv_heads=shape.num_kv_heads,
-                            max_context=max_context)
+    config = default_config(batch, max_context=max_context, **shape_kwargs(shape))
     for name in GEMV_NAMES:
         if (name, batch) in best:
             config = config.with_gemv(name, best[(name, batch)])
@@ -339,6 +341,78 @@ def time_attention(model, config, positions: torch.Tensor, *, warmup: int, repea
     return {"preset": s.name, "batch": batch, "path": "attention kernel, per layer", "kernel": "attention",
             "config": config.to_dict(), "us": us, "bytes": nbytes, "gbps": achieved_gbps(nbytes, us / 1e3),
             "pct_floor_bw": 100 * achieved_gbps(nbytes, us / 1e3) / floor_gbps}
+
+
+def layer_kernel_rows(model, positions: torch.Tensor, *, read_gbps: float, warmup: int, repeats: int,
+                      config=None) -> list[dict]:
+    """The book's kernels of one layer (and the LM head), each timed over every layer back to back.
+
+    Each kernel runs as the step runs it (its config, epilogue and PDL) on the model's own weights,
+    one launch per layer in one CUDA graph, so no weight sits in L2. Rows: kernel, µs per launch,
+    bytes it must read, GB/s and % of the read bandwidth, and µs beyond those bytes.
+    """
+    from floorlab.kernels import default_config, pdl_supported, shape_kwargs
+    from floorlab.kernels.matvec import launch_gemv
+    from floorlab.kernels.runtime import pdl_mode
+
+    s, device, batch = model.shape, model.embed.device, positions.shape[0]
+    config = config or default_config(batch, max_context=model.max_context, **shape_kwargs(s))
+    mode = pdl_mode(pdl_supported(device), config.early_launch)
+    kw = dict(device=device, dtype=model.dtype)
+    x, attn = torch.randn(batch, s.hidden_size, **kw), torch.randn(batch, s.num_heads * s.head_dim, **kw)
+    act = torch.randn(batch, s.intermediate_size, **kw)
+    outs = {n: torch.empty(batch, rows, **kw) for n, rows in (
+        ("qkv", (s.num_heads + 2 * s.num_kv_heads) * s.head_dim), ("hidden", s.hidden_size),
+        ("gate_up", s.intermediate_size), ("lm_head", s.vocab_size))}
+    head = model.embed if model.lm_head is None else model.lm_head
+    launches = {
+        "qkv": lambda w: launch_gemv(x, w.qkv, outs["qkv"], config=config.qkv, norm_weight=w.input_norm,
+                                     eps=s.rms_norm_eps, pdl=mode),
+        "o_proj": lambda w: launch_gemv(attn, w.o_proj, outs["hidden"], config=config.o_proj,
+                                        residual=outs["hidden"], pdl=mode),
+        "gate_up": lambda w: launch_gemv(x, w.gate_up, outs["gate_up"], config=config.gate_up,
+                                         norm_weight=w.post_norm, eps=s.rms_norm_eps, swiglu=True, pdl=mode),
+        "down": lambda w: launch_gemv(act, w.down, outs["hidden"], config=config.down, residual=outs["hidden"],
+                                      pdl=mode),
+    }
+    rows = []
+    for name, launch in launches.items():
+        weight = getattr(model.layers[0], name)
+        calls = [lambda w=w, launch=launch: launch(w) for w in model.layers]
+        rows.append(_kernel_row(name, calls, weight.numel() * weight.element_size(), getattr(config, name),
+                                device, warmup, repeats, read_gbps))
+    attention = time_attention(model, config.attention, positions, warmup=warmup, repeats=repeats,
+                               floor_gbps=read_gbps)
+    rows.insert(1, {"kernel": "attention", "us": attention["us"], "bytes": attention["bytes"],
+                    "gbps": attention["gbps"], "pct_read": attention["pct_floor_bw"],
+                    "beyond_us": attention["us"] - 1e-3 * attention["bytes"] / read_gbps,
+                    "config": config.attention.to_dict()})
+    calls = [lambda: launch_gemv(x, head, outs["lm_head"], config=config.lm_head, norm_weight=model.final_norm,
+                                 eps=s.rms_norm_eps, pdl=mode)]
+    rows.append(_kernel_row("lm_head", calls, head.numel() * head.element_size(), config.lm_head, device,
+                            warmup, repeats, read_gbps))
+    return rows
+
+
+def _kernel_row(name: str, calls, nbytes: int, config, device, warmup: int, repeats: int,
+                read_gbps: float) -> dict:
+    us = 1e3 * _time_per_call_ms(calls, device, warmup, repeats)
+    gbps = achieved_gbps(nbytes, us / 1e3)
+    return {"kernel": name, "us": us, "bytes": nbytes, "gbps": gbps, "pct_read": 100 * gbps / read_gbps,
+            "beyond_us": us - 1e-3 * nbytes / read_gbps, "config": config.to_dict()}
+
+
+def format_layer_table(rows: list[dict], num_layers: int) -> str:
+    """The per-kernel table as text, with one layer's sum and the LM head."""
+    lines = [f"{'kernel':9} {'µs':>8} {'MB':>7} {'GB/s':>6} {'% read':>6} {'µs beyond bytes':>15}"]
+    lines += [f"{r['kernel']:9} {r['us']:8.2f} {r['bytes'] / 1e6:7.2f} {r['gbps']:6.0f} {r['pct_read']:6.1f} "
+              f"{r['beyond_us']:15.2f}" for r in rows]
+    layer = [r for r in rows if r["kernel"] != "lm_head"]
+    worst = max(layer, key=lambda r: r["beyond_us"])
+    lines.append(f"one layer: {sum(r['us'] for r in layer):.2f} µs, {sum(r['beyond_us'] for r in layer):.2f} "
+                 f"beyond its bytes (x {num_layers} layers); the most beyond: {worst['kernel']} "
+                 f"({worst['beyond_us']:.2f} µs)")
+    return "\n".join(lines)
 
 
 def _fits(shape: Qwen3Shape, device, dtype) -> bool:

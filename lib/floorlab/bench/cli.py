@@ -65,6 +65,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--out", type=Path, help="JSON path (default figures/bench-<device>.json)")
     parser.add_argument("--skip-transformers", action="store_true",
                         help="leave out the transformers rows and the parity check")
+    parser.add_argument("--transformers-for", nargs="+", metavar="NAME",
+                        help="run transformers' rows only for these presets (default: every preset)")
     parser.add_argument("--skip-fused", action="store_true", help="leave out the fused (compiled) rows")
     return parser
 
@@ -81,6 +83,13 @@ def parse_args(argv=None) -> argparse.Namespace:
             parser.error(f"{what}; known presets: {', '.join(PRESETS)} "
                          "(pass one or more, e.g. --presets qwen3-0.6b qwen3-8b)")
         args.presets = names
+    if args.transformers_for:
+        args.transformers_for = [n for item in args.transformers_for for n in _list_arg(item)]
+        measured = args.presets or PRESETS
+        stray = [n for n in args.transformers_for if n not in measured]
+        if stray:
+            parser.error(f"--transformers-for names {', '.join(stray)}, which this run does not measure; "
+                         f"pick from {', '.join(measured)}")
     if args.batches:
         args.batches = sorted({b for group in args.batches for b in group})
         if not args.batches:
@@ -98,6 +107,7 @@ def main(argv=None) -> int:
     out = args.out or default_out_path(describe_device())
     run = run_bench(args.presets, args.batches, args.context, repeats=args.repeats,
                     skip_transformers=args.skip_transformers, skip_fused=args.skip_fused,
+                    transformers_for=args.transformers_for,
                     save_to=out)
     print(format_table(run))
     print(f"\nJSON written to {out}")

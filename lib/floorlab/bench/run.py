@@ -30,7 +30,7 @@ BANDWIDTH_REPEATS = {"cuda": 20, "cpu": 5}
 
 def run_bench(presets=None, batches=None, context: int = DEFAULT_CONTEXT, *,
               repeats: int | None = None, warmup: int | None = None, device=None,
-              skip_transformers: bool = False, skip_fused: bool = False,
+              skip_transformers: bool = False, skip_fused: bool = False, transformers_for=None,
               compile_on_cpu: bool = False, progress: bool = True, save_to=None) -> Run:
     """Measure every path for every preset (a name or a Qwen3Shape) and batch; returns the Run.
 
@@ -39,7 +39,8 @@ def run_bench(presets=None, batches=None, context: int = DEFAULT_CONTEXT, *,
     """
     settings = make_settings(presets, batches, context, repeats=repeats, warmup=warmup,
                              device=device, skip_transformers=skip_transformers,
-                             skip_fused=skip_fused, compile_on_cpu=compile_on_cpu)
+                             skip_fused=skip_fused, compile_on_cpu=compile_on_cpu,
+                             transformers_for=transformers_for)
     stage = Stages(1 + len(settings.shapes) * (STAGES_PER_PRESET + len(PATHS) * len(settings.batches)),
                    progress)
     run = Run(kind="bench", stamp=run_stamp(), device=describe_device(settings.device),
@@ -92,10 +93,11 @@ def _measure_preset(shape, cases: dict[int, Case], settings: Settings, rows: Row
         run.timelines.update(timelines)
     except Exception as err:
         run.facts["limits"][shape.name] = {"batch": first.batch, "error": error_text(err)}
-    if settings.skip_transformers:
+    skipped = settings.transformers_skip_reason(shape.name)
+    if skipped:
         for case in cases.values():
             for path in HF_PATHS:
-                rows.absent(case, path, "skipped (--skip-transformers)")
+                rows.absent(case, path, skipped)
         del engine
         _reset_compiled(settings)
         return

@@ -45,6 +45,7 @@ class Settings:
     repeats: int
     device: torch.device
     skip_transformers: bool = False
+    transformers_for: tuple[str, ...] | None = None  # presets with transformers' rows (None: all)
     skip_fused: bool = False
     compile_on_cpu: bool = False
 
@@ -69,7 +70,16 @@ class Settings:
                 "context": self.context, "warmup": self.warmup, "repeats": self.repeats,
                 "dtype": str(DTYPE).replace("torch.", ""), "graph_buckets": list(self.batches),
                 "cache_tokens": self.cache_tokens, "skip_transformers": self.skip_transformers,
+                "transformers_for": list(self.transformers_for) if self.transformers_for else None,
                 "skip_fused": self.skip_fused}
+
+    def transformers_skip_reason(self, preset: str) -> str:
+        """Why transformers' rows are left out for preset, or '' when they run."""
+        if self.skip_transformers:
+            return "skipped (--skip-transformers)"
+        if self.transformers_for is not None and preset not in self.transformers_for:
+            return f"skipped (--transformers-for {' '.join(self.transformers_for)})"
+        return ""
 
 
 def _whole(value, name: str, lowest: int, highest: int | None, hint: str) -> int:
@@ -83,7 +93,7 @@ def _whole(value, name: str, lowest: int, highest: int | None, hint: str) -> int
 def make_settings(presets=None, batches=None, context: int = DEFAULT_CONTEXT, *,
                   repeats: int | None = None, warmup: int | None = None, device=None,
                   skip_transformers: bool = False, skip_fused: bool = False,
-                  compile_on_cpu: bool = False) -> Settings:
+                  compile_on_cpu: bool = False, transformers_for=None) -> Settings:
     """Checked Settings; None picks the defaults of the device (GPU: 0.6B and 8B at b1, b8)."""
     device = resolve_device(device)
     if device.type == "cuda" and device.index is None:
@@ -95,6 +105,12 @@ def make_settings(presets=None, batches=None, context: int = DEFAULT_CONTEXT, *,
         raise ValueError("pass at least one preset and one batch size, e.g. "
                          "presets=['qwen3-0.6b'], batches=[1]")
     shapes = tuple(get_shape(p) for p in presets)
+    if transformers_for is not None:
+        transformers_for = tuple(transformers_for)
+        stray = [p for p in transformers_for if p not in {s.name for s in shapes}]
+        if stray:
+            raise ValueError(f"transformers_for names {', '.join(stray)}, which this run does not measure; "
+                             f"pick from {', '.join(s.name for s in shapes)}")
     for b in batches:
         _whole(b, "every batch size", 1, MAX_BATCH, "the largest graph bucket is "
                f"{MAX_BATCH}; pass sizes such as 1 or 8")
@@ -107,4 +123,5 @@ def make_settings(presets=None, batches=None, context: int = DEFAULT_CONTEXT, *,
         shapes=shapes, batches=tuple(sorted(set(batches))), context=context,
         warmup=warmup if warmup is not None else (GPU_WARMUP if on_cuda else CPU_WARMUP),
         repeats=repeats or (GPU_REPEATS if on_cuda else CPU_REPEATS), device=device,
-        skip_transformers=skip_transformers, skip_fused=skip_fused, compile_on_cpu=compile_on_cpu)
+        skip_transformers=skip_transformers, skip_fused=skip_fused, compile_on_cpu=compile_on_cpu,
+        transformers_for=transformers_for)

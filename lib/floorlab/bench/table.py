@@ -72,6 +72,12 @@ def format_table(run: Run) -> str:
         lines.append(f"limits {preset} b{facts.get('batch', '?')}: {text}")
         if facts.get("kernels_note"):
             lines.append(f"  {facts['kernels_note']}")
+        if isinstance(facts.get("triton_kernels"), list):
+            from floorlab.kernel_sweep import format_layer_table
+
+            lines.append(f"  the book's kernels, {preset} b{facts.get('batch', '?')}, each over every layer:")
+            lines += ["    " + line for line in format_layer_table(facts["triton_kernels"],
+                                                                  facts.get("num_layers", 1)).splitlines()]
     lines += ["", "targets:"]
     for t in evaluate_targets(run.rows, limits):
         value = "" if t["value"] is None else f": {t['value']:.2f}"

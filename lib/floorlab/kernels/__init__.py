@@ -9,12 +9,13 @@ from __future__ import annotations
 
 import torch
 
-from .config import GEMV_NAMES, AttentionConfig, GemvConfig, StepConfig, default_block_k, default_config
+from .config import (GEMV_NAMES, AttentionConfig, GemvConfig, StepConfig, default_block_k, default_config,
+                     shape_kwargs)
 
 DTYPES = (torch.bfloat16, torch.float16, torch.float32)
 
 __all__ = ["GEMV_NAMES", "AttentionConfig", "GemvConfig", "StepConfig", "default_block_k", "default_config",
-           "gemv", "kernels_interpreted", "pdl_supported", "triton_step"]
+           "gemv", "kernels_interpreted", "pdl_supported", "shape_kwargs", "triton_step"]
 
 
 def _runtime():

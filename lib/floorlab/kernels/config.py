@@ -121,25 +121,38 @@ def default_block_k(batch: int, rows_per_program: int = 4) -> int:
     return max(64, min(1024, 1 << (block_k.bit_length() - 1)))
 
 
-def default_config(batch: int, *, hidden_size: int = 1024, num_kv_heads: int = 8,
-                   max_context: int = 256) -> StepConfig:
-    """A StepConfig for a batch (rows), chosen from an H200 sweep of the qwen3-0.6b shapes (floorlab.kernel_sweep).
+def default_config(batch: int, *, hidden_size: int = 1024, num_kv_heads: int = 8, max_context: int = 256,
+                   attention_size: int = 2048, intermediate_size: int = 3072) -> StepConfig:
+    """A StepConfig for a batch (rows), chosen from H200 sweeps of the qwen3-0.6b and qwen3-8b shapes.
 
-    Other cards and shapes may do better with other configs: run the sweep and pass its best.
+    (floorlab.kernel_sweep; attention_size is heads x head_dim, the o_proj's K.) Other cards and
+    shapes may do better with other configs: run the sweep and pass its best.
     """
-    if batch <= 2:  # float32 products in registers; K = hidden_size in at least two tiles
-        block_k = default_block_k(batch)
-        hidden_k = min(block_k, max(64, hidden_size // 2))
-        gemv = gate_up = GemvConfig(rows_per_program=4, block_k=hidden_k)
-        narrow = GemvConfig(rows_per_program=4, block_k=block_k)
-        head = GemvConfig(rows_per_program=16, block_k=min(256, hidden_k))
+    if batch <= 2:  # float32 sums in registers; small programs, one K tile where K is short
+        def narrow(k_size: int) -> GemvConfig:  # o_proj and down: the hidden size is their N
+            if k_size <= 3072:  # the whole row in one tile, loaded before the PDL wait
+                return GemvConfig(rows_per_program=4, block_k=1 << (k_size - 1).bit_length())
+            return GemvConfig(rows_per_program=4, block_k=512)
+
+        qkv = GemvConfig(rows_per_program=4, block_k=1024, num_warps=2, tile_sums=True)
+        gate_up = GemvConfig(rows_per_program=2, block_k=1024, num_warps=1, tile_sums=True)
+        o_proj, down = narrow(attention_size), narrow(intermediate_size)
+        head = GemvConfig(rows_per_program=16, block_k=1024, tile_sums=True)
     else:  # tensor cores, the batch padded to 16; the hidden-sized outputs split K for more programs
-        gemv = GemvConfig(rows_per_program=16, block_k=256, dot=True)
-        gate_up = GemvConfig(rows_per_program=32, block_k=128, dot=True)
-        narrow = GemvConfig(rows_per_program=16, block_k=256, split_k=4, dot=True)
+        qkv = GemvConfig(rows_per_program=32, block_k=128, dot=True)
+        gate_up = GemvConfig(rows_per_program=64, block_k=128, dot=True)
+        o_proj = down = GemvConfig(rows_per_program=32, block_k=128, split_k=4, dot=True)
         head = GemvConfig(rows_per_program=128, block_k=128, num_warps=8, dot=True)
     # about two attention programs per SM of a large GPU, each at least one tile of the context
     block_t = 32
     splits = max(1, min(32, 256 // max(1, batch * num_kv_heads), max_context // block_t))
-    return StepConfig(qkv=gemv, o_proj=narrow, gate_up=gate_up, down=narrow, lm_head=head,
-                      attention=AttentionConfig(block_t=block_t, splits=splits))
+    # releasing the next kernel at a kernel's start helps the small programs of batch 1-2; the
+    # tensor-core programs of larger batches fill the SMs, and early neighbours only slow them
+    return StepConfig(qkv=qkv, o_proj=o_proj, gate_up=gate_up, down=down, lm_head=head,
+                      attention=AttentionConfig(block_t=block_t, splits=splits), early_launch=batch <= 2)
+
+
+def shape_kwargs(shape) -> dict:
+    """default_config's keyword arguments for a Qwen3Shape (all but max_context)."""
+    return {"hidden_size": shape.hidden_size, "num_kv_heads": shape.num_kv_heads,
+            "attention_size": shape.num_heads * shape.head_dim, "intermediate_size": shape.intermediate_size}

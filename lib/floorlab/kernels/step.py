@@ -12,7 +12,7 @@ import triton
 import triton.language as tl
 
 from .attention import attention_counts, launch_attention
-from .config import StepConfig, default_config
+from .config import StepConfig, default_config, shape_kwargs
 from .matvec import launch_gemv
 from .runtime import launch_kwargs, pdl_mode, pdl_start, pdl_wait
 
@@ -71,8 +71,7 @@ def build_step(model, *, pdl: bool, config: StepConfig | None):
         if config is not None:
             return config
         if batch not in chosen:
-            chosen[batch] = default_config(batch, hidden_size=s.hidden_size, num_kv_heads=nkv,
-                                           max_context=model.max_context)
+            chosen[batch] = default_config(batch, max_context=model.max_context, **shape_kwargs(s))
         return chosen[batch]
 
     def step(tokens: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
