@@ -121,7 +121,7 @@ def test_without_a_stored_run_the_bench_stands_in_and_says_so(monkeypatch):
     monkeypatch.setattr(sizes, "REFERENCE", "no-such-run")
     view = sizes.stored_sizes()
     assert not view.source.here and "No stored run of this chapter exists yet" in view.note
-    assert view.presets == ["qwen3-0.6b", "qwen3-8b"]
+    assert view.presets == ["qwen3-0.6b", "qwen3-1.7b", "qwen3-4b", "qwen3-8b"]
     for preset in view.presets:
         assert view.speedup(preset) > 1 and view.verdict(preset) == "dispatch"
         assert view.timeline(preset).kernels > 0
@@ -158,7 +158,7 @@ def test_the_cost_model_reproduces_the_replay_it_was_fitted_on(bench_sizes):
     assert speedups == sorted(speedups, reverse=True) and min(speedups) >= 1
     assert multiples == sorted(multiples, reverse=True) and min(multiples) > 1
     with pytest.raises(ValueError, match="pick one of"):
-        sizes.fit_cost_model(bench_sizes, "qwen3-4b")
+        sizes.fit_cost_model(bench_sizes, "qwen3-14b")
 
 
 def test_at_the_layer_bytes_found_eager_is_the_threshold_times_a_replay(bench_sizes):

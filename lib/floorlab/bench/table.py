@@ -86,20 +86,31 @@ def format_table(run: Run) -> str:
     return "\n".join(lines)
 
 
+def _size(preset: str) -> float:
+    """A preset's parameter count, for ordering presets small to large (unknown names last)."""
+    from floorlab.shapes import PRESETS
+
+    return PRESETS[preset].param_count() if preset in PRESETS else float("inf")
+
+
 def format_summary(run: Run, *, batch: int = 1, paths=None, targets: bool = True) -> str:
     """A narrow view of the run for a page: each path's time and multiple of the floor at one
     batch size (every path, or those named in paths), then the targets with the cause of every
     miss (unless targets is False), wrapped to the page's column."""
     from floorlab.prose import fmt_ms, wrap
 
-    presets = list(dict.fromkeys(r.preset for r in run.rows))
-    lines = [f"{'path':<13} " + " ".join(f"{p:>22}" for p in presets)]
-    for path in paths or dict.fromkeys(r.path for r in run.rows):
-        cells = []
+    presets = sorted(dict.fromkeys(r.preset for r in run.rows), key=_size)
+    paths = list(paths or dict.fromkeys(r.path for r in run.rows))
+    table = {}
+    for path in paths:
         for preset in presets:
             row = run.find(path, preset, batch)
-            cells.append(f"{fmt_ms(row.median_ms)} ({row.x_floor:.2f}x)" if row else "-")
-        lines.append(f"{path:<13} " + " ".join(f"{c:>22}" for c in cells))
+            measured = row is not None and row.median_ms is not None
+            table[path, preset] = f"{fmt_ms(row.median_ms)} ({row.x_floor:.2f}x)" if measured else "-"
+    width = max(len(text) for text in [*presets, *table.values()])
+    name = max(len(text) for text in ["path", *paths])
+    lines = [f"{'path':<{name}} " + " ".join(f"{p:>{width}}" for p in presets)]
+    lines += [f"{path:<{name}} " + " ".join(f"{table[path, p]:>{width}}" for p in presets) for path in paths]
     if not targets:
         return "\n".join(lines)
     lines += ["", "targets:"]
