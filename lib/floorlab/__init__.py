@@ -1,15 +1,26 @@
 """floorlab: the library behind the book Below the Floor.
 
 The chapters import what they use from here; each name lives in one module.
+
+On a machine without a CUDA GPU, importing floorlab turns on Triton's interpreter
+(TRITON_INTERPRET=1) unless the variable is already set, so the book's Triton kernels run,
+slowly, on the CPU. It must be on before Triton is first imported, which importing
+transformers or torch.compile does.
 """
+import os
+
+import torch
+
+if "TRITON_INTERPRET" not in os.environ and not torch.cuda.is_available():
+    os.environ["TRITON_INTERPRET"] = "1"
 from floorlab import challenges
 from floorlab.buffers import (Between, Kept, LockedRunner, StandInRunner, between, keep_first,
                               request, runner_kind, static_runner)
 from floorlab.challenges import NOT_ATTEMPTED
 from floorlab.device import (Bandwidths, MatmulRate, default_device, describe_device,
                              measure_bandwidth, measure_bandwidths, measure_matmul_tflops)
-from floorlab.figures import (gallery_bars, gallery_scatter, roofline_plot, scaling, stacked_bar,
-                              timeline)
+from floorlab.figures import (gallery_bars, gallery_scatter, gemv_sizes, roofline_plot, scaling,
+                              stacked_bar, timeline)
 from floorlab.graphs import DEFAULT_BUCKETS, GraphRunner, SharedBufferError, capture_graph
 from floorlab.launches import LaunchCount, count_launches
 from floorlab.measure import (Replay, Source, graph_replay, measure_path, no_stored_run,
@@ -66,5 +77,5 @@ __all__ = [
     "flops_per_token", "format_sweep", "intensity", "knee_intensity", "measure_decode_contexts",
     "measure_prefill", "observed_knee_tokens", "padded_share", "powers_of_two", "prefill_bound_ms",
     "prefill_flops", "prompt_stream", "roofline_knee_tokens", "stored_figure", "stored_run",
-    "prefill_bytes",
+    "prefill_bytes", "gemv_sizes",
 ]

@@ -224,8 +224,9 @@ class BucketRunner:
             return logits.clone()  # the copy-out: the caller's own memory
 
     @contextmanager
-    def borrow(self, tokens: torch.Tensor, positions: torch.Tensor) -> Iterator[torch.Tensor]:
-        """Lend one step's logits [B, V] for a `with` block: a view of the output, no copy.
+    def borrow(self, tokens: torch.Tensor,
+               positions: torch.Tensor) -> Iterator[torch.Tensor]:
+        """Lend one step's logits [B, V] for a `with` block: a view, no copy.
 
         The view is valid inside the block only: the next step of the bucket
         overwrites it. In debug mode the runner fills the output with NaN as the

@@ -17,6 +17,7 @@ import sys
 import time
 import traceback
 from dataclasses import replace
+from pathlib import Path
 
 import torch
 import torch.nn.functional as F
@@ -410,9 +411,67 @@ def format_layer_table(rows: list[dict], num_layers: int) -> str:
     layer = [r for r in rows if r["kernel"] != "lm_head"]
     worst = max(layer, key=lambda r: r["beyond_us"])
     lines.append(f"one layer: {sum(r['us'] for r in layer):.2f} µs, {sum(r['beyond_us'] for r in layer):.2f} "
-                 f"beyond its bytes (x {num_layers} layers); the most beyond: {worst['kernel']} "
-                 f"({worst['beyond_us']:.2f} µs)")
+                 f"of them beyond its bytes (x {num_layers} layers)")
+    lines.append(f"the most beyond its bytes: {worst['kernel']} ({worst['beyond_us']:.2f} µs)")
     return "\n".join(lines)
+
+
+def stored_sweep(name: str = "h200-kernel-sweep") -> dict:
+    """The stored sweep lib/floorlab/reference/<name>.json, as the dict run_sweep returned."""
+    from floorlab.paths import REFERENCE_DIR
+    from floorlab.results import load_json
+
+    return load_json(Path(REFERENCE_DIR) / f"{name}.json")
+
+
+def size_sweep_here(device, shape: Qwen3Shape, *, read_gbps: float, reference: str):
+    """(rows, source): the size sweep on this GPU; on a CPU, the stored run's rows.
+
+    On a CPU the same code first runs in Triton's interpreter on two tiny sizes, which checks
+    the launches but times nothing worth drawing.
+    """
+    from floorlab.kernels import default_config, pdl_supported, shape_kwargs
+    from floorlab.measure import source_for
+
+    source = source_for(device, reference)
+    if source.here:
+        config = default_config(1, **shape_kwargs(shape)).qkv
+        rows = sweep_sizes(SIZES, shape.hidden_size, device=device, dtype=torch.bfloat16, read_gbps=read_gbps,
+                           copies=shape.num_layers, warmup=3, repeats=20, pdl_on=pdl_supported(device),
+                           config=config)
+        return rows, source
+    sweep_sizes((16, 64), 64, device=device, dtype=torch.float32, read_gbps=read_gbps, copies=2, warmup=0,
+                repeats=1, pdl_on=False)
+    return source.run.facts["size_rows"], source
+
+
+def layer_kernels_here(model, positions: torch.Tensor, *, read_gbps: float, reference: str):
+    """(rows, source): layer_kernel_rows on this GPU; on a CPU, the stored run's rows."""
+    from floorlab.measure import source_for
+
+    source = source_for(model.embed.device, reference)
+    if source.here:
+        return layer_kernel_rows(model, positions, read_gbps=read_gbps, warmup=3, repeats=20), source
+    return source.run.facts["layer_kernels"], source
+
+
+def parity_with_plain(model, tokens: torch.Tensor, positions: torch.Tensor) -> float:
+    """Relative error of the kernels' logits against model.decode_step from the same cache.
+
+    The KV cache is left as the plain step leaves it (both steps write the same position).
+    """
+    from floorlab.fused import relative_error
+    from floorlab.kernels import triton_step
+
+    k0, v0 = model.k_cache.clone(), model.v_cache.clone()
+    expected = model.decode_step(tokens, positions).float()
+    k1, v1 = model.k_cache.clone(), model.v_cache.clone()
+    model.k_cache.copy_(k0)
+    model.v_cache.copy_(v0)
+    got = triton_step(model)(tokens, positions).float()
+    model.k_cache.copy_(k1)
+    model.v_cache.copy_(v1)
+    return relative_error(got, expected)
 
 
 def _fits(shape: Qwen3Shape, device, dtype) -> bool:

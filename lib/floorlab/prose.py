@@ -43,8 +43,11 @@ def wrap(text: str, width: int = COLUMN) -> str:
 
 
 def source(obj) -> str:
-    """The source of a library function or class, as it runs, for a chapter to show."""
-    return textwrap.dedent(inspect.getsource(obj))
+    """The source of a library function or class, as it runs, for a chapter to show.
+
+    A Triton kernel (@triton.jit, compiled or interpreted) shows the function it wraps.
+    """
+    return textwrap.dedent(inspect.getsource(getattr(obj, "fn", obj)))
 
 
 def show_source(*objs):

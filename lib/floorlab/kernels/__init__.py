@@ -15,7 +15,7 @@ from .config import (GEMV_NAMES, AttentionConfig, GemvConfig, StepConfig, defaul
 DTYPES = (torch.bfloat16, torch.float16, torch.float32)
 
 __all__ = ["GEMV_NAMES", "AttentionConfig", "GemvConfig", "StepConfig", "default_block_k", "default_config",
-           "gemv", "kernels_interpreted", "pdl_supported", "shape_kwargs", "triton_step"]
+           "gemv", "kernels_interpreted", "kernels_unavailable", "pdl_supported", "shape_kwargs", "triton_step"]
 
 
 def _runtime():
@@ -27,6 +27,22 @@ def _runtime():
             f"the book's kernels need Triton, which does not import here ({err}); install it with "
             "`pip install triton` (Linux wheels of torch with CUDA bring it along)") from None
     return runtime
+
+
+def kernels_unavailable(device) -> str:
+    """Why the kernels cannot run on device here, or '' when they can (compiled or interpreted)."""
+    try:
+        runtime = _runtime()
+    except RuntimeError as err:
+        return str(err)
+    if torch.device(device).type == "cpu" and not runtime.interpreting():
+        return ("on a CPU Triton runs kernels only in its interpreter: set TRITON_INTERPRET=1 before "
+                "Python first loads the kernels (restart the kernel after setting it)")
+    if runtime.interpreter_broken():
+        return ("Triton was imported before TRITON_INTERPRET=1 was set, so its interpreter cannot run "
+                "the kernels: restart the kernel and import floorlab first, or set the variable "
+                "before starting Python")
+    return ""
 
 
 def kernels_interpreted() -> bool:

@@ -27,13 +27,15 @@ REDUCE_BLOCK_N = 256
 
 
 @triton.jit
-def _x_tile(x_ptr, stride_xb, bidx, b_ok, k, k_ok, norm_ptr, inv_rms, sum_sq, NORM: tl.constexpr,
-            DEFER: tl.constexpr):
-    """(x[:, k] in float32, sum_sq); with NORM, RMSNorm'd as Qwen3 does (cast to x's dtype, times the weight).
+def _x_tile(x_ptr, stride_xb, bidx, b_ok, k, k_ok, norm_ptr, inv_rms, sum_sq,
+            NORM: tl.constexpr, DEFER: tl.constexpr):
+    """(x[:, k] in float32, sum_sq), RMSNorm'd with NORM as Qwen3 does it.
 
-    DEFER: x * weight only, its squares added to sum_sq; the caller scales the sums by 1/rms at the end.
+    (Cast to x's dtype, then times the weight.) DEFER: x * weight only, its squares
+    added to sum_sq; the caller scales the sums by 1/rms after the last tile.
     """
-    xv = tl.load(x_ptr + bidx[:, None] * stride_xb + k[None, :], mask=b_ok[:, None] & k_ok[None, :], other=0.0)
+    mask = b_ok[:, None] & k_ok[None, :]
+    xv = tl.load(x_ptr + bidx[:, None] * stride_xb + k[None, :], mask=mask, other=0.0)
     if NORM:
         nw = tl.load(norm_ptr + k, mask=k_ok, other=0.0)
         if DEFER:
@@ -41,7 +43,8 @@ def _x_tile(x_ptr, stride_xb, bidx, b_ok, k, k_ok, norm_ptr, inv_rms, sum_sq, NO
             sum_sq += tl.sum(xf * xf, axis=1)
             xv = xf * nw.to(tl.float32)[None, :]
         else:
-            xv = (xv.to(tl.float32) * inv_rms[:, None]).to(x_ptr.dtype.element_ty) * nw[None, :]
+            normed = (xv.to(tl.float32) * inv_rms[:, None]).to(x_ptr.dtype.element_ty)
+            xv = normed * nw[None, :]
     return xv.to(tl.float32), sum_sq
 
 
@@ -49,9 +52,10 @@ def _x_tile(x_ptr, stride_xb, bidx, b_ok, k, k_ok, norm_ptr, inv_rms, sum_sq, NO
 def _dot(acc, xv, w, DOT: tl.constexpr, TILE_SUMS: tl.constexpr):
     """Add this tile's x[B, k] * w[R, k] to acc.
 
-    DOT: acc[B, R] += x @ w^T on tensor cores (B padded to 16). TILE_SUMS: acc[B, R] += the tile's
-    sums over k. Else acc[B, R, k] grows elementwise in float32 and is summed over k once, after
-    the last tile (no per-tile shuffles).
+    DOT: acc[B, R] += x @ w^T on tensor cores (B padded to 16).
+    TILE_SUMS: acc[B, R] += the tile's sums over k.
+    Else acc[B, R, k] grows elementwise in float32 and is summed over k once,
+    after the last tile (no shuffles between threads per tile).
     """
     if DOT:
         out = tl.dot(xv.to(w.dtype), tl.trans(w), acc, input_precision="ieee")

@@ -25,6 +25,14 @@ def interpreting() -> bool:
     return type(_probe).__name__ == "InterpretedFunction"
 
 
+def interpreter_broken() -> bool:
+    """True when our kernels are interpreted but Triton's own library is not (Triton was imported first)."""
+    from triton.language import standard
+
+    combine = getattr(standard, "_sum_combine", None)
+    return interpreting() and combine is not None and type(combine).__name__ != "InterpretedFunction"
+
+
 def pdl_supported(device) -> bool:
     """True when a launch on device can use PDL: compiled kernels, gdc in Triton, compute capability >= 9.0."""
     import torch
@@ -51,14 +59,20 @@ def pdl_mode(pdl: bool, early: bool) -> int:
 
 @triton.jit
 def pdl_start(USE_PDL: tl.constexpr):
-    """PDL_EARLY: let the next kernel launch now. Safe: it loads only weights before its own wait."""
+    """PDL_EARLY: let the next kernel launch now.
+
+    Safe: before its own wait, the next kernel loads only weights.
+    """
     if USE_PDL == 2:
         tl.extra.cuda.gdc_launch_dependents()
 
 
 @triton.jit
 def pdl_wait(USE_PDL: tl.constexpr):
-    """Wait for the previous kernel's writes; PDL_AFTER_WAIT then lets the next kernel start loading its weights."""
+    """Wait for the previous kernel's writes to be visible.
+
+    PDL_AFTER_WAIT then lets the next kernel launch and start loading its weights.
+    """
     if USE_PDL:
         tl.extra.cuda.gdc_wait()
         if USE_PDL == 1:
