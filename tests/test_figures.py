@@ -254,3 +254,27 @@ def test_roofline_draws_the_slope_the_roof_and_every_point(tmp_path):
     assert (tmp_path / "roofline.png").stat().st_size > 0
     with pytest.raises(ValueError, match="greater than 0"):
         roofline_plot({"x": [(0.0, 1.0, "")]}, bandwidth_gbps=1.0, peak_tflops=1.0)
+
+
+def test_gemv_sizes_draws_each_way_against_the_read_bandwidth(tmp_path):
+    from floorlab.figures import gemv_sizes
+
+    rows = [{"bytes": b, "alone_gbps": a, "serial_gbps": s, "chained_gbps": c}
+            for b, a, s, c in ((8e6, 800.0, 1900.0, 2300.0), (5e5, 30.0, 280.0, 360.0))]
+    fig = gemv_sizes(rows, 4360.0, title="sizes", note="stand-in data", path=tmp_path / "g.png")
+    (ax,) = fig.axes
+    drawn = {line.get_gid(): line for line in ax.get_lines() if line.get_gid()}
+    assert set(drawn) == {"alone", "serial", "chained"}
+    assert list(drawn["chained"].get_xdata()) == [0.5, 8.0]  # MB, sorted by size
+    assert list(drawn["alone"].get_ydata()) == [30.0, 800.0]
+    assert "read bandwidth, 4360 GB/s" in all_text(fig)
+    assert (tmp_path / "g.png").stat().st_size > 0
+    with pytest.raises(ValueError, match="sweep_sizes"):
+        gemv_sizes([], 4360.0)
+    with pytest.raises(ValueError, match="above 0"):
+        gemv_sizes(rows, 0.0)
+
+
+def test_timeline_can_start_at_the_first_kernel():
+    fig = timeline([graph_timeline()], min_us=0, max_us=50)
+    assert fig.axes[0].get_xlim() == (0.0, 50.0)

@@ -255,3 +255,18 @@ def test_kernel_sweep_runs_on_a_tiny_shape(tmp_path, capsys):
     steps = {r["path"]: r for r in result["step_rows"]}
     assert steps["triton default"]["rel_err_vs_plain"] < 1e-4
     assert "best config per GEMV" in capsys.readouterr().out
+
+
+def test_parity_with_plain_leaves_the_cache_as_the_plain_step_leaves_it():
+    from floorlab.kernel_sweep import parity_with_plain
+    from floorlab.kernels import kernels_unavailable
+
+    assert kernels_unavailable(DEVICE) == ""
+    model = _model(GQA_TIED)
+    model.prefill(torch.randint(0, GQA_TIED.vocab_size, (2, 6), device=DEVICE,
+                                generator=torch.Generator(DEVICE).manual_seed(2)))
+    tokens, positions = torch.tensor([3, 9], device=DEVICE), torch.tensor([6, 6], device=DEVICE)
+    before = model.k_cache.clone()
+    assert parity_with_plain(model, tokens, positions) < MAX_REL_ERR
+    written = (model.k_cache != before).nonzero()[:, 3].unique().tolist()  # the positions written
+    assert written == [6]

@@ -247,13 +247,15 @@ def timeline(
     title: str | None = None,
     note: str | None = None,
     max_us: float | None = None,
+    min_us: float | None = None,
 ) -> Figure:
     """One panel per Timeline: a CPU row of calls and a GPU row of kernels, idle GPU time shaded.
 
     Each panel draws one steady-state step from its first kernel (or operator) to the
     next step's; host calls issued earlier, while the previous step ran, sit left of
     zero. A dotted mark shows the step's time without the profiler, when known.
-    max_us crops the shared time axis. Returns the Figure.
+    max_us and min_us crop the shared time axis (min_us=0 leaves out the launch calls
+    before the first kernel). Returns the Figure.
     """
     timelines = list(timelines)
     if not timelines:
@@ -265,7 +267,7 @@ def timeline(
         right = max([tl.span_us, (tl.timed_ms or 0.0) * 1e3])
         return min(starts + [0.0]), right
 
-    left_us = min(extent(tl)[0] for tl in timelines)
+    left_us = min_us if min_us is not None else min(extent(tl)[0] for tl in timelines)
     right_us = max_us if max_us else max(extent(tl)[1] for tl in timelines)
     in_ms = right_us - left_us >= 2000
     scale = 1000.0 if in_ms else 1.0
