@@ -270,3 +270,16 @@ def test_parity_with_plain_leaves_the_cache_as_the_plain_step_leaves_it():
     assert parity_with_plain(model, tokens, positions) < MAX_REL_ERR
     written = (model.k_cache != before).nonzero()[:, 3].unique().tolist()  # the positions written
     assert written == [6]
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="on a GPU floorlab leaves Triton compiled")
+def test_importing_floorlab_turns_the_interpreter_on_without_a_gpu_unless_told_otherwise():
+    probe = "import os, floorlab; print(os.environ.get('TRITON_INTERPRET'))"
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    env["PYTHONPATH"] = str(LIB)
+    for preset, expected in ((None, "1"), ("0", "0")):
+        run_env = dict(env, **({"TRITON_INTERPRET": preset} if preset else {}))
+        done = subprocess.run([sys.executable, "-c", probe], env=run_env, capture_output=True, text=True,
+                              timeout=300)
+        assert done.returncode == 0, done.stderr[-2000:]
+        assert done.stdout.strip() == expected
