@@ -70,3 +70,22 @@ def test_library_code_a_chapter_shows_fits_the_page():
     for chapter, name in sorted(shown):
         wide = [line for line in source(eval(name, namespace)).splitlines() if len(line) > COLUMN]
         assert not wide, f"{chapter} shows {name}, whose line runs past {COLUMN}: {wide[0]!r}"
+
+
+def test_source_by_name_reads_a_module_without_importing_it():
+    import sys
+
+    from floorlab.prose import source
+
+    loaded = sys.modules.pop("floorlab.kernels.runtime", None)
+    try:
+        text = source("floorlab.kernels.runtime.pdl_wait")
+        assert "floorlab.kernels.runtime" not in sys.modules
+    finally:
+        if loaded is not None:
+            sys.modules["floorlab.kernels.runtime"] = loaded
+    assert text.startswith("@triton.jit\ndef pdl_wait(") and "gdc_wait()" in text
+    with pytest.raises(ValueError, match="no top-level function or class 'nope'"):
+        source("floorlab.kernels.runtime.nope")
+    with pytest.raises(ValueError, match="no module"):
+        source("floorlab.nothing_here.f")

@@ -427,10 +427,10 @@ def stored_sweep(name: str = "h200-kernel-sweep") -> dict:
 def size_sweep_here(device, shape: Qwen3Shape, *, read_gbps: float, reference: str):
     """(rows, source): the size sweep on this GPU; on a CPU, the stored run's rows.
 
-    On a CPU the same code first runs in Triton's interpreter on two tiny sizes, which checks
-    the launches but times nothing worth drawing.
+    On a CPU the same code first runs in Triton's interpreter on two tiny sizes (where Triton
+    is installed), which checks the launches but times nothing worth drawing.
     """
-    from floorlab.kernels import default_config, pdl_supported, shape_kwargs
+    from floorlab.kernels import default_config, kernels_unavailable, pdl_supported, shape_kwargs
     from floorlab.measure import source_for
 
     source = source_for(device, reference)
@@ -440,8 +440,9 @@ def size_sweep_here(device, shape: Qwen3Shape, *, read_gbps: float, reference: s
                            copies=shape.num_layers, warmup=3, repeats=20, pdl_on=pdl_supported(device),
                            config=config)
         return rows, source
-    sweep_sizes((16, 64), 64, device=device, dtype=torch.float32, read_gbps=read_gbps, copies=2, warmup=0,
-                repeats=1, pdl_on=False)
+    if not kernels_unavailable(device):
+        sweep_sizes((16, 64), 64, device=device, dtype=torch.float32, read_gbps=read_gbps, copies=2, warmup=0,
+                    repeats=1, pdl_on=False)
     return source.run.facts["size_rows"], source
 
 

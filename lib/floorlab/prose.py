@@ -8,6 +8,7 @@ from __future__ import annotations
 import inspect
 import math
 import textwrap
+from pathlib import Path
 
 COLUMN = 84  # characters a printed line may take in the site's content column (see _static)
 
@@ -46,8 +47,30 @@ def source(obj) -> str:
     """The source of a library function or class, as it runs, for a chapter to show.
 
     A Triton kernel (@triton.jit, compiled or interpreted) shows the function it wraps.
+    A dotted name such as "floorlab.kernels.runtime.pdl_wait" is read from its module's
+    file without importing it, so code that needs a missing package (Triton) still shows.
     """
+    if isinstance(obj, str):
+        return _source_by_name(obj)
     return textwrap.dedent(inspect.getsource(getattr(obj, "fn", obj)))
+
+
+def _source_by_name(dotted: str) -> str:
+    """The decorators and body of the top-level function or class `dotted` names, from its file."""
+    import ast
+    import importlib.util
+
+    module, _, name = dotted.rpartition(".")
+    spec = importlib.util.find_spec(module) if module else None
+    if spec is None or not spec.origin:
+        raise ValueError(f"no module {module!r} to read {name!r} from; pass a name such as "
+                         "'floorlab.kernels.runtime.pdl_wait'")
+    text = Path(spec.origin).read_text()
+    for node in ast.parse(text).body:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) and node.name == name:
+            first = min([node.lineno] + [d.lineno for d in node.decorator_list])
+            return "\n".join(text.splitlines()[first - 1:node.end_lineno]) + "\n"
+    raise ValueError(f"{module} has no top-level function or class {name!r}")
 
 
 def show_source(*objs):
