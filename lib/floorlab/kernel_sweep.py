@@ -606,7 +606,8 @@ def main(argv=None) -> int:
     parser.add_argument("--out", help="write the results as JSON to this path")
     parser.add_argument("--tiny", action="store_true", help="a tiny shape (runs on a CPU with TRITON_INTERPRET=1)")
     parser.add_argument("--batches", type=int, nargs="+", help="batch sizes (default 1 8)")
-    parser.add_argument("--presets", nargs="+", help=f"presets for the step timings (default {' '.join(STEP_PRESETS)})")
+    parser.add_argument("--presets", nargs="+",
+                        help=f"presets whose GEMVs are swept and steps timed (default {' '.join(STEP_PRESETS)})")
     parser.add_argument("--context", type=int, help=f"tokens already in the cache (default {CONTEXT})")
     parser.add_argument("--repeats", type=int, help="timed repeats (default 20 on a GPU)")
     parser.add_argument("--configs", type=int, default=12, help="at most this many configs per GEMV (default 12)")
