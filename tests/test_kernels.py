@@ -59,6 +59,8 @@ def _model(shape, max_batch=4, max_context=40):
     (3, 97, 96, {"block_k": 32, "rows_per_program": 16, "dot": True}),
     (2, 40, 64, {"block_k": 16, "rows_per_program": 32, "split_k": 2, "dot": True}),
     (3, 97, 96, {"block_k": 64, "rows_per_program": 2, "tile_sums": True}),
+    (3, 97, 96, {"block_k": 32, "rows_per_program": 4, "row_loop": True}),
+    (2, 64, 96, {"block_k": 32, "rows_per_program": 2, "split_k": 2, "row_loop": True}),
 ])
 def test_gemv_matches_torch(batch, n, k, kwargs):
     gen = torch.Generator().manual_seed(batch + n)
@@ -68,8 +70,9 @@ def test_gemv_matches_torch(batch, n, k, kwargs):
     assert relative_error(y, x @ w.T) < MAX_REL_ERR
 
 
-@pytest.mark.parametrize("split_k, tile_sums", [(1, False), (2, False), (1, True)])
-def test_fused_epilogues_match_torch(split_k, tile_sums):
+@pytest.mark.parametrize("split_k, tile_sums, row_loop", [(1, False, False), (2, False, False), (1, True, False),
+                                                         (1, False, True), (2, False, True)])
+def test_fused_epilogues_match_torch(split_k, tile_sums, row_loop):
     from floorlab.fused import _rms_norm
     from floorlab.kernels.matvec import launch_gemv
 
@@ -77,8 +80,9 @@ def test_fused_epilogues_match_torch(split_k, tile_sums):
     x, res = torch.randn(3, 96, generator=gen), torch.randn(3, 33, generator=gen)
     w, norm = torch.randn(66, 96, generator=gen), 1 + 0.3 * torch.randn(96, generator=gen)
     x, res, w, norm = (t.to(DEVICE) for t in (x, res, w, norm))
-    dot = split_k == 2  # the tensor-core tiles, their batch padded to 16 rows
-    config = GemvConfig(rows_per_program=16 if dot else 2, block_k=32, split_k=split_k, dot=dot, tile_sums=tile_sums)
+    dot = split_k == 2 and not row_loop  # the tensor-core tiles, their batch padded to 16 rows
+    config = GemvConfig(rows_per_program=16 if dot else 2, block_k=32, split_k=split_k, dot=dot, tile_sums=tile_sums,
+                        row_loop=row_loop)
     out = launch_gemv(x, w[:33], res.clone(), config=config, residual=None, norm_weight=norm, eps=1e-6)
     assert relative_error(out, _rms_norm(x, norm, 1e-6) @ w[:33].T) < MAX_REL_ERR
     inplace = res.clone()

@@ -2,9 +2,12 @@
 
 One program serves one (batch row, KV head, context split): the query heads sharing that KV
 head are its rows (GQA), padded to 16 so q.K^T and p.V run as tensor-core dots. Each split
-covers a share of positions 0..pos of its row (flash-decoding). With more than one split each
+covers a share of positions 0..pos of its row (flash-decoding), whole tiles of block_t, so a
+context of one tile sits in split 0 alone, which then writes the output itself. Otherwise each
 program stores its float32 softmax sums and bumps a counter; the last split of a (row, KV head)
-to finish merges them all, so the step needs no second kernel per layer.
+to finish merges them all, so the step needs no second kernel per layer. Before the PDL wait a
+program loads all that no earlier kernel writes (norm weights, rope rows, its first cached tile),
+and inside the loop each tile's successor is loaded before the tile is used.
 """
 from __future__ import annotations
 
@@ -20,17 +23,18 @@ LOG2_E = 1.4426950408889634
 
 
 @triton.jit
-def _norm_rope(row_ptr, heads, h_ok, offs_d, w_ptr, cos_ptr, sin_ptr, inv_d, eps, D: tl.constexpr):
-    """RMSNorm (float32, cast, times weight) then RoPE x*cos + roll(x, D/2)*sin of heads [H, D]; returns float32."""
+def _norm_rope(row_ptr, heads, h_ok, offs_d, w, w_rolled, cos, sin, inv_d, eps, D: tl.constexpr):
+    """RMSNorm (float32, cast, times weight) then RoPE x*cos + roll(x, D/2)*sin of heads [H, D]; returns float32.
+
+    w, w_rolled: the norm weight and the same rolled by D/2; cos, sin: this position's rows (float32).
+    """
     dtype = row_ptr.dtype.element_ty
     rolled = (offs_d + D // 2) % D
     x = tl.load(row_ptr + heads[:, None] * D + offs_d[None, :], mask=h_ok[:, None], other=0.0).to(tl.float32)
     inv = tl.rsqrt(tl.sum(x * x, axis=1) * inv_d + eps)
-    xn = (x * inv[:, None]).to(dtype) * tl.load(w_ptr + offs_d)[None, :]
+    xn = (x * inv[:, None]).to(dtype) * w[None, :]
     xr = tl.load(row_ptr + heads[:, None] * D + rolled[None, :], mask=h_ok[:, None], other=0.0).to(tl.float32)
-    xrn = (xr * inv[:, None]).to(dtype) * tl.load(w_ptr + rolled)[None, :]
-    cos = tl.load(cos_ptr + offs_d).to(tl.float32)
-    sin = tl.load(sin_ptr + offs_d).to(tl.float32)
+    xrn = (xr * inv[:, None]).to(dtype) * w_rolled[None, :]
     first = (xn.to(tl.float32) * cos[None, :]).to(dtype).to(tl.float32)
     return (first + xrn.to(tl.float32) * sin[None, :]).to(dtype).to(tl.float32)
 
@@ -77,7 +81,13 @@ def _attention_kernel(qkv_ptr, pos_ptr, qn_ptr, kn_ptr, cos_ptr, sin_ptr, kc_ptr
     kc = kc_ptr + b * stride_cb + kvh * stride_ch
     vc = vc_ptr + b * stride_cb + kvh * stride_ch
 
-    # the first cached tile (positions < pos, written by earlier steps) loads before the wait
+    # before the wait, all that no earlier kernel writes: the norm weights, this position's rope
+    # rows and the first cached tile (positions < pos, written by earlier steps)
+    rolled = (offs_d + D // 2) % D
+    qw, qw_rolled = tl.load(qn_ptr + offs_d), tl.load(qn_ptr + rolled)
+    kw, kw_rolled = tl.load(kn_ptr + offs_d), tl.load(kn_ptr + rolled)
+    cos = tl.load(cos_ptr + pos * stride_rope + offs_d).to(tl.float32)
+    sin = tl.load(sin_ptr + pos * stride_rope + offs_d).to(tl.float32)
     t = start + offs_t
     cached = (t < end) & (t < pos)
     k_tile = tl.load(kc + t[:, None] * stride_ct + offs_d[None, :], mask=cached[:, None], other=0.0)
@@ -85,13 +95,11 @@ def _attention_kernel(qkv_ptr, pos_ptr, qn_ptr, kn_ptr, cos_ptr, sin_ptr, kc_ptr
     pdl_wait(USE_PDL)
 
     row = qkv_ptr + b * stride_qkv
-    cos = cos_ptr + pos * stride_rope
-    sin = sin_ptr + pos * stride_rope
     g = tl.arange(0, GROUP_P)
-    q = _norm_rope(row, kvh * GROUP + g, g < GROUP, offs_d, qn_ptr, cos, sin, 1.0 / D, eps, D)
+    q = _norm_rope(row, kvh * GROUP + g, g < GROUP, offs_d, qw, qw_rolled, cos, sin, 1.0 / D, eps, D)
     q = q.to(kc_ptr.dtype.element_ty)  # exact: _norm_rope rounds to the dtype
     one = tl.arange(0, 1)
-    k_new = _norm_rope(row, NQ + kvh + one, one < 1, offs_d, kn_ptr, cos, sin, 1.0 / D, eps, D)
+    k_new = _norm_rope(row, NQ + kvh + one, one < 1, offs_d, kw, kw_rolled, cos, sin, 1.0 / D, eps, D)
     v_new = tl.load(row + (NQ + NKV + kvh) * D + one[:, None] * D + offs_d[None, :]).to(tl.float32)
     # every split holds this token's k and v in registers; split 0 alone writes them to the cache
     write = (offs_d[None, :] < D) & (split == 0) & (tl.load(pos_ptr + b) < max_context)
@@ -102,20 +110,22 @@ def _attention_kernel(qkv_ptr, pos_ptr, qn_ptr, kn_ptr, cos_ptr, sin_ptr, kc_ptr
     m = tl.full([GROUP_P], float("-inf"), tl.float32)
     l = tl.zeros([GROUP_P], tl.float32)
     acc = tl.zeros([GROUP_P, D], tl.float32)
-    m, l, acc = _attend_tile(q, k_tile, v_tile, t, pos, end, k_new, v_new, m, l, acc, scale_log2)
-    for t0 in range(start + BLOCK_T, end, BLOCK_T):
+    for t0 in range(start, end, BLOCK_T):  # each tile's successor loads before the tile is used
         t = t0 + offs_t
-        cached = (t < end) & (t < pos)
-        k_tile = tl.load(kc + t[:, None] * stride_ct + offs_d[None, :], mask=cached[:, None], other=0.0)
-        v_tile = tl.load(vc + t[:, None] * stride_ct + offs_d[None, :], mask=cached[:, None], other=0.0)
+        after = t + BLOCK_T
+        cached = (after < end) & (after < pos)
+        k_next = tl.load(kc + after[:, None] * stride_ct + offs_d[None, :], mask=cached[:, None], other=0.0)
+        v_next = tl.load(vc + after[:, None] * stride_ct + offs_d[None, :], mask=cached[:, None], other=0.0)
         m, l, acc = _attend_tile(q, k_tile, v_tile, t, pos, end, k_new, v_new, m, l, acc, scale_log2)
+        k_tile, v_tile = k_next, v_next
 
     heads = kvh * GROUP + g
     h_ok = (g < GROUP)[:, None]
     if SPLITS == 1:
-        out = acc / l[:, None]
-        tl.store(out_ptr + b * stride_ob + heads[:, None] * D + offs_d[None, :],
-                 out.to(out_ptr.dtype.element_ty), mask=h_ok)
+        _store_rows(out_ptr + b * stride_ob, heads, h_ok, offs_d, acc / l[:, None], D)
+    elif tl.cdiv(visible, chunk) == 1:  # a short context sits in split 0 alone: no partials to merge
+        if split == 0:
+            _store_rows(out_ptr + b * stride_ob, heads, h_ok, offs_d, acc / l[:, None], D)
     else:  # float32 partials [B, NQ, SPLITS] (+ D); the last split to finish merges them
         slot = (b * NQ + heads) * SPLITS + split
         tl.store(m_ptr + slot, m, mask=g < GROUP)
@@ -127,6 +137,12 @@ def _attention_kernel(qkv_ptr, pos_ptr, qn_ptr, kn_ptr, cos_ptr, sin_ptr, kc_ptr
             _merge_splits(m_ptr, l_ptr, acc_ptr, out_ptr + b * stride_ob, (b * NQ + heads) * SPLITS, heads,
                           g < GROUP, offs_d, D, SPLITS, SPLITS_P)
             tl.atomic_xchg(count_ptr, 0)  # ready for the next layer
+
+
+@triton.jit
+def _store_rows(out_row, heads, h_ok, offs_d, out, D: tl.constexpr):
+    """out_row[heads, :] = out (heads x D), rounded to the output's dtype."""
+    tl.store(out_row + heads[:, None] * D + offs_d[None, :], out.to(out_row.dtype.element_ty), mask=h_ok)
 
 
 @triton.jit
@@ -143,7 +159,7 @@ def _merge_splits(m_ptr, l_ptr, acc_ptr, out_row, first_slot, heads, h_ok, offs_
     m_max = tl.max(m, axis=1)
     weight = tl.exp2(m - tl.where(h_ok, m_max, 0.0)[:, None])
     out = tl.sum(acc * weight[:, :, None], axis=1) / tl.where(h_ok, tl.sum(l * weight, axis=1), 1.0)[:, None]
-    tl.store(out_row + heads[:, None] * D + offs_d[None, :], out.to(out_row.dtype.element_ty), mask=h_ok[:, None])
+    _store_rows(out_row, heads, h_ok[:, None], offs_d, out, D)
 
 
 def launch_attention(qkv: torch.Tensor, positions: torch.Tensor, q_norm: torch.Tensor, k_norm: torch.Tensor,

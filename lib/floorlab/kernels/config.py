@@ -21,7 +21,8 @@ class GemvConfig:
 
     dot=True multiplies each tile on tensor cores, the batch padded to 16 rows (needs rows_per_program >= 16).
     tile_sums=True sums each tile's products at once (fewer registers, so larger tiles); by default they
-    pile up elementwise and are summed once at the end.
+    pile up elementwise and are summed once at the end. row_loop=True meets each weight tile with the
+    batch rows one at a time, summing each at once: a batch of 8 without tensor-core padding.
     """
 
     rows_per_program: int = 4
@@ -30,6 +31,7 @@ class GemvConfig:
     split_k: int = 1
     dot: bool = False
     tile_sums: bool = False
+    row_loop: bool = False
 
     def check(self) -> "GemvConfig":
         """Return self after checking every field; raises ValueError saying how to fix a bad one."""
@@ -43,6 +45,9 @@ class GemvConfig:
                              f"tile), got {self.rows_per_program} and {self.block_k}; raise them or pass dot=False")
         if self.dot and self.tile_sums:
             raise ValueError("GemvConfig(dot=True) already sums each tile on tensor cores; pass tile_sums=False")
+        if self.row_loop and (self.dot or self.tile_sums):
+            raise ValueError("GemvConfig(row_loop=True) sums each batch row's tile at once, so it takes neither "
+                             "dot=True nor tile_sums=True; pass only one of the three")
         return self
 
     def to_dict(self) -> dict:
@@ -125,31 +130,47 @@ def default_config(batch: int, *, hidden_size: int = 1024, num_kv_heads: int = 8
                    attention_size: int = 2048, intermediate_size: int = 3072) -> StepConfig:
     """A StepConfig for a batch (rows), chosen from H200 sweeps of the qwen3-0.6b and qwen3-8b shapes.
 
-    (floorlab.kernel_sweep; attention_size is heads x head_dim, the o_proj's K.) Other cards and
-    shapes may do better with other configs: run the sweep and pass its best.
+    (floorlab.kernel_sweep, and whole steps timed with one launch config changed at a time;
+    attention_size is heads x head_dim, the o_proj's K.) Other cards and shapes may do better
+    with other configs: run the sweep and pass its best.
     """
-    if batch <= 2:  # float32 sums in registers; small programs, one K tile where K is short
-        def narrow(k_size: int) -> GemvConfig:  # o_proj and down: the hidden size is their N
-            if k_size <= 3072:  # the whole row in one tile, loaded before the PDL wait
-                return GemvConfig(rows_per_program=4, block_k=1 << (k_size - 1).bit_length())
-            return GemvConfig(rows_per_program=4, block_k=512)
+    def whole(k_size: int, most: int) -> int:  # a K tile of the whole row, up to `most` elements
+        return min(most, 1 << (k_size - 1).bit_length())
 
-        qkv = GemvConfig(rows_per_program=4, block_k=1024, num_warps=2, tile_sums=True)
+    if batch <= 2:  # float32 sums in registers; small programs, one K tile where K is short
+        if hidden_size <= 1024:  # one tile per row: the smallest programs fill the SMs best
+            qkv = GemvConfig(rows_per_program=2, block_k=1024, num_warps=1, tile_sums=True)
+        else:  # several tiles per row: wider programs keep more loads in flight
+            qkv = GemvConfig(rows_per_program=8, block_k=2048, num_warps=8, tile_sums=True)
         gate_up = GemvConfig(rows_per_program=2, block_k=1024, num_warps=1, tile_sums=True)
-        o_proj, down = narrow(attention_size), narrow(intermediate_size)
+        if attention_size <= 3072:  # o_proj: the whole row in one tile, loaded before the PDL wait
+            o_proj = GemvConfig(rows_per_program=4, block_k=whole(attention_size, 4096))
+        else:
+            o_proj = GemvConfig(rows_per_program=4, block_k=512)
+        if intermediate_size <= 4096:
+            down = GemvConfig(rows_per_program=4, block_k=whole(intermediate_size, 4096), tile_sums=True)
+        else:
+            down = GemvConfig(rows_per_program=8, block_k=4096, num_warps=8, tile_sums=True)
         head = GemvConfig(rows_per_program=16, block_k=1024, tile_sums=True)
-    else:  # tensor cores, the batch padded to 16; the hidden-sized outputs split K for more programs
-        qkv = GemvConfig(rows_per_program=32, block_k=128, dot=True)
+    else:  # one weight tile meets each batch row in turn, or tensor cores with the batch padded to 16
+        qkv = GemvConfig(rows_per_program=2, block_k=1024, num_warps=1, row_loop=True)
         gate_up = GemvConfig(rows_per_program=64, block_k=128, dot=True)
-        o_proj = down = GemvConfig(rows_per_program=32, block_k=128, split_k=4, dot=True)
+        down = GemvConfig(rows_per_program=32, block_k=128, split_k=4, dot=True)
+        if attention_size <= 2048:
+            o_proj = GemvConfig(rows_per_program=2, block_k=1024, num_warps=1, split_k=2, row_loop=True)
+        else:
+            o_proj = down
         head = GemvConfig(rows_per_program=128, block_k=128, num_warps=8, dot=True)
-    # about two attention programs per SM of a large GPU, each at least one tile of the context
-    block_t = 32
-    splits = max(1, min(32, 256 // max(1, batch * num_kv_heads), max_context // block_t))
-    # releasing the next kernel at a kernel's start helps the small programs of batch 1-2; the
-    # tensor-core programs of larger batches fill the SMs, and early neighbours only slow them
+    # a context of one 64-position tile needs no split; longer ones split into whole tiles, up
+    # to about two programs per SM of a large GPU at batch 1-2 (larger batches have programs enough)
+    block_t = 64
+    tiles = -(-max_context // block_t) if batch <= 2 else -(-max_context // (4 * block_t))
+    splits = max(1, min(32, 256 // max(1, batch * num_kv_heads), tiles))
+    # releasing the next kernel at a kernel's start helps the small programs of batch 1-2; at
+    # larger batches early neighbours only slow the kernels down
     return StepConfig(qkv=qkv, o_proj=o_proj, gate_up=gate_up, down=down, lm_head=head,
-                      attention=AttentionConfig(block_t=block_t, splits=splits), early_launch=batch <= 2)
+                      attention=AttentionConfig(block_t=block_t, splits=splits, num_warps=8),
+                      early_launch=batch <= 2)
 
 
 def shape_kwargs(shape) -> dict:

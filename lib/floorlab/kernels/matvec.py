@@ -67,11 +67,57 @@ def _dot(acc, xv, w, DOT: tl.constexpr, TILE_SUMS: tl.constexpr):
 
 
 @triton.jit
+def _rows_tile(acc, acc_up, sum_sq, w, u, x_ptr, stride_xb, B, bidx, k, k_ok, norm_ptr, inv_rms,
+               NORM: tl.constexpr, DEFER: tl.constexpr, UP: tl.constexpr, BLOCK_B: tl.constexpr):
+    """ROW_LOOP: add this tile's sums to acc[B, R] (and acc_up), one batch row at a time.
+
+    The weight tile stays in registers while each row of x (a few KB, from cache) meets it, so
+    a batch of 8 streams the weights once, as batch 1 does, without a tensor-core tile.
+    """
+    wf = w.to(tl.float32)
+    if UP:
+        uf = u.to(tl.float32)
+    if NORM:
+        nw = tl.load(norm_ptr + k, mask=k_ok, other=0.0)
+    for b in tl.static_range(BLOCK_B):
+        here = bidx == b
+        xv = tl.load(x_ptr + b * stride_xb + k, mask=k_ok & (b < B), other=0.0)
+        xf = xv.to(tl.float32)
+        if NORM:
+            if DEFER:
+                sum_sq += tl.where(here, tl.sum(xf * xf, axis=0), 0.0)
+                xf = xf * nw.to(tl.float32)
+            else:
+                inv = tl.sum(tl.where(here, inv_rms, 0.0), axis=0)
+                xf = ((xf * inv).to(x_ptr.dtype.element_ty) * nw).to(tl.float32)
+        acc += tl.where(here[:, None], tl.sum(wf * xf[None, :], axis=1)[None, :], 0.0)
+        if UP:
+            acc_up += tl.where(here[:, None], tl.sum(uf * xf[None, :], axis=1)[None, :], 0.0)
+    return acc, acc_up, sum_sq
+
+
+@triton.jit
+def _tile(acc, acc_up, sum_sq, w, u, x_ptr, stride_xb, B, bidx, b_ok, k, k_ok, norm_ptr, inv_rms,
+          NORM: tl.constexpr, DEFER: tl.constexpr, UP: tl.constexpr, DOT: tl.constexpr, TILE_SUMS: tl.constexpr,
+          ROW_LOOP: tl.constexpr, BLOCK_B: tl.constexpr):
+    """One K tile: the weight tile w (and u, the up rows, with UP) times x, added to the sums."""
+    if ROW_LOOP:
+        acc, acc_up, sum_sq = _rows_tile(acc, acc_up, sum_sq, w, u, x_ptr, stride_xb, B, bidx, k, k_ok,
+                                         norm_ptr, inv_rms, NORM, DEFER, UP, BLOCK_B)
+    else:
+        xv, sum_sq = _x_tile(x_ptr, stride_xb, bidx, b_ok, k, k_ok, norm_ptr, inv_rms, sum_sq, NORM, DEFER)
+        acc = _dot(acc, xv, w, DOT, TILE_SUMS)
+        if UP:
+            acc_up = _dot(acc_up, xv, u, DOT, TILE_SUMS)
+    return acc, acc_up, sum_sq
+
+
+@triton.jit
 def _gemv_kernel(x_ptr, w_ptr, norm_ptr, res_ptr, out_ptr,
                  B, N, K, stride_xb, stride_wn, stride_rb, stride_ob, stride_os, k_per_split, eps,
                  BLOCK_B: tl.constexpr, ROWS: tl.constexpr, BLOCK_K: tl.constexpr,
                  NORM: tl.constexpr, DEFER: tl.constexpr, EPILOGUE: tl.constexpr, EVEN_K: tl.constexpr,
-                 DOT: tl.constexpr, TILE_SUMS: tl.constexpr, USE_PDL: tl.constexpr):
+                 DOT: tl.constexpr, TILE_SUMS: tl.constexpr, ROW_LOOP: tl.constexpr, USE_PDL: tl.constexpr):
     pdl_start(USE_PDL)
     pid_n = tl.program_id(0)
     pid_k = tl.program_id(1)
@@ -112,16 +158,16 @@ def _gemv_kernel(x_ptr, w_ptr, norm_ptr, res_ptr, out_ptr,
         inv_rms = tl.rsqrt(sum_sq / K + eps)
         sum_sq = tl.zeros([BLOCK_B], tl.float32)
 
-    if DOT or TILE_SUMS:
+    if DOT or TILE_SUMS or ROW_LOOP:
         acc = tl.zeros([BLOCK_B, ROWS], tl.float32)
         acc_up = tl.zeros([BLOCK_B, ROWS], tl.float32)
     else:
         acc = tl.zeros([BLOCK_B, ROWS, BLOCK_K], tl.float32)
         acc_up = tl.zeros([BLOCK_B, ROWS, BLOCK_K], tl.float32)
-    xv, sum_sq = _x_tile(x_ptr, stride_xb, bidx, b_ok, k, k_ok, norm_ptr, inv_rms, sum_sq, NORM, DEFER)
-    acc = _dot(acc, xv, w, DOT, TILE_SUMS)
-    if EPILOGUE == SWIGLU:
-        acc_up = _dot(acc_up, xv, u, DOT, TILE_SUMS)
+    if EPILOGUE != SWIGLU:
+        u = w
+    acc, acc_up, sum_sq = _tile(acc, acc_up, sum_sq, w, u, x_ptr, stride_xb, B, bidx, b_ok, k, k_ok, norm_ptr,
+                                inv_rms, NORM, DEFER, EPILOGUE == SWIGLU, DOT, TILE_SUMS, ROW_LOOP, BLOCK_B)
     for k0 in range(k_start + BLOCK_K, k_end, BLOCK_K):
         k = k0 + offs_k
         k_ok = k < k_end
@@ -130,13 +176,14 @@ def _gemv_kernel(x_ptr, w_ptr, norm_ptr, res_ptr, out_ptr,
         else:
             w_mask = row_ok[:, None] & k_ok[None, :]
         w = tl.load(w_rows + k[None, :], mask=w_mask, other=0.0)
-        xv, sum_sq = _x_tile(x_ptr, stride_xb, bidx, b_ok, k, k_ok, norm_ptr, inv_rms, sum_sq, NORM, DEFER)
-        acc = _dot(acc, xv, w, DOT, TILE_SUMS)
         if EPILOGUE == SWIGLU:
             u = tl.load(u_rows + k[None, :], mask=w_mask, other=0.0)
-            acc_up = _dot(acc_up, xv, u, DOT, TILE_SUMS)
+        else:
+            u = w
+        acc, acc_up, sum_sq = _tile(acc, acc_up, sum_sq, w, u, x_ptr, stride_xb, B, bidx, b_ok, k, k_ok, norm_ptr,
+                                    inv_rms, NORM, DEFER, EPILOGUE == SWIGLU, DOT, TILE_SUMS, ROW_LOOP, BLOCK_B)
 
-    if not DOT and not TILE_SUMS:
+    if not DOT and not TILE_SUMS and not ROW_LOOP:
         acc = tl.sum(acc, axis=2)
         if EPILOGUE == SWIGLU:
             acc_up = tl.sum(acc_up, axis=2)
@@ -198,7 +245,7 @@ def launch_gemv(x: torch.Tensor, weight: torch.Tensor, out: torch.Tensor, *, con
     has_norm = norm_weight is not None
     common = dict(BLOCK_B=block_b, ROWS=config.rows_per_program, BLOCK_K=block_k, NORM=has_norm,
                   DEFER=has_norm and splits == 1, EVEN_K=k_size % block_k == 0, DOT=config.dot,
-                  TILE_SUMS=config.tile_sums, USE_PDL=int(pdl))
+                  TILE_SUMS=config.tile_sums, ROW_LOOP=config.row_loop, USE_PDL=int(pdl))
     norm = norm_weight if has_norm else weight
     if splits == 1:
         epilogue = SWIGLU if swiglu else RESIDUAL if residual is not None else STORE
