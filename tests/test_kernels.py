@@ -167,6 +167,19 @@ def test_step_matches_transformers():
 
 # ---------------------------------------------------------------- (d) errors that say how to fix them
 
+def test_a_row_loop_config_takes_neither_tensor_cores_nor_tile_sums():
+    with pytest.raises(ValueError, match="row_loop=True"):
+        GemvConfig(rows_per_program=16, block_k=32, dot=True, row_loop=True).check()
+    with pytest.raises(ValueError, match="row_loop=True"):
+        GemvConfig(tile_sums=True, row_loop=True).check()
+
+
+def test_default_attention_splits_only_contexts_longer_than_one_tile():
+    short, long = default_config(1, max_context=64).attention, default_config(1, max_context=520).attention
+    assert short.splits == 1 and long.splits == -(-520 // long.block_t)
+    assert default_config(8, max_context=112).attention.splits == 1
+
+
 def test_bad_inputs_are_refused():
     model = _model(GQA_TIED, max_batch=2, max_context=16)
     step = triton_step(model)
@@ -258,6 +271,9 @@ def test_kernel_sweep_runs_on_a_tiny_shape(tmp_path, capsys):
     assert all(r.get("rel_err", 0.0) < 1e-4 for r in result["gemv_rows"])
     steps = {r["path"]: r for r in result["step_rows"]}
     assert steps["triton default"]["rel_err_vs_plain"] < 1e-4
+    variants = result["variant_rows"]  # the step with one launch config changed at a time
+    assert [r["variant"] for r in variants][0] == "default" and len({r["part"] for r in variants}) >= 2
+    assert all(r["batch"] == 1 and r["vs_default"] > 0 for r in variants)
     assert "best config per GEMV" in capsys.readouterr().out
 
 

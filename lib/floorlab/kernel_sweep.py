@@ -5,7 +5,9 @@ For each preset's layer shapes (qwen3-0.6b and qwen3-8b) at batch 1 and 8 it tim
 per layer on distinct weights, so no weight sits in L2. Then it times triton_step with the
 winners (and variants: PDL released after the wait, attention splits) and model.decode_step,
 all graph-replayed, against the floor, and checks replay against eager bit for bit. It also
-times the bare GEMV against its size: alone, back to back, and chained with PDL.
+times the bare GEMV against its size: alone, back to back, and chained with PDL. Last, the
+whole step at the bench's context against itself with one launch config changed at a time:
+the evidence behind floorlab.kernels.default_config.
 Every variant runs in its own try/except: one failure prints and the sweep goes on.
 `--tiny` runs the same code on a tiny shape (on a CPU in Triton's interpreter).
 """
@@ -30,6 +32,7 @@ from floorlab.shapes import Qwen3Shape, get_shape
 from floorlab.timing import time_ms
 
 STEP_PRESETS, BATCHES, CONTEXT = ("qwen3-0.6b", "qwen3-8b"), (1, 8), 512
+VARIANT_CONTEXT, VARIANT_MAX_CONTEXT = 32, 112  # the bench's prompt and cache: what the defaults serve
 ATTENTION_SPLITS = (1, 2, 4, 8, 16)
 SIZES = (256, 1024, 2048, 4096, 8192, 16384, 65536, 151936)  # GEMV rows N at K = hidden size
 TINY = Qwen3Shape(64, 96, 2, 4, 2, 16, 97, False, rope_theta=10000.0, name="tiny")
@@ -56,7 +59,7 @@ def gemv_configs(name: str, batch: int, shape: Qwen3Shape, limit: int = 12):
     """At most `limit` GemvConfigs to try for one GEMV at one batch, the default first."""
     from floorlab.kernels import GemvConfig, default_config, shape_kwargs
 
-    # (rows per program, block_k, warps, split_k, dot, tile_sums)
+    # (rows per program, block_k, warps, split_k, dot, tile_sums[, row_loop])
     if batch <= 2:  # products in registers; small programs fit more per SM
         grid = [(2, 512, 1, 1, 0, 0), (2, 1024, 1, 1, 0, 1), (2, 1024, 2, 1, 0, 1), (4, 1024, 2, 1, 0, 1),
                 (4, 1024, 4, 1, 0, 1), (8, 512, 4, 1, 0, 1), (2, 2048, 2, 1, 0, 1), (4, 512, 4, 1, 0, 0),
@@ -66,17 +69,17 @@ def gemv_configs(name: str, batch: int, shape: Qwen3Shape, limit: int = 12):
                     (4, 1024, 2, 1, 0, 1), (32, 512, 8, 1, 0, 1), (8, 512, 4, 1, 0, 0), (16, 1024, 8, 1, 0, 1)]
         if name in ("o_proj", "down"):
             grid = grid[:8] + [(2, 1024, 1, 2, 0, 1), (4, 1024, 2, 2, 0, 1), (4, 4096, 4, 1, 0, 0)]
-    else:  # tensor-core tiles, the batch padded to 16 rows, or register sums of each tile
+    else:  # tensor-core tiles, the batch padded to 16 rows, or each weight tile met by one row at a time
         grid = [(16, 128, 4, 1, 1, 0), (32, 128, 4, 1, 1, 0), (64, 128, 4, 1, 1, 0), (16, 256, 4, 1, 1, 0),
-                (32, 256, 8, 1, 1, 0), (2, 256, 2, 1, 0, 1), (4, 256, 4, 1, 0, 1), (16, 128, 4, 2, 1, 0),
+                (32, 256, 8, 1, 1, 0), (2, 1024, 1, 1, 0, 0, 1), (4, 1024, 2, 1, 0, 0, 1), (16, 128, 4, 2, 1, 0),
                 (16, 256, 4, 4, 1, 0)]
         if name in ("o_proj", "down"):
             grid = [(16, 128, 4, 4, 1, 0), (16, 256, 4, 4, 1, 0), (16, 256, 4, 2, 1, 0), (32, 128, 4, 4, 1, 0),
-                    (16, 128, 4, 8, 1, 0), (2, 256, 2, 2, 0, 1), (4, 256, 4, 2, 0, 1), (16, 512, 4, 2, 1, 0)]
+                    (16, 128, 4, 8, 1, 0), (2, 1024, 1, 2, 0, 0, 1), (4, 1024, 2, 2, 0, 0, 1), (16, 512, 4, 2, 1, 0)]
         if name == "lm_head":
             grid = [(128, 128, 8, 1, 1, 0), (64, 128, 4, 1, 1, 0), (128, 256, 8, 1, 1, 0), (256, 64, 8, 1, 1, 0),
-                    (64, 128, 8, 1, 1, 0), (8, 256, 4, 1, 0, 1), (4, 256, 2, 1, 0, 1)]
-    grid = [(r, max(32, k), w, s, bool(d), bool(t)) for r, k, w, s, d, t in grid]
+                    (64, 128, 8, 1, 1, 0), (8, 1024, 4, 1, 0, 0, 1), (4, 1024, 2, 1, 0, 0, 1)]
+    grid = [(r, max(32, k), w, s, bool(d), bool(t), bool(rest and rest[0])) for r, k, w, s, d, t, *rest in grid]
     first = getattr(default_config(batch, **shape_kwargs(shape)), name)
     configs = [first] + [c for c in (GemvConfig(*g) for g in grid) if c != first]
     return configs[:limit]
@@ -320,6 +323,84 @@ def time_steps(shape: Qwen3Shape, batches, context: int, *, device, dtype, floor
     return rows
 
 
+def step_variants(shape: Qwen3Shape, batch: int, max_context: int, *, tiny: bool = False) -> list[tuple]:
+    """(label, part changed, StepConfig): default_config, then one launch config changed at a time."""
+    from floorlab.kernels import AttentionConfig, GemvConfig, default_config, shape_kwargs
+
+    base = default_config(batch, max_context=max_context, **shape_kwargs(shape))
+    g = GemvConfig
+    if batch <= 2:
+        gemvs = {"qkv": [g(2, 1024, 1, tile_sums=True), g(8, 2048, 8, tile_sums=True), g(4, 1024, 4, tile_sums=True)],
+                 "o_proj": [g(4, 2048, 2), g(2, 2048, 2, tile_sums=True)],
+                 "gate_up": [g(2, 1024, 2, tile_sums=True), g(4, 1024, 2, tile_sums=True)],
+                 "down": [g(4, 4096, 4, tile_sums=True), g(8, 4096, 8, tile_sums=True), g(4, 1024, 2, tile_sums=True)]}
+        attention = [AttentionConfig(32, 1, 4), AttentionConfig(64, 1, 4), AttentionConfig(64, 2, 4),
+                     AttentionConfig(32, 4, 4)]
+    else:
+        gemvs = {"qkv": [g(32, 128, 4, dot=True), g(2, 1024, 1, row_loop=True)],
+                 "o_proj": [g(32, 128, 4, 4, dot=True), g(2, 1024, 1, 2, row_loop=True)],
+                 "gate_up": [g(2, 1024, 1, row_loop=True)], "down": [g(2, 1024, 1, 2, row_loop=True)],
+                 "lm_head": [g(4, 1024, 2, row_loop=True)]}
+        attention = [AttentionConfig(64, 2, 8), AttentionConfig(64, 1, 4)]
+    variants = [("default", "-", base)]
+    variants += [(f"attention t{a.block_t} s{a.splits} w{a.num_warps}", "attention", replace(base, attention=a))
+                 for a in attention if a != base.attention]
+    variants.append((f"early launch {'off' if base.early_launch else 'on'}", "early_launch",
+                     replace(base, early_launch=not base.early_launch)))
+    for name, configs in gemvs.items():
+        variants += [(f"{name} {_config_text(c.to_dict())}", name, base.with_gemv(name, c))
+                     for c in configs if c != getattr(base, name)]
+    return variants[:3] if tiny else variants
+
+
+def time_step_variants(shape: Qwen3Shape, batches, *, device, dtype, floor_gbps: float, warmup: int,
+                       repeats: int, errors: list, tiny: bool = False) -> list[dict]:
+    """Rows: the kernel step at the bench's context, default config and one-change variants, replayed.
+
+    Each row holds ms, x floor, the ratio to the default's time in the same run, and replay == eager.
+    """
+    from floorlab.kernels import triton_step
+    from floorlab.model import build_model
+
+    context, max_context = (12, 16) if tiny else (VARIANT_CONTEXT, VARIANT_MAX_CONTEXT)
+    model = build_model(shape, device=device, dtype=dtype, max_batch=max(batches), max_context=max_context)
+    rows = []
+    for batch in batches:
+        gen = torch.Generator().manual_seed(batch)
+        prompt = torch.randint(0, shape.vocab_size, (batch, context), generator=gen).to(device)
+        tokens = torch.randint(0, shape.vocab_size, (batch,), generator=gen).to(device)
+        positions = torch.full((batch,), context, dtype=torch.long, device=device)
+        model.reset_cache()
+        model.prefill(prompt)
+        floor = floor_ms(floor_bytes(shape, batch, context + 1), floor_gbps)
+        default_ms = None
+        for label, part, config in step_variants(shape, batch, max_context, tiny=tiny):
+            row = {"preset": shape.name, "batch": batch, "context": context, "variant": label, "part": part,
+                   "floor_ms": floor, "config": config.to_dict()}
+            try:
+                step = triton_step(model, config=config)
+                if device.type == "cuda":
+                    from floorlab.graphs import GraphRunner
+
+                    runner = GraphRunner(model, buckets=(batch,), step_fn=step)
+                    runner.capture()
+                    row["bit_identical"] = runner.check_bit_identical(tokens, positions)
+                    timed = runner.replay_fn(batch)
+                else:
+                    def timed(step=step):
+                        step(tokens, positions)
+                row["ms"] = time_ms(timed, warmup=warmup, repeats=repeats, device=device).median_ms
+                row["x_floor"] = row["ms"] / floor
+                default_ms = default_ms or row["ms"]
+                row["vs_default"] = row["ms"] / default_ms
+            except Exception as err:  # noqa: BLE001
+                row["error"] = _report(errors, f"{shape.name} b{batch} {label}", err)
+            rows.append(row)
+    del model
+    _free()
+    return rows
+
+
 def time_attention(model, config, positions: torch.Tensor, *, warmup: int, repeats: int, floor_gbps: float) -> dict:
     """One row: the attention kernel of every layer back to back (PDL on where it can be), µs per layer."""
     from floorlab.kernels import pdl_supported
@@ -502,7 +583,8 @@ def _config_text(config) -> str:
         return str(config)
     text = f"r{config['rows_per_program']} k{config['block_k']} w{config['num_warps']}"
     text += f" s{config['split_k']}" if config.get("split_k", 1) > 1 else ""
-    return text + (" dot" if config.get("dot") else "") + (" ts" if config.get("tile_sums") else "")
+    return (text + (" dot" if config.get("dot") else "") + (" ts" if config.get("tile_sums") else "")
+            + (" rows" if config.get("row_loop") else ""))
 
 
 def format_table(result: dict) -> str:
@@ -539,13 +621,24 @@ def format_table(result: dict) -> str:
             continue
         lines.append(f"{head} {r['ms']:8.3f} {r['floor_ms']:7.3f} {r['x_floor']:7.2f} "
                      f"{r['rel_err_vs_plain']:8.1e} {str(r.get('bit_identical', '-')):>6}")
+    if result.get("variant_rows"):
+        lines += ["", f"the step with one launch config changed (context {result['variant_rows'][0]['context']}):",
+                  f"{'preset':12} {'b':>2} {'variant':34} {'ms':>8} {'x floor':>7} {'vs default':>10} {'bit-id':>6}"]
+        for r in result["variant_rows"]:
+            head = f"{r['preset']:12} {r['batch']:>2} {r['variant']:34}"
+            if "error" in r:
+                lines.append(f"{head} error: {r['error'][:60]}")
+                continue
+            lines.append(f"{head} {r['ms']:8.4f} {r['x_floor']:7.2f} {r['vs_default']:10.3f} "
+                         f"{str(r.get('bit_identical', '-')):>6}")
     if result["errors"]:
         lines += ["", f"{len(result['errors'])} variants failed (see errors in the JSON)"]
     return "\n".join(lines)
 
 
 def run_sweep(*, tiny: bool = False, batches=None, context: int | None = None, presets=None,
-              repeats: int | None = None, limit: int = 12, skip_steps: bool = False) -> dict:
+              repeats: int | None = None, limit: int = 12, skip_steps: bool = False,
+              skip_variants: bool = False) -> dict:
     """Run the GEMV sweep and the step timings on this machine; returns the results dict (see format_table)."""
     from floorlab.kernels import kernels_interpreted, pdl_supported
 
@@ -568,7 +661,7 @@ def run_sweep(*, tiny: bool = False, batches=None, context: int | None = None, p
               "bandwidth_gbps": {"copy": copy.gbps, "read": read.gbps}, "floor_gbps": max(copy.gbps, read.gbps),
               "pdl": pdl_supported(device), "errors": []}
     print(f"bandwidth: copy {copy.gbps:.0f} GB/s, read {read.gbps:.0f} GB/s", flush=True)
-    result["gemv_rows"], result["best"], result["step_rows"] = [], {}, []
+    result["gemv_rows"], result["best"], result["step_rows"], result["variant_rows"] = [], {}, [], []
     for shape in step_shapes:  # each preset's GEMVs swept, then its steps timed with the winners
         if not _fits(shape, device, dtype):
             result["errors"].append(f"{shape.name}: skipped, its weights do not fit in free memory")
@@ -597,6 +690,15 @@ def run_sweep(*, tiny: bool = False, batches=None, context: int | None = None, p
             _report(result["errors"], f"{shape.name} steps", err)
         _free()
         print(f"{shape.name} steps done after {time.perf_counter() - start:.0f} s", flush=True)
+        if skip_variants:
+            continue
+        try:
+            result["variant_rows"] += time_step_variants(
+                shape, batches, device=device, dtype=dtype, floor_gbps=result["floor_gbps"], warmup=warmup,
+                repeats=repeats, errors=result["errors"], tiny=tiny)
+        except Exception as err:  # noqa: BLE001
+            _report(result["errors"], f"{shape.name} step variants", err)
+        print(f"{shape.name} step variants done after {time.perf_counter() - start:.0f} s", flush=True)
     result["elapsed_s"] = time.perf_counter() - start
     return result
 
@@ -612,9 +714,12 @@ def main(argv=None) -> int:
     parser.add_argument("--repeats", type=int, help="timed repeats (default 20 on a GPU)")
     parser.add_argument("--configs", type=int, default=12, help="at most this many configs per GEMV (default 12)")
     parser.add_argument("--skip-steps", action="store_true", help="only the GEMV sweep")
+    parser.add_argument("--skip-variants", action="store_true",
+                        help="leave out the step with one launch config changed at a time")
     args = parser.parse_args(argv)
     result = run_sweep(tiny=args.tiny, batches=args.batches, context=args.context, presets=args.presets,
-                       repeats=args.repeats, limit=args.configs, skip_steps=args.skip_steps)
+                       repeats=args.repeats, limit=args.configs, skip_steps=args.skip_steps or False,
+                       skip_variants=args.skip_steps or args.skip_variants)
     print(format_table(result))
     if args.out:
         from floorlab.results import save_json
