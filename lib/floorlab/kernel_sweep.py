@@ -79,7 +79,8 @@ def gemv_configs(name: str, batch: int, shape: Qwen3Shape, limit: int = 12):
         if name == "lm_head":
             grid = [(128, 128, 8, 1, 1, 0), (64, 128, 4, 1, 1, 0), (128, 256, 8, 1, 1, 0), (256, 64, 8, 1, 1, 0),
                     (64, 128, 8, 1, 1, 0), (8, 1024, 4, 1, 0, 0, 1), (4, 1024, 2, 1, 0, 0, 1)]
-    grid = [(r, max(32, k), w, s, bool(d), bool(t), bool(rest and rest[0])) for r, k, w, s, d, t, *rest in grid]
+    grid = [(r, max(32, k), w, s, bool(d), bool(t), bool(rest and rest[0])) for r, k, w, s, d, t, *rest in grid
+            if s == 1 or name != "gate_up"]  # SwiGLU needs each row's whole sum: no split for gate_up
     first = getattr(default_config(batch, **shape_kwargs(shape)), name)
     configs = [first] + [c for c in (GemvConfig(*g) for g in grid) if c != first]
     return configs[:limit]
