@@ -8,7 +8,7 @@ from floorlab.roofline import decode_floor, gap_verdict, per_launch_us, what_if_
 from floorlab.shapes import get_shape
 
 RUNS = ("h200-below-the-floor", "h200-fast-card", "h200-bench", "h200-prefill", "h200-serving",
-        "h200-shared-buffers", "h200-bigger-models")
+        "h200-shared-buffers", "h200-bigger-models", "h200-kernels")
 
 
 @pytest.mark.parametrize("name", RUNS)
@@ -33,6 +33,21 @@ def test_chapter_and_bench_give_one_configuration_one_floor():
                         bandwidths=bench.bandwidths, cache_tokens=stored.cache_tokens)
     assert mine.bytes_per_step == stored.bytes_per_step
     assert mine.floor_ms == stored.floor_ms
+
+
+def test_the_stored_kernel_sweep_floors_every_step_by_the_one_rule():
+    """Each timed step's floor is bytes_per_step over the sweep's bandwidth: the 8B's untied table once."""
+    from floorlab.kernel_sweep import stored_sweep
+    from floorlab.roofline import bytes_per_step, floor_ms
+
+    sweep = stored_sweep()
+    rows = [r for r in sweep["step_rows"] + sweep["variant_rows"] if "floor_ms" in r]
+    assert {r["preset"] for r in rows} == {"qwen3-0.6b", "qwen3-8b"}
+    for r in rows:
+        expected = floor_ms(bytes_per_step(get_shape(r["preset"]), r["batch"], r["context"] + 1),
+                            sweep["floor_gbps"])
+        assert r["floor_ms"] == pytest.approx(expected, rel=1e-12)
+        assert "ms" not in r or r["x_floor"] == pytest.approx(r["ms"] / expected)
 
 
 def test_the_stored_8b_floor_counts_gathered_embedding_rows():

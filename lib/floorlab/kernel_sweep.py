@@ -40,14 +40,6 @@ MAX_REL_ERR = 2e-2  # a bf16 GEMV against float32 torch
 EPS = 1e-6
 
 
-def floor_bytes(shape: Qwen3Shape, batch: int, visible_tokens: int, dtype_bytes: int = 2) -> int:
-    """Bytes one step must read: weights (an untied input embedding as its batch gathered rows) + visible KV."""
-    moved = bytes_per_step(shape, batch, visible_tokens, dtype_bytes)
-    if not shape.tie_word_embeddings:
-        moved -= (shape.vocab_size - batch) * shape.hidden_size * dtype_bytes
-    return moved
-
-
 def gemv_shapes(shape: Qwen3Shape) -> dict[str, tuple[int, int]]:
     """(weight rows N, K) of each GEMV of the step; gate_up's N counts gate and up rows."""
     h, d, i = shape.hidden_size, shape.head_dim, shape.intermediate_size
@@ -252,6 +244,17 @@ def _per_batch(model, configs: dict, pdl: bool | None = None):
     return lambda tokens, positions: steps[tokens.shape[0]](tokens, positions)
 
 
+def _prefilled(model, batch: int, context: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """(tokens, positions) of one decode step after a fresh cache holds `context` random tokens per row."""
+    device, vocab = model.embed.device, model.shape.vocab_size
+    gen = torch.Generator().manual_seed(batch)
+    prompt = torch.randint(0, vocab, (batch, context), generator=gen).to(device)
+    tokens = torch.randint(0, vocab, (batch,), generator=gen).to(device)
+    model.reset_cache()
+    model.prefill(prompt)
+    return tokens, torch.full((batch,), context, dtype=torch.long, device=device)
+
+
 def time_steps(shape: Qwen3Shape, batches, context: int, *, device, dtype, floor_gbps: float, best: dict,
                warmup: int, repeats: int, errors: list) -> list[dict]:
     """Rows of plain and kernel steps at each batch: ms, x floor, and replay == eager on a GPU."""
@@ -283,13 +286,8 @@ def time_steps(shape: Qwen3Shape, batches, context: int, *, device, dtype, floor
                 runners.pop(path, None)
                 _report(errors, f"{shape.name} {path} capture", err)
     for batch in batches:
-        gen = torch.Generator().manual_seed(batch)
-        prompt = torch.randint(0, shape.vocab_size, (batch, context), generator=gen).to(device)
-        tokens = torch.randint(0, shape.vocab_size, (batch,), generator=gen).to(device)
-        positions = torch.full((batch,), context, dtype=torch.long, device=device)
-        model.reset_cache()
-        model.prefill(prompt)
-        moved = floor_bytes(shape, batch, context + 1)
+        tokens, positions = _prefilled(model, batch, context)
+        moved = bytes_per_step(shape, batch, context + 1)
         floor = floor_ms(moved, floor_gbps)
         reference = None
         for path, fn in steps.items():
@@ -367,13 +365,8 @@ def time_step_variants(shape: Qwen3Shape, batches, *, device, dtype, floor_gbps:
     model = build_model(shape, device=device, dtype=dtype, max_batch=max(batches), max_context=max_context)
     rows = []
     for batch in batches:
-        gen = torch.Generator().manual_seed(batch)
-        prompt = torch.randint(0, shape.vocab_size, (batch, context), generator=gen).to(device)
-        tokens = torch.randint(0, shape.vocab_size, (batch,), generator=gen).to(device)
-        positions = torch.full((batch,), context, dtype=torch.long, device=device)
-        model.reset_cache()
-        model.prefill(prompt)
-        floor = floor_ms(floor_bytes(shape, batch, context + 1), floor_gbps)
+        tokens, positions = _prefilled(model, batch, context)
+        floor = floor_ms(bytes_per_step(shape, batch, context + 1), floor_gbps)
         default_ms = None
         for label, part, config in step_variants(shape, batch, max_context, tiny=tiny):
             row = {"preset": shape.name, "batch": batch, "context": context, "variant": label, "part": part,
@@ -588,6 +581,11 @@ def _config_text(config) -> str:
             + (" rows" if config.get("row_loop") else ""))
 
 
+def _line(head: str, row: dict, body) -> str:
+    """One table line: head, then body(row), or the row's error where it failed."""
+    return f"{head} error: {row['error'][:60]}" if "error" in row else f"{head} {body(row)}"
+
+
 def format_table(result: dict) -> str:
     """The sweep as text: bandwidth, one line per GEMV variant (* = best), the best configs, the steps."""
     bw = result["bandwidth_gbps"]
@@ -597,12 +595,9 @@ def format_table(result: dict) -> str:
              f"{'rel err':>8}"]
     for r in result["gemv_rows"]:
         head = f"{r.get('preset', ''):11} {r['gemv']:8} {r['batch']:>2} {_config_text(r['config']):21}"
-        if "error" in r:
-            lines.append(f"{head} error: {r['error'][:60]}")
-            continue
         err = f"{r['rel_err']:.1e}" if "rel_err" in r else "-"
-        lines.append(f"{head} {'on' if r['pdl'] else 'off':>3} {r['us']:8.2f} {r['gbps']:7.0f} {r['pct_read']:6.1f} "
-                     f"{err:>8}{' *' if r.get('best') else ''}")
+        lines.append(_line(head, r, lambda r: f"{'on' if r['pdl'] else 'off':>3} {r['us']:8.2f} {r['gbps']:7.0f} "
+                                             f"{r['pct_read']:6.1f} {err:>8}{' *' if r.get('best') else ''}"))
     if result.get("size_rows"):
         lines += ["", f"{'rows N':>7} {'MB':>6} {'programs':>8} {'alone GB/s':>10} {'serial':>7} {'chained':>7}"]
         lines += [f"{r['n']:7d} {r['bytes'] / 1e6:6.1f} {r['programs']:8d} {r['alone_gbps']:10.0f} "
@@ -617,21 +612,15 @@ def format_table(result: dict) -> str:
                          f"({r['us']:.2f} µs, {r['gbps']:.0f} GB/s of KV)")
             continue
         head = f"{r['preset']:12} {r['batch']:>2} {r['path']:28} {'yes' if r['graph'] else 'no':>5}"
-        if "error" in r:
-            lines.append(f"{head} error: {r['error'][:60]}")
-            continue
-        lines.append(f"{head} {r['ms']:8.3f} {r['floor_ms']:7.3f} {r['x_floor']:7.2f} "
-                     f"{r['rel_err_vs_plain']:8.1e} {str(r.get('bit_identical', '-')):>6}")
+        lines.append(_line(head, r, lambda r: f"{r['ms']:8.3f} {r['floor_ms']:7.3f} {r['x_floor']:7.2f} "
+                                             f"{r['rel_err_vs_plain']:8.1e} {str(r.get('bit_identical', '-')):>6}"))
     if result.get("variant_rows"):
         lines += ["", f"the step with one launch config changed (context {result['variant_rows'][0]['context']}):",
                   f"{'preset':12} {'b':>2} {'variant':34} {'ms':>8} {'x floor':>7} {'vs default':>10} {'bit-id':>6}"]
         for r in result["variant_rows"]:
             head = f"{r['preset']:12} {r['batch']:>2} {r['variant']:34}"
-            if "error" in r:
-                lines.append(f"{head} error: {r['error'][:60]}")
-                continue
-            lines.append(f"{head} {r['ms']:8.4f} {r['x_floor']:7.2f} {r['vs_default']:10.3f} "
-                         f"{str(r.get('bit_identical', '-')):>6}")
+            lines.append(_line(head, r, lambda r: f"{r['ms']:8.4f} {r['x_floor']:7.2f} {r['vs_default']:10.3f} "
+                                                 f"{str(r.get('bit_identical', '-')):>6}"))
     if result["errors"]:
         lines += ["", f"{len(result['errors'])} variants failed (see errors in the JSON)"]
     return "\n".join(lines)
