@@ -62,15 +62,15 @@ def gemv_configs(name: str, batch: int, shape: Qwen3Shape, limit: int = 12):
         if name in ("o_proj", "down"):
             grid = grid[:8] + [(2, 1024, 1, 2, 0, 1), (4, 1024, 2, 2, 0, 1), (4, 4096, 4, 1, 0, 0)]
     else:  # tensor-core tiles, the batch padded to 16 rows, or each weight tile met by one row at a time
-        grid = [(16, 128, 4, 1, 1, 0), (32, 128, 4, 1, 1, 0), (64, 128, 4, 1, 1, 0), (16, 256, 4, 1, 1, 0),
-                (32, 256, 8, 1, 1, 0), (2, 1024, 1, 1, 0, 0, 1), (4, 1024, 2, 1, 0, 0, 1), (16, 128, 4, 2, 1, 0),
-                (16, 256, 4, 4, 1, 0)]
+        grid = [(32, 256, 2, 1, 1, 0), (64, 256, 4, 2, 1, 0), (32, 128, 2, 1, 1, 0), (64, 128, 2, 1, 1, 0),
+                (16, 128, 1, 1, 1, 0), (64, 128, 4, 1, 1, 0), (2, 1024, 1, 1, 0, 0, 1), (32, 64, 1, 1, 1, 0),
+                (16, 128, 4, 1, 1, 0)]
         if name in ("o_proj", "down"):
-            grid = [(16, 128, 4, 4, 1, 0), (16, 256, 4, 4, 1, 0), (16, 256, 4, 2, 1, 0), (32, 128, 4, 4, 1, 0),
-                    (16, 128, 4, 8, 1, 0), (2, 1024, 1, 2, 0, 0, 1), (4, 1024, 2, 2, 0, 0, 1), (16, 512, 4, 2, 1, 0)]
+            grid = [(16, 128, 1, 8, 1, 0), (16, 128, 1, 4, 1, 0), (32, 128, 4, 4, 1, 0), (16, 512, 2, 1, 1, 0),
+                    (32, 128, 1, 4, 1, 0), (2, 1024, 1, 2, 0, 0, 1), (16, 256, 1, 4, 1, 0), (16, 128, 4, 8, 1, 0)]
         if name == "lm_head":
-            grid = [(128, 128, 8, 1, 1, 0), (64, 128, 4, 1, 1, 0), (128, 256, 8, 1, 1, 0), (256, 64, 8, 1, 1, 0),
-                    (64, 128, 8, 1, 1, 0), (8, 1024, 4, 1, 0, 0, 1), (4, 1024, 2, 1, 0, 0, 1)]
+            grid = [(64, 128, 1, 1, 1, 0), (64, 128, 2, 1, 1, 0), (128, 128, 8, 1, 1, 0), (256, 64, 8, 1, 1, 0),
+                    (32, 64, 1, 1, 1, 0), (128, 128, 4, 1, 1, 0), (4, 1024, 2, 1, 0, 0, 1)]
     grid = [(r, max(32, k), w, s, bool(d), bool(t), bool(rest and rest[0])) for r, k, w, s, d, t, *rest in grid
             if s == 1 or name != "gate_up"]  # SwiGLU needs each row's whole sum: no split for gate_up
     first = getattr(default_config(batch, **shape_kwargs(shape)), name)
@@ -336,10 +336,14 @@ def step_variants(shape: Qwen3Shape, batch: int, max_context: int, *, tiny: bool
         attention = [AttentionConfig(32, 1, 4), AttentionConfig(64, 1, 4), AttentionConfig(64, 2, 4),
                      AttentionConfig(32, 4, 4)]
     else:
-        gemvs = {"qkv": [g(32, 128, 4, dot=True), g(2, 1024, 1, row_loop=True)],
-                 "o_proj": [g(32, 128, 4, 4, dot=True), g(2, 1024, 1, 2, row_loop=True)],
-                 "gate_up": [g(2, 1024, 1, row_loop=True)], "down": [g(2, 1024, 1, 2, row_loop=True)],
-                 "lm_head": [g(4, 1024, 2, row_loop=True)]}
+        gemvs = {"qkv": [g(2, 1024, 1, row_loop=True), g(64, 128, 2, dot=True), g(32, 256, 2, dot=True),
+                         g(64, 256, 4, 2, dot=True)],
+                 "o_proj": [g(32, 128, 4, 4, dot=True), g(2, 1024, 1, 2, row_loop=True), g(16, 128, 1, 4, dot=True),
+                            g(16, 128, 1, 8, dot=True)],
+                 "gate_up": [g(64, 128, 4, dot=True), g(2, 1024, 1, row_loop=True), g(32, 128, 2, dot=True),
+                             g(64, 128, 2, dot=True)],
+                 "down": [g(32, 128, 4, 4, dot=True), g(16, 128, 1, 4, dot=True), g(16, 128, 1, 8, dot=True)],
+                 "lm_head": [g(128, 128, 8, dot=True), g(64, 128, 2, dot=True)]}
         attention = [AttentionConfig(64, 2, 8), AttentionConfig(64, 1, 4)]
     variants = [("default", "-", base)]
     variants += [(f"attention t{a.block_t} s{a.splits} w{a.num_warps}", "attention", replace(base, attention=a))

@@ -152,15 +152,19 @@ def default_config(batch: int, *, hidden_size: int = 1024, num_kv_heads: int = 8
         else:
             down = GemvConfig(rows_per_program=8, block_k=4096, num_warps=8, tile_sums=True)
         head = GemvConfig(rows_per_program=16, block_k=1024, tile_sums=True)
-    else:  # one weight tile meets each batch row in turn, or tensor cores with the batch padded to 16
-        qkv = GemvConfig(rows_per_program=2, block_k=1024, num_warps=1, row_loop=True)
-        gate_up = GemvConfig(rows_per_program=64, block_k=128, dot=True)
-        down = GemvConfig(rows_per_program=32, block_k=128, split_k=4, dot=True)
-        if attention_size <= 2048:
-            o_proj = GemvConfig(rows_per_program=2, block_k=1024, num_warps=1, split_k=2, row_loop=True)
-        else:
-            o_proj = down
-        head = GemvConfig(rows_per_program=128, block_k=128, num_warps=8, dot=True)
+    else:  # tensor cores, the batch padded to 16 rows; small programs (1-2 warps) fill the SMs best
+        if hidden_size <= 1024:
+            qkv = GemvConfig(rows_per_program=32, block_k=256, num_warps=2, dot=True)
+            gate_up = GemvConfig(rows_per_program=32, block_k=128, num_warps=2, dot=True)
+        else:  # wider programs, and qkv split in two along K, keep more loads in flight
+            qkv = GemvConfig(rows_per_program=64, block_k=256, num_warps=4, split_k=2, dot=True)
+            gate_up = GemvConfig(rows_per_program=64, block_k=128, num_warps=2, dot=True)
+        # o_proj and down: few rows, so split K for programs enough; short rows split more
+        o_proj = GemvConfig(rows_per_program=16, block_k=128, num_warps=1, split_k=8 if attention_size <= 2048 else 4,
+                            dot=True)
+        down = GemvConfig(rows_per_program=16, block_k=128, num_warps=1, split_k=8 if intermediate_size <= 3072 else 4,
+                          dot=True)
+        head = GemvConfig(rows_per_program=64, block_k=128, num_warps=1, dot=True)
     # a context of one 64-position tile needs no split; longer ones split into whole tiles, up
     # to about two programs per SM of a large GPU at batch 1-2 (larger batches have programs enough)
     block_t = 64
