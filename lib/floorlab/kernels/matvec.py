@@ -113,6 +113,23 @@ def _tile(acc, acc_up, sum_sq, w, u, x_ptr, stride_xb, B, bidx, b_ok, k, k_ok, n
 
 
 @triton.jit
+def _weight_tile(w_rows, u_rows, k, k_end, row_ok, EVEN_K: tl.constexpr, UP: tl.constexpr):
+    """(w, u, k_ok): the weight tile at columns k of this program's rows, and with UP the up rows' tile
+    (else u is w again); columns at k_end or past it read as zeros unless EVEN_K says none are."""
+    k_ok = k < k_end
+    if EVEN_K:
+        w_mask = row_ok[:, None]
+    else:
+        w_mask = row_ok[:, None] & k_ok[None, :]
+    w = tl.load(w_rows + k[None, :], mask=w_mask, other=0.0)
+    if UP:
+        u = tl.load(u_rows + k[None, :], mask=w_mask, other=0.0)
+    else:
+        u = w
+    return w, u, k_ok
+
+
+@triton.jit
 def _gemv_kernel(x_ptr, w_ptr, norm_ptr, res_ptr, out_ptr,
                  B, N, K, stride_xb, stride_wn, stride_rb, stride_ob, stride_os, k_per_split, eps,
                  BLOCK_B: tl.constexpr, ROWS: tl.constexpr, BLOCK_K: tl.constexpr,
@@ -133,14 +150,7 @@ def _gemv_kernel(x_ptr, w_ptr, norm_ptr, res_ptr, out_ptr,
 
     # first weight tile: independent of the previous kernel, so it loads before the wait
     k = k_start + offs_k
-    k_ok = k < k_end
-    if EVEN_K:
-        w_mask = row_ok[:, None]
-    else:
-        w_mask = row_ok[:, None] & k_ok[None, :]
-    w = tl.load(w_rows + k[None, :], mask=w_mask, other=0.0)
-    if EPILOGUE == SWIGLU:
-        u = tl.load(u_rows + k[None, :], mask=w_mask, other=0.0)
+    w, u, k_ok = _weight_tile(w_rows, u_rows, k, k_end, row_ok, EVEN_K, EPILOGUE == SWIGLU)
     pdl_wait(USE_PDL)
     out_mask = b_ok[:, None] & row_ok[None, :]
     if EPILOGUE == RESIDUAL:  # res may be out itself: read before any program writes
@@ -164,22 +174,11 @@ def _gemv_kernel(x_ptr, w_ptr, norm_ptr, res_ptr, out_ptr,
     else:
         acc = tl.zeros([BLOCK_B, ROWS, BLOCK_K], tl.float32)
         acc_up = tl.zeros([BLOCK_B, ROWS, BLOCK_K], tl.float32)
-    if EPILOGUE != SWIGLU:
-        u = w
     acc, acc_up, sum_sq = _tile(acc, acc_up, sum_sq, w, u, x_ptr, stride_xb, B, bidx, b_ok, k, k_ok, norm_ptr,
                                 inv_rms, NORM, DEFER, EPILOGUE == SWIGLU, DOT, TILE_SUMS, ROW_LOOP, BLOCK_B)
     for k0 in range(k_start + BLOCK_K, k_end, BLOCK_K):
         k = k0 + offs_k
-        k_ok = k < k_end
-        if EVEN_K:
-            w_mask = row_ok[:, None]
-        else:
-            w_mask = row_ok[:, None] & k_ok[None, :]
-        w = tl.load(w_rows + k[None, :], mask=w_mask, other=0.0)
-        if EPILOGUE == SWIGLU:
-            u = tl.load(u_rows + k[None, :], mask=w_mask, other=0.0)
-        else:
-            u = w
+        w, u, k_ok = _weight_tile(w_rows, u_rows, k, k_end, row_ok, EVEN_K, EPILOGUE == SWIGLU)
         acc, acc_up, sum_sq = _tile(acc, acc_up, sum_sq, w, u, x_ptr, stride_xb, B, bidx, b_ok, k, k_ok, norm_ptr,
                                     inv_rms, NORM, DEFER, EPILOGUE == SWIGLU, DOT, TILE_SUMS, ROW_LOOP, BLOCK_B)
 
