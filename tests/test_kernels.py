@@ -18,7 +18,7 @@ pytest.importorskip("triton")
 
 from floorlab.fused import relative_error  # noqa: E402
 from floorlab.kernels import (AttentionConfig, GemvConfig, default_config, gemv, kernels_interpreted,  # noqa: E402
-                              triton_step)
+                              shape_kwargs, triton_step)
 from floorlab.model import build_model  # noqa: E402
 from floorlab.shapes import Qwen3Shape  # noqa: E402
 
@@ -275,6 +275,21 @@ def test_kernel_sweep_runs_on_a_tiny_shape(tmp_path, capsys):
     assert [r["variant"] for r in variants][0] == "default" and len({r["part"] for r in variants}) >= 2
     assert all(r["batch"] == 1 and r["vs_default"] > 0 for r in variants)
     assert "best config per GEMV" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("batch", [1, 8])
+def test_layer_kernel_table_times_each_kernel_with_the_steps_own_config(batch):
+    from floorlab.kernel_sweep import layer_kernel_rows
+
+    model = _model(GQA_TIED, max_batch=8)
+    config = default_config(batch, max_context=model.max_context, **shape_kwargs(GQA_TIED))
+    rows = layer_kernel_rows(model, torch.full((batch,), 12, device=DEVICE), read_gbps=100.0, warmup=0,
+                             repeats=1)
+    assert [r["kernel"] for r in rows] == ["qkv", "attention", "o_proj", "gate_up", "down", "lm_head"]
+    for r in rows:
+        expected = config.attention if r["kernel"] == "attention" else getattr(config, r["kernel"])
+        assert r["config"] == expected.to_dict()
+        assert r["us"] > 0 and r["bytes"] > 0
 
 
 def test_parity_with_plain_leaves_the_cache_as_the_plain_step_leaves_it():

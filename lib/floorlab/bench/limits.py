@@ -88,12 +88,12 @@ def measure_limits(engine, case: Case, rows: list[Row]) -> tuple[dict, dict[str,
                     case.key(path), fn, fallback, case, row.median_ms if row else None)
             except Exception as err:
                 facts["kernels"][path] = {"error": error_text(err)}
-        facts["triton_kernels"] = _triton_kernels(engine, case)
+        facts["triton_kernels"] = triton_kernel_table(engine, case)
     facts["verdict"] = verdict(facts, rows)
     return facts, timelines
 
 
-def _triton_kernels(engine, case: Case) -> list[dict] | dict:
+def triton_kernel_table(engine, case: Case) -> list[dict] | dict:
     """The book's kernels of one layer, each timed over every layer (floorlab.kernel_sweep.layer_kernel_rows)."""
     try:
         from floorlab.kernel_sweep import layer_kernel_rows

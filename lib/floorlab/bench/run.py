@@ -18,7 +18,7 @@ from floorlab.runs import Run
 from . import parity
 from .engine import measure_engine
 from .inputs import decode_logits, free_memory
-from .limits import measure_limits
+from .limits import measure_limits, triton_kernel_table
 from .rows import Case, Rows, error_text
 from .settings import DEFAULT_CONTEXT, HF_PATHS, PATHS, Settings, make_settings
 from .targets import evaluate_targets
@@ -93,6 +93,9 @@ def _measure_preset(shape, cases: dict[int, Case], settings: Settings, rows: Row
         run.timelines.update(timelines)
     except Exception as err:
         run.facts["limits"][shape.name] = {"batch": first.batch, "error": error_text(err)}
+    if settings.on_cuda:  # the kernel table at the other batches too, to say what grows with the batch
+        run.facts["limits"][shape.name]["triton_kernels_at"] = {
+            str(case.batch): triton_kernel_table(engine, case) for case in cases.values() if case is not first}
     skipped = settings.transformers_skip_reason(shape.name)
     if skipped:
         for case in cases.values():

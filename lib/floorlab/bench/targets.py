@@ -76,6 +76,21 @@ def layer_cause(kernels: list[dict], num_layers: int) -> str:
             + " and ".join(f"{k['kernel']} ({k['beyond_us']:.1f} µs)" for k in worst))
 
 
+def batch_cause(limits: dict | None, batch: int) -> str:
+    """'; ' + how the book's kernels of one layer grow from batch 1 to batch, or '' without both tables."""
+    limits = limits or {}
+    single, many = limits.get("triton_kernels"), limits.get("triton_kernels_at", {}).get(str(batch))
+    if limits.get("batch") != 1 or not isinstance(single, list) or not isinstance(many, list):
+        return ""
+    at_one = {k["kernel"]: k["us"] for k in single if k["kernel"] != "lm_head"}
+    growth = {k["kernel"]: k["us"] - at_one[k["kernel"]] for k in many if k["kernel"] in at_one}
+    most = sorted(growth, key=lambda name: -growth[name])[:2]
+    layer = sum(k["us"] for k in many if k["kernel"] in at_one)
+    return (f"; its kernels of one layer take {layer:.1f} µs at batch {batch} against "
+            f"{sum(at_one.values()):.1f} at batch 1, most of the growth in "
+            + " and ".join(f"{name} ({growth[name]:+.1f} µs)" for name in most))
+
+
 def race_cause(row: Row, rival: Row) -> str:
     """Why row is not faster than rival, in words: kernels and issue time side by side."""
     causes = [f"{row.path} runs {_kernels(row)} against {rival.path}'s {_kernels(rival)}",
@@ -112,7 +127,7 @@ def evaluate_targets(rows: list[Row], limits: dict[str, dict] | None = None) -> 
             target.update(value=ratio, passed=ratio <= most)
             target["note"] = "" if target["passed"] else (
                 f"missed: {row.median_ms:.3f} ms against {single.median_ms:.3f} ms at batch 1; "
-                f"{_kernels(row)}")
+                f"{_kernels(row)}{batch_cause(limits.get(preset), batch)}")
         out.append(target)
     for preset, least in GEMV_TARGETS:
         kernels = limits.get(preset, {}).get("triton_kernels")
