@@ -58,6 +58,7 @@ def _model(shape, max_batch=4, max_context=40):
     (3, 64, 96, {"block_k": 16, "split_k": 3}),
     (3, 97, 96, {"block_k": 32, "rows_per_program": 16, "dot": True}),
     (2, 40, 64, {"block_k": 16, "rows_per_program": 32, "split_k": 2, "dot": True}),
+    (3, 97, 96, {"block_k": 16, "rows_per_program": 16, "dot": True, "num_stages": 5}),
     (3, 97, 96, {"block_k": 64, "rows_per_program": 2, "tile_sums": True}),
     (3, 97, 96, {"block_k": 32, "rows_per_program": 4, "row_loop": True}),
     (2, 64, 96, {"block_k": 32, "rows_per_program": 2, "split_k": 2, "row_loop": True}),
@@ -172,6 +173,18 @@ def test_a_row_loop_config_takes_neither_tensor_cores_nor_tile_sums():
         GemvConfig(rows_per_program=16, block_k=32, dot=True, row_loop=True).check()
     with pytest.raises(ValueError, match="row_loop=True"):
         GemvConfig(tile_sums=True, row_loop=True).check()
+
+
+@pytest.mark.parametrize("stages", [0, 9, True, 2.0])
+def test_num_stages_outside_one_to_eight_is_refused(stages):
+    with pytest.raises(ValueError, match="num_stages must be a whole number from 1 to 8"):
+        GemvConfig(num_stages=stages).check()
+
+
+def test_default_config_pipelines_the_batch_8_tensor_core_loops_deeper():
+    small, large = default_config(8), default_config(8, hidden_size=4096, intermediate_size=12288)
+    assert small.gate_up.num_stages > 3 and large.gate_up.num_stages > 3
+    assert default_config(1).gate_up.num_stages == 3  # batch 1 loads whole rows: no K loop to pipeline
 
 
 def test_default_attention_splits_only_contexts_longer_than_one_tile():

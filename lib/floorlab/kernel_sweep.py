@@ -51,7 +51,7 @@ def gemv_configs(name: str, batch: int, shape: Qwen3Shape, limit: int = 12):
     """At most `limit` GemvConfigs to try for one GEMV at one batch, the default first."""
     from floorlab.kernels import GemvConfig, default_config, shape_kwargs
 
-    # (rows per program, block_k, warps, split_k, dot, tile_sums[, row_loop])
+    # (rows per program, block_k, warps, split_k, dot, tile_sums[, row_loop[, num_stages]])
     if batch <= 2:  # products in registers; small programs fit more per SM
         grid = [(2, 512, 1, 1, 0, 0), (2, 1024, 1, 1, 0, 1), (2, 1024, 2, 1, 0, 1), (4, 1024, 2, 1, 0, 1),
                 (4, 1024, 4, 1, 0, 1), (8, 512, 4, 1, 0, 1), (2, 2048, 2, 1, 0, 1), (4, 512, 4, 1, 0, 0),
@@ -62,16 +62,18 @@ def gemv_configs(name: str, batch: int, shape: Qwen3Shape, limit: int = 12):
         if name in ("o_proj", "down"):
             grid = grid[:8] + [(2, 1024, 1, 2, 0, 1), (4, 1024, 2, 2, 0, 1), (4, 4096, 4, 1, 0, 0)]
     else:  # tensor-core tiles, the batch padded to 16 rows, or each weight tile met by one row at a time
-        grid = [(32, 256, 2, 1, 1, 0), (64, 256, 4, 2, 1, 0), (32, 128, 2, 1, 1, 0), (64, 128, 2, 1, 1, 0),
-                (16, 128, 1, 1, 1, 0), (64, 128, 4, 1, 1, 0), (2, 1024, 1, 1, 0, 0, 1), (32, 64, 1, 1, 1, 0),
-                (16, 128, 4, 1, 1, 0)]
+        grid = [(32, 256, 2, 1, 1, 0), (64, 256, 4, 2, 1, 0), (32, 128, 2, 1, 1, 0), (32, 128, 2, 1, 1, 0, 0, 6),
+                (32, 64, 1, 1, 1, 0, 0, 4), (64, 128, 2, 1, 1, 0), (16, 128, 1, 1, 1, 0), (2, 1024, 1, 1, 0, 0, 1),
+                (32, 64, 1, 1, 1, 0), (64, 128, 4, 1, 1, 0)]
         if name in ("o_proj", "down"):
             grid = [(16, 128, 1, 8, 1, 0), (16, 128, 1, 4, 1, 0), (32, 128, 4, 4, 1, 0), (16, 512, 2, 1, 1, 0),
                     (32, 128, 1, 4, 1, 0), (2, 1024, 1, 2, 0, 0, 1), (16, 256, 1, 4, 1, 0), (16, 128, 4, 8, 1, 0)]
         if name == "lm_head":
-            grid = [(64, 128, 1, 1, 1, 0), (64, 128, 2, 1, 1, 0), (128, 128, 8, 1, 1, 0), (256, 64, 8, 1, 1, 0),
-                    (32, 64, 1, 1, 1, 0), (128, 128, 4, 1, 1, 0), (4, 1024, 2, 1, 0, 0, 1)]
-    grid = [(r, max(32, k), w, s, bool(d), bool(t), bool(rest and rest[0])) for r, k, w, s, d, t, *rest in grid
+            grid = [(64, 128, 1, 1, 1, 0), (64, 128, 1, 1, 1, 0, 0, 4), (64, 64, 1, 1, 1, 0, 0, 5),
+                    (64, 128, 2, 1, 1, 0), (128, 128, 8, 1, 1, 0), (256, 64, 8, 1, 1, 0), (32, 64, 1, 1, 1, 0),
+                    (4, 1024, 2, 1, 0, 0, 1)]
+    grid = [(r, max(32, k), w, s, bool(d), bool(t), bool(rest and rest[0]), rest[1] if len(rest) > 1 else 3)
+            for r, k, w, s, d, t, *rest in grid
             if s == 1 or name != "gate_up"]  # SwiGLU needs each row's whole sum: no split for gate_up
     first = getattr(default_config(batch, **shape_kwargs(shape)), name)
     configs = [first] + [c for c in (GemvConfig(*g) for g in grid) if c != first]
@@ -341,9 +343,9 @@ def step_variants(shape: Qwen3Shape, batch: int, max_context: int, *, tiny: bool
                  "o_proj": [g(32, 128, 4, 4, dot=True), g(2, 1024, 1, 2, row_loop=True), g(16, 128, 1, 4, dot=True),
                             g(16, 128, 1, 8, dot=True)],
                  "gate_up": [g(64, 128, 4, dot=True), g(2, 1024, 1, row_loop=True), g(32, 128, 2, dot=True),
-                             g(64, 128, 2, dot=True)],
+                             g(64, 128, 2, dot=True), g(32, 64, 1, dot=True)],
                  "down": [g(32, 128, 4, 4, dot=True), g(16, 128, 1, 4, dot=True), g(16, 128, 1, 8, dot=True)],
-                 "lm_head": [g(128, 128, 8, dot=True), g(64, 128, 2, dot=True)]}
+                 "lm_head": [g(128, 128, 8, dot=True), g(64, 128, 2, dot=True), g(64, 128, 1, dot=True)]}
         attention = [AttentionConfig(64, 2, 8), AttentionConfig(64, 1, 4)]
     variants = [("default", "-", base)]
     variants += [(f"attention t{a.block_t} s{a.splits} w{a.num_warps}", "attention", replace(base, attention=a))
@@ -582,7 +584,8 @@ def _config_text(config) -> str:
     text = f"r{config['rows_per_program']} k{config['block_k']} w{config['num_warps']}"
     text += f" s{config['split_k']}" if config.get("split_k", 1) > 1 else ""
     return (text + (" dot" if config.get("dot") else "") + (" ts" if config.get("tile_sums") else "")
-            + (" rows" if config.get("row_loop") else ""))
+            + (" rows" if config.get("row_loop") else "")
+            + (f" st{config['num_stages']}" if config.get("num_stages", 3) != 3 else ""))
 
 
 def _line(head: str, row: dict, body) -> str:

@@ -23,6 +23,8 @@ class GemvConfig:
     tile_sums=True sums each tile's products at once (fewer registers, so larger tiles); by default they
     pile up elementwise and are summed once at the end. row_loop=True meets each weight tile with the
     batch rows one at a time, summing each at once: a batch of 8 without tensor-core padding.
+    num_stages: how many K tiles Triton's software pipeline keeps in flight where it can (the tensor-core
+    tiles of a K loop, copied to shared memory asynchronously); more stages put more bytes in flight.
     """
 
     rows_per_program: int = 4
@@ -32,11 +34,15 @@ class GemvConfig:
     dot: bool = False
     tile_sums: bool = False
     row_loop: bool = False
+    num_stages: int = 3
 
     def check(self) -> "GemvConfig":
         """Return self after checking every field; raises ValueError saying how to fix a bad one."""
         for name in ("rows_per_program", "block_k", "num_warps"):
             _power_of_two(name, getattr(self, name), "GemvConfig")
+        if isinstance(self.num_stages, bool) or not isinstance(self.num_stages, int) or not 1 <= self.num_stages <= 8:
+            raise ValueError(f"GemvConfig.num_stages must be a whole number from 1 to 8 (K tiles in flight), "
+                             f"got {self.num_stages!r}")
         if isinstance(self.split_k, bool) or not isinstance(self.split_k, int) or self.split_k < 1:
             raise ValueError(f"GemvConfig.split_k must be a whole number >= 1 (1 means no split), "
                              f"got {self.split_k!r}")
@@ -153,18 +159,20 @@ def default_config(batch: int, *, hidden_size: int = 1024, num_kv_heads: int = 8
             down = GemvConfig(rows_per_program=8, block_k=4096, num_warps=8, tile_sums=True)
         head = GemvConfig(rows_per_program=16, block_k=1024, tile_sums=True)
     else:  # tensor cores, the batch padded to 16 rows; small programs (1-2 warps) fill the SMs best
+        # K loops of tensor-core tiles are software-pipelined by Triton: num_stages tiles in flight
         if hidden_size <= 1024:
             qkv = GemvConfig(rows_per_program=32, block_k=256, num_warps=2, dot=True)
-            gate_up = GemvConfig(rows_per_program=32, block_k=128, num_warps=2, dot=True)
+            gate_up = GemvConfig(rows_per_program=32, block_k=128, num_warps=2, dot=True, num_stages=6)
+            head = GemvConfig(rows_per_program=64, block_k=64, num_warps=1, dot=True, num_stages=5)
         else:  # wider programs, and qkv split in two along K, keep more loads in flight
             qkv = GemvConfig(rows_per_program=64, block_k=256, num_warps=4, split_k=2, dot=True)
-            gate_up = GemvConfig(rows_per_program=64, block_k=128, num_warps=2, dot=True)
+            gate_up = GemvConfig(rows_per_program=32, block_k=64, num_warps=1, dot=True, num_stages=4)
+            head = GemvConfig(rows_per_program=64, block_k=128, num_warps=1, dot=True, num_stages=4)
         # o_proj and down: few rows, so split K for programs enough; short rows split more
         o_proj = GemvConfig(rows_per_program=16, block_k=128, num_warps=1, split_k=8 if attention_size <= 2048 else 4,
                             dot=True)
         down = GemvConfig(rows_per_program=16, block_k=128, num_warps=1, split_k=8 if intermediate_size <= 3072 else 4,
                           dot=True)
-        head = GemvConfig(rows_per_program=64, block_k=128, num_warps=1, dot=True)
     # a context of one 64-position tile needs no split; longer ones split into whole tiles, up
     # to about two programs per SM of a large GPU at batch 1-2 (larger batches have programs enough)
     block_t = 64

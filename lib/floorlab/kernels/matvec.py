@@ -251,12 +251,12 @@ def launch_gemv(x: torch.Tensor, weight: torch.Tensor, out: torch.Tensor, *, con
         res = residual if residual is not None else out
         _gemv_kernel[grid](x, weight, norm, res, out, batch, n_rows, k_size, x.stride(0), weight.stride(0),
                            res.stride(0), out.stride(0), 0, k_per_split, eps, EPILOGUE=epilogue.value,
-                           **common, **launch_kwargs(config.num_warps, pdl))
+                           **common, **launch_kwargs(config.num_warps, pdl, config.num_stages))
         return out
     partial = torch.empty((splits, batch, n_rows), dtype=torch.float32, device=x.device)
     _gemv_kernel[grid](x, weight, norm, partial, partial, batch, n_rows, k_size, x.stride(0), weight.stride(0),
                        n_rows, n_rows, partial.stride(0), k_per_split, eps, EPILOGUE=PARTIAL.value,
-                       **common, **launch_kwargs(config.num_warps, pdl))
+                       **common, **launch_kwargs(config.num_warps, pdl, config.num_stages))
     res = residual if residual is not None else out
     _splitk_reduce_kernel[(triton.cdiv(n_rows, REDUCE_BLOCK_N), batch)](
         partial, res, out, n_rows, partial.stride(0), res.stride(0), out.stride(0),

@@ -43,9 +43,17 @@ def pdl_supported(device) -> bool:
     return torch.cuda.get_device_capability(device) >= PDL_MIN_CAPABILITY
 
 
-def launch_kwargs(num_warps: int, pdl: int) -> dict:
-    """Launch options: warps, and launch_pdl only when PDL is on (the interpreter knows no such option)."""
-    return {"num_warps": num_warps, "launch_pdl": True} if pdl else {"num_warps": num_warps}
+def launch_kwargs(num_warps: int, pdl: int, num_stages: int | None = None) -> dict:
+    """Launch options: warps, software-pipeline stages when given, and launch_pdl only when PDL is on.
+
+    (The interpreter knows no launch_pdl option.)
+    """
+    kwargs = {"num_warps": num_warps}
+    if num_stages is not None:
+        kwargs["num_stages"] = num_stages
+    if pdl:
+        kwargs["launch_pdl"] = True
+    return kwargs
 
 
 # how a kernel uses programmatic dependent launch: the USE_PDL its launcher passes
