@@ -54,6 +54,8 @@ def test_cpu_measures_eager_rows(cpu_run):
 
 def test_cpu_says_why_graph_rows_are_absent(cpu_run):
     absent = {r.path: r for r in cpu_run.rows if r.status == "absent"}
+    for path in ("fused tuned eager", "fused tuned graph"):  # not asked for: minutes of tuning
+        assert "--tuned-fused-for tiny" in absent[path].note
     for path in ("plain graph", "fused graph", "hf graph", "hf compile"):
         assert NO_GRAPHS in absent[path].note
         assert absent[path].timing is None and absent[path].x_floor is None
@@ -317,7 +319,9 @@ def test_gpu_bench_small_shape_measures_every_path(tmp_path):
     run = run_bench([small], [1, 2], 16, repeats=5, warmup=2, progress=False,
                     save_to=tmp_path / "bench.json")
     rows = {(r.path, r.batch): r for r in run.rows}
-    failed = {key: r.note for key, r in rows.items() if not r.measured}
+    tuned = {key for key in rows if key[0].startswith("fused tuned")}  # not asked for: minutes of tuning
+    assert all(rows[key].status == "absent" for key in tuned)
+    failed = {key: r.note for key, r in rows.items() if not r.measured and key not in tuned}
     assert not failed
     for batch in (1, 2):
         assert rows["plain graph", batch].bit_identical is True
@@ -333,6 +337,30 @@ def test_gpu_bench_small_shape_measures_every_path(tmp_path):
     assert "small b1 fused graph" in run.timelines
     assert Run.load(tmp_path / "bench.json").facts["partial"] is False
     assert Path(default_out_path(run.device)).suffix == ".json"
+
+
+def test_tuned_fused_rows_compile_where_asked_for():
+    run = run_bench([TINY], [1], 8, repeats=1, warmup=0, device="cpu", progress=False, skip_transformers=True,
+                    compile_on_cpu=True, tuned_fused_for=["tiny"])
+    rows = {r.path: r for r in run.rows}
+    for prefix in ("fused", "fused tuned"):
+        assert rows[f"{prefix} eager"].measured, rows[f"{prefix} eager"].note
+        assert rows[f"{prefix} graph"].status == "absent"  # no CUDA graphs on the CPU
+    assert "coordinate_descent_tuning" in rows["fused tuned eager"].note
+    assert "coordinate_descent_tuning" not in rows["fused eager"].note
+
+
+def test_tuned_fused_rows_are_asked_for_by_preset(capsys):
+    with pytest.raises(SystemExit):
+        parse_args(["--presets", "qwen3-0.6b", "--tuned-fused-for", "qwen3-8b"])
+    assert "--tuned-fused-for names qwen3-8b, which this run does not measure" in capsys.readouterr().err
+    assert parse_args(["--tuned-fused-for", "qwen3-0.6b"]).tuned_fused_for == ["qwen3-0.6b"]
+    with pytest.raises(ValueError, match="tuned_fused_for names qwen3-8b"):
+        make_settings(["qwen3-0.6b"], [1], device="cpu", tuned_fused_for=["qwen3-8b"])
+    settings = make_settings(["qwen3-0.6b", "qwen3-1.7b"], [1], device="cpu", tuned_fused_for=["qwen3-1.7b"])
+    assert settings.tuned_skip_reason("qwen3-1.7b") == ""
+    assert "--tuned-fused-for qwen3-0.6b" in settings.tuned_skip_reason("qwen3-0.6b")
+    assert settings.to_dict()["tuned_fused_for"] == ["qwen3-1.7b"]
 
 
 def test_transformers_rows_can_be_kept_to_some_presets(capsys):

@@ -2,7 +2,7 @@
 import pytest
 import torch
 
-from floorlab.fused import fused_forward, fused_step, relative_error
+from floorlab.fused import TUNED_OPTIONS, fused_forward, fused_step, relative_error
 from floorlab.model import build_model
 from floorlab.shapes import Qwen3Shape
 
@@ -15,12 +15,12 @@ SMALL = Qwen3Shape(hidden_size=1024, intermediate_size=3072, num_layers=4, num_h
 STEPS = 3
 
 
-def _decode_both(shape, device, dtype, batch=3, prompt_len=5, max_context=32):
+def _decode_both(shape, device, dtype, batch=3, prompt_len=5, max_context=32, tuned=False):
     """Greedy steps of the plain and the fused step from the same prefill: (plain, fused, caches equal)."""
     torch.manual_seed(0)
     model = build_model(shape, device=device, dtype=dtype, max_batch=4, max_context=max_context)
     prompt = torch.randint(0, shape.vocab_size, (batch, prompt_len), device=device)
-    fused = fused_step(model)
+    fused = fused_step(model, tuned=tuned)
     runs = {}
     for name, step in (("plain", model.decode_step), ("fused", fused)):
         model.reset_cache()
@@ -35,8 +35,9 @@ def _decode_both(shape, device, dtype, batch=3, prompt_len=5, max_context=32):
     return runs["plain"], runs["fused"]
 
 
-def test_fused_matches_plain_on_cpu_float32():
-    (plain, k_plain, v_plain), (fused, k_fused, v_fused) = _decode_both(TINY, "cpu", torch.float32)
+@pytest.mark.parametrize("tuned", [False, True])
+def test_fused_matches_plain_on_cpu_float32(tuned):
+    (plain, k_plain, v_plain), (fused, k_fused, v_fused) = _decode_both(TINY, "cpu", torch.float32, tuned=tuned)
     assert fused.shape == plain.shape == (STEPS, 3, TINY.vocab_size)
     assert (fused - plain).abs().max().item() <= 1e-4
     assert relative_error(fused, plain) <= 1e-4
@@ -67,6 +68,16 @@ def test_reduce_overhead_is_refused():
     model = build_model(TINY, dtype=torch.float32, max_batch=2, max_context=16)
     with pytest.raises(ValueError, match="GraphRunner"):
         fused_step(model, mode="reduce-overhead")
+
+
+def test_tuned_step_sets_inductor_options_and_takes_no_mode():
+    model = build_model(TINY, dtype=torch.float32, max_batch=2, max_context=16)
+    step = fused_step(model, tuned=True)
+    assert step.options and set(step.options) <= set(TUNED_OPTIONS)
+    assert step.options["coordinate_descent_tuning"] is True
+    assert fused_step(model).options == {}
+    with pytest.raises(ValueError, match="takes no mode"):
+        fused_step(model, mode="max-autotune-no-cudagraphs", tuned=True)
 
 
 def test_other_models_are_refused():

@@ -19,6 +19,24 @@ StepFn = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
 
 ALLOWED_MODES = (None, "default", "max-autotune-no-cudagraphs")
 RECOMPILE_LIMIT = 64
+# Inductor options of the tuned step: coordinate-descent tuning of each generated kernel's launch
+# config (in every direction), and programmatic dependent launch between its Triton kernels
+TUNED_OPTIONS = {"coordinate_descent_tuning": True, "coordinate_descent_check_all_directions": True,
+                 "triton.enable_pdl": True}
+
+
+def tuned_options() -> dict:
+    """The TUNED_OPTIONS this torch's Inductor knows (older versions lack triton.enable_pdl)."""
+    from torch._inductor import config
+
+    def known(name: str) -> bool:
+        owner = config
+        *parents, leaf = name.split(".")
+        for part in parents:
+            owner = getattr(owner, part, None)
+        return owner is not None and hasattr(owner, leaf)
+
+    return {name: value for name, value in TUNED_OPTIONS.items() if known(name)}
 
 
 def _rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
@@ -64,13 +82,14 @@ def fused_forward(model, tokens: torch.Tensor, positions: torch.Tensor) -> torch
     return F.linear(_rms_norm(x, model.final_norm, eps), head)
 
 
-def fused_step(model, *, mode: str | None = None) -> StepFn:
+def fused_step(model, *, mode: str | None = None, tuned: bool = False) -> StepFn:
     """A compiled step (tokens[B], positions[B]) -> logits [B, vocab]; one compile per batch size.
 
     It compiles fused_forward under no_grad (model.decode_step runs in inference mode,
     which the compiler refuses). mode is Inductor's: None (default) or
     "max-autotune-no-cudagraphs"; never "reduce-overhead", whose own CUDA graphs
-    skip a step that mutates the KV cache.
+    skip a step that mutates the KV cache. tuned=True compiles with tuned_options()
+    instead of a mode (minutes of tuning per batch size on a GPU); step.options says which.
     """
     if not hasattr(model, "k_cache") or not hasattr(model, "layers"):
         raise TypeError(
@@ -92,8 +111,14 @@ def fused_step(model, *, mode: str | None = None) -> StepFn:
     def forward(tokens, positions):
         return fused_forward(model, tokens, positions)
 
-    compiled = torch.compile(forward, fullgraph=True, dynamic=False,
-                             mode=None if mode == "default" else mode)
+    if tuned and mode not in (None, "default"):
+        raise ValueError(f"tuned=True sets Inductor's options itself and takes no mode, got mode={mode!r}; "
+                         "pass one or the other")
+    options = tuned_options() if tuned else None
+    if options:
+        compiled = torch.compile(forward, fullgraph=True, dynamic=False, options=options)
+    else:
+        compiled = torch.compile(forward, fullgraph=True, dynamic=False, mode=None if mode == "default" else mode)
 
     def step(tokens: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
         """Logits [B, vocab] from the compiled step (no host syncs: capturable in a CUDA graph)."""
@@ -102,6 +127,7 @@ def fused_step(model, *, mode: str | None = None) -> StepFn:
             return compiled(tokens, positions)
 
     step.compiled = compiled
+    step.options = options or {}
     return step
 
 

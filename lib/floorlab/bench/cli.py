@@ -68,6 +68,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--transformers-for", nargs="+", metavar="NAME",
                         help="run transformers' rows only for these presets (default: every preset)")
     parser.add_argument("--skip-fused", action="store_true", help="leave out the fused (compiled) rows")
+    parser.add_argument("--tuned-fused-for", nargs="+", metavar="NAME",
+                        help="also compile the fused step with Inductor's coordinate-descent tuning and PDL "
+                             "for these presets (minutes of tuning per batch size; default: none)")
     return parser
 
 
@@ -83,13 +86,17 @@ def parse_args(argv=None) -> argparse.Namespace:
             parser.error(f"{what}; known presets: {', '.join(PRESETS)} "
                          "(pass one or more, e.g. --presets qwen3-0.6b qwen3-8b)")
         args.presets = names
-    if args.transformers_for:
-        args.transformers_for = [n for item in args.transformers_for for n in _list_arg(item)]
-        measured = args.presets or PRESETS
-        stray = [n for n in args.transformers_for if n not in measured]
+    for flag in ("transformers_for", "tuned_fused_for"):
+        names = getattr(args, flag)
+        if not names:
+            continue
+        names = [n for item in names for n in _list_arg(item)]
+        measured = args.presets or (PRESETS if flag == "transformers_for" else GPU_PRESETS)
+        stray = [n for n in names if n not in measured]
         if stray:
-            parser.error(f"--transformers-for names {', '.join(stray)}, which this run does not measure; "
+            parser.error(f"--{flag.replace('_', '-')} names {', '.join(stray)}, which this run does not measure; "
                          f"pick from {', '.join(measured)}")
+        setattr(args, flag, names)
     if args.batches:
         args.batches = sorted({b for group in args.batches for b in group})
         if not args.batches:
@@ -107,7 +114,7 @@ def main(argv=None) -> int:
     out = args.out or default_out_path(describe_device())
     run = run_bench(args.presets, args.batches, args.context, repeats=args.repeats,
                     skip_transformers=args.skip_transformers, skip_fused=args.skip_fused,
-                    transformers_for=args.transformers_for,
+                    transformers_for=args.transformers_for, tuned_fused_for=args.tuned_fused_for or (),
                     save_to=out)
     print(format_table(run))
     print(f"\nJSON written to {out}")

@@ -1,5 +1,5 @@
-"""The book's engine, six ways: plain, fused (Inductor) and the book's Triton kernels, each eager
-and replayed in a CUDA graph."""
+"""The book's engine, eight ways: plain, fused (Inductor), fused with Inductor's tuning, and the
+book's Triton kernels, each eager and replayed in a CUDA graph."""
 from __future__ import annotations
 
 import time
@@ -17,6 +17,8 @@ NO_GRAPHS = "CUDA graphs need a CUDA GPU"
 NO_CPU_COMPILE = "skipped on the CPU: compiling the step here takes minutes"
 NO_CPU_TRITON = "the Triton kernels run on a CUDA GPU (on the CPU only the tests' interpreter runs them)"
 FUSED_GRAPH_NOTE = "bit-identical: replay vs the compiled step"
+FUSED = "fused"  # the path prefixes of the two compiled steps
+TUNED = "fused tuned"
 
 
 @dataclass
@@ -26,8 +28,7 @@ class Engine:
     model: Qwen3Decoder
     data: dict[int, tuple] = field(default_factory=dict)
     runner: object | None = None
-    fused: object | None = None
-    fused_runner: object | None = None
+    compiled: dict[str, tuple] = field(default_factory=dict)  # path prefix -> (step, GraphRunner or None)
     triton: object | None = None
     triton_runner: object | None = None
 
@@ -41,20 +42,16 @@ class Engine:
         out = {"plain eager": (plain, None)}
         if self.runner is not None:
             out["plain graph"] = (self.runner.replay_fn(batch), plain)
-        if self.fused is not None:
-            def fused():
-                return self.fused(tokens, positions)
-
-            out["fused eager"] = (fused, None)
-            if self.fused_runner is not None:
-                out["fused graph"] = (self.fused_runner.replay_fn(batch), fused)
+        built = dict(self.compiled)
         if self.triton is not None:
-            def triton():
-                return self.triton(tokens, positions)
+            built["triton"] = (self.triton, self.triton_runner)
+        for prefix, (fn, runner) in built.items():
+            def eager(fn=fn):
+                return fn(tokens, positions)
 
-            out["triton eager"] = (triton, None)
-            if self.triton_runner is not None:
-                out["triton graph"] = (self.triton_runner.replay_fn(batch), triton)
+            out[f"{prefix} eager"] = (eager, None)
+            if runner is not None:
+                out[f"{prefix} graph"] = (runner.replay_fn(batch), eager)
         return out
 
 
@@ -73,7 +70,8 @@ def measure_engine(shape, cases: dict[int, Case], settings: Settings, rows: Rows
         rows.attempt(cases[b], "plain eager", lambda: rows.measure(
             cases[b], "plain eager", lambda: model.decode_step(tokens, positions)))
     _plain_graphs(engine, cases, settings, rows, stage)
-    _fused(engine, cases, settings, rows, stage)
+    _fused(engine, cases, settings, rows, stage, FUSED)
+    _fused(engine, cases, settings, rows, stage, TUNED)
     _triton(engine, cases, settings, rows, stage)
     return engine
 
@@ -102,56 +100,69 @@ def _plain_graphs(engine: Engine, cases, settings: Settings, rows: Rows, stage) 
             rows, case, "plain graph", engine.runner, engine.data[b], eager))
 
 
-def _fused(engine: Engine, cases, settings: Settings, rows: Rows, stage) -> None:
-    if settings.skip_fused or not (settings.on_cuda or settings.compile_on_cpu):
-        why = "skipped (--skip-fused)" if settings.skip_fused else NO_CPU_COMPILE
+def _fused(engine: Engine, cases, settings: Settings, rows: Rows, stage, prefix: str) -> None:
+    """The step compiled with Inductor (prefix FUSED) or with its tuning on (TUNED), eager and in a graph."""
+    eager_path, graph_path = f"{prefix} eager", f"{prefix} graph"
+    tuned = prefix == TUNED
+    why = ""
+    if settings.skip_fused:
+        why = "skipped (--skip-fused)"
+    elif tuned:
+        why = settings.tuned_skip_reason(engine.model.shape.name)
+    if why or not (settings.on_cuda or settings.compile_on_cpu):
         for case in cases.values():
-            rows.absent(case, "fused eager", why)
-            rows.absent(case, "fused graph", why if settings.skip_fused else NO_GRAPHS)
+            rows.absent(case, eager_path, why or NO_CPU_COMPILE)
+            rows.absent(case, graph_path, why or NO_GRAPHS)
         return
-    stage(f"{engine.model.shape.name}: compile the fused step")
+    stage(f"{engine.model.shape.name}: compile the {prefix} step")
     try:
-        compile_s = _compile_fused(engine, sorted(cases), settings.on_cuda)
+        compile_s = _compile_fused(engine, sorted(cases), settings.on_cuda, prefix)
     except Exception as err:
-        engine.fused = engine.fused_runner = None
+        engine.compiled.pop(prefix, None)
         for case in cases.values():
-            rows.failed(case, "fused eager", f"compile: {error_text(err)}")
-            rows.failed(case, "fused graph", f"compile: {error_text(err)}")
+            rows.failed(case, eager_path, f"compile: {error_text(err)}")
+            rows.failed(case, graph_path, f"compile: {error_text(err)}")
         return
+    step, runner = engine.compiled[prefix]
+    options = "; Inductor options: " + ", ".join(sorted(step.options)) if tuned else ""
     for b, case in cases.items():
         steps = engine.steps(b)
-        stage(f"{engine.model.shape.name} b{b}: fused eager")
+        stage(f"{engine.model.shape.name} b{b}: {eager_path}")
         prefill(engine.model, engine.data[b][0])
-        rows.attempt(case, "fused eager", lambda: rows.measure(
-            case, "fused eager", steps["fused eager"][0], compile_s=compile_s,
-            note="compile_s covers every bucket"))
-        stage(f"{engine.model.shape.name} b{b}: fused graph")
-        if engine.fused_runner is None:
-            rows.absent(case, "fused graph", NO_GRAPHS)
+        rows.attempt(case, eager_path, lambda: rows.measure(
+            case, eager_path, steps[eager_path][0], compile_s=compile_s,
+            note="compile_s covers every bucket" + options))
+        stage(f"{engine.model.shape.name} b{b}: {graph_path}")
+        if runner is None:
+            rows.absent(case, graph_path, NO_GRAPHS)
             continue
         prefill(engine.model, engine.data[b][0])
-        rows.attempt(case, "fused graph", lambda: measure_graph_row(
-            rows, case, "fused graph", engine.fused_runner, engine.data[b],
-            steps["fused eager"][0], compile_s=compile_s, note=FUSED_GRAPH_NOTE))
+        rows.attempt(case, graph_path, lambda: measure_graph_row(
+            rows, case, graph_path, runner, engine.data[b],
+            steps[eager_path][0], compile_s=compile_s, note=FUSED_GRAPH_NOTE + options))
 
 
-def _compile_fused(engine: Engine, batches: list[int], on_cuda: bool) -> float:
-    """Compile the fused step at every batch (and capture its graphs on a GPU); returns seconds."""
+def _compile_fused(engine: Engine, batches: list[int], on_cuda: bool, prefix: str = FUSED) -> float:
+    """Compile a fused step at every batch (and capture its graphs on a GPU) into engine.compiled[prefix].
+
+    Returns the seconds it took.
+    """
     from floorlab.fused import fused_step
 
     model = engine.model
-    engine.fused = fused_step(model)
+    step, runner = fused_step(model, tuned=prefix == TUNED), None
     start = time.perf_counter()
     if on_cuda:
         from floorlab.graphs import GraphRunner
 
-        engine.fused_runner = GraphRunner(model, buckets=batches, step_fn=engine.fused)
-        engine.fused_runner.capture()
+        runner = GraphRunner(model, buckets=batches, step_fn=step)
+        runner.capture()
     else:
         for b in batches:
             zeros = torch.zeros(b, dtype=torch.long, device=model.device)
-            engine.fused(zeros, zeros)
+            step(zeros, zeros)
         model.reset_cache()
+    engine.compiled[prefix] = (step, runner)
     return time.perf_counter() - start
 
 

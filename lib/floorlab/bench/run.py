@@ -24,23 +24,24 @@ from .settings import DEFAULT_CONTEXT, HF_PATHS, PATHS, Settings, make_settings
 from .targets import evaluate_targets
 from .transformers_paths import measure_transformers
 
-STAGES_PER_PRESET = 7  # model, plain graphs, fused compile, limits, bf16 logits, transformers, float32
+STAGES_PER_PRESET = 8  # model, plain graphs, fused and tuned compiles, limits, bf16 logits, transformers, float32
 BANDWIDTH_REPEATS = {"cuda": 20, "cpu": 5}
 
 
 def run_bench(presets=None, batches=None, context: int = DEFAULT_CONTEXT, *,
               repeats: int | None = None, warmup: int | None = None, device=None,
               skip_transformers: bool = False, skip_fused: bool = False, transformers_for=None,
-              compile_on_cpu: bool = False, progress: bool = True, save_to=None) -> Run:
+              tuned_fused_for=(), compile_on_cpu: bool = False, progress: bool = True, save_to=None) -> Run:
     """Measure every path for every preset (a name or a Qwen3Shape) and batch; returns the Run.
 
     Defaults: qwen3-0.6b and qwen3-8b at batch 1 and 8, 5 warm-up and 30 timed steps on
     a GPU; qwen3-0.6b at batch 1 with 1 and 5 on the CPU, where graph rows are absent.
+    tuned_fused_for: presets that also get the fused step compiled with Inductor's tuning.
     """
     settings = make_settings(presets, batches, context, repeats=repeats, warmup=warmup,
                              device=device, skip_transformers=skip_transformers,
                              skip_fused=skip_fused, compile_on_cpu=compile_on_cpu,
-                             transformers_for=transformers_for)
+                             transformers_for=transformers_for, tuned_fused_for=tuned_fused_for)
     stage = Stages(1 + len(settings.shapes) * (STAGES_PER_PRESET + len(PATHS) * len(settings.batches)),
                    progress)
     run = Run(kind="bench", stamp=run_stamp(), device=describe_device(settings.device),
@@ -107,8 +108,8 @@ def _measure_preset(shape, cases: dict[int, Case], settings: Settings, rows: Row
     stage(f"{shape.name}: parity, bf16 logits")
     data = engine.data[first.batch]
     bf16 = {"engine": decode_logits(engine.model, data)}
-    if engine.fused is not None:
-        bf16["fused"] = decode_logits(engine.model, data, engine.fused)
+    for prefix, (step, _) in engine.compiled.items():  # the fused step, and the tuned one where built
+        bf16[prefix.replace(" ", "_")] = decode_logits(engine.model, data, step)
     model = engine.model
     del engine  # its graphs and compiled step
     _reset_compiled(settings)

@@ -28,8 +28,8 @@ DTYPE = torch.bfloat16
 # a steady timeline, bit-identity checks and compiling
 EXTRA_CALLS = SETTLE_MAX_CALLS + 2 + (STEADY_STEPS + 1) + 8
 
-ENGINE_PATHS = ("plain eager", "plain graph", "fused eager", "fused graph", "triton eager",
-                "triton graph")
+ENGINE_PATHS = ("plain eager", "plain graph", "fused eager", "fused graph", "fused tuned eager",
+                "fused tuned graph", "triton eager", "triton graph")
 HF_PATHS = ("hf eager", "hf graph", "hf compile")
 PATHS = ENGINE_PATHS + HF_PATHS
 
@@ -48,6 +48,7 @@ class Settings:
     transformers_for: tuple[str, ...] | None = None  # presets with transformers' rows (None: all)
     skip_fused: bool = False
     compile_on_cpu: bool = False
+    tuned_fused_for: tuple[str, ...] = ()  # presets with the tuned fused rows (minutes of tuning each)
 
     @property
     def on_cuda(self) -> bool:
@@ -71,7 +72,7 @@ class Settings:
                 "dtype": str(DTYPE).replace("torch.", ""), "graph_buckets": list(self.batches),
                 "cache_tokens": self.cache_tokens, "skip_transformers": self.skip_transformers,
                 "transformers_for": list(self.transformers_for) if self.transformers_for else None,
-                "skip_fused": self.skip_fused}
+                "skip_fused": self.skip_fused, "tuned_fused_for": list(self.tuned_fused_for)}
 
     def transformers_skip_reason(self, preset: str) -> str:
         """Why transformers' rows are left out for preset, or '' when they run."""
@@ -80,6 +81,23 @@ class Settings:
         if self.transformers_for is not None and preset not in self.transformers_for:
             return f"skipped (--transformers-for {' '.join(self.transformers_for)})"
         return ""
+
+    def tuned_skip_reason(self, preset: str) -> str:
+        """Why the tuned fused rows are left out for preset, or '' when they run."""
+        if preset in self.tuned_fused_for:
+            return ""
+        return ("not asked for: Inductor's tuning takes minutes per batch size; "
+                f"pass --tuned-fused-for {preset}")
+
+
+def _presets_in(names, shapes, what: str) -> tuple[str, ...]:
+    """names as a tuple after checking that each is a preset this run measures."""
+    names = tuple(names)
+    stray = [p for p in names if p not in {s.name for s in shapes}]
+    if stray:
+        raise ValueError(f"{what} names {', '.join(stray)}, which this run does not measure; "
+                         f"pick from {', '.join(s.name for s in shapes)}")
+    return names
 
 
 def _whole(value, name: str, lowest: int, highest: int | None, hint: str) -> int:
@@ -93,7 +111,7 @@ def _whole(value, name: str, lowest: int, highest: int | None, hint: str) -> int
 def make_settings(presets=None, batches=None, context: int = DEFAULT_CONTEXT, *,
                   repeats: int | None = None, warmup: int | None = None, device=None,
                   skip_transformers: bool = False, skip_fused: bool = False,
-                  compile_on_cpu: bool = False, transformers_for=None) -> Settings:
+                  compile_on_cpu: bool = False, transformers_for=None, tuned_fused_for=()) -> Settings:
     """Checked Settings; None picks the defaults of the device (GPU: 0.6B and 8B at b1, b8)."""
     device = resolve_device(device)
     if device.type == "cuda" and device.index is None:
@@ -106,11 +124,8 @@ def make_settings(presets=None, batches=None, context: int = DEFAULT_CONTEXT, *,
                          "presets=['qwen3-0.6b'], batches=[1]")
     shapes = tuple(get_shape(p) for p in presets)
     if transformers_for is not None:
-        transformers_for = tuple(transformers_for)
-        stray = [p for p in transformers_for if p not in {s.name for s in shapes}]
-        if stray:
-            raise ValueError(f"transformers_for names {', '.join(stray)}, which this run does not measure; "
-                             f"pick from {', '.join(s.name for s in shapes)}")
+        transformers_for = _presets_in(transformers_for, shapes, "transformers_for")
+    tuned_fused_for = _presets_in(tuned_fused_for or (), shapes, "tuned_fused_for")
     for b in batches:
         _whole(b, "every batch size", 1, MAX_BATCH, "the largest graph bucket is "
                f"{MAX_BATCH}; pass sizes such as 1 or 8")
@@ -124,4 +139,4 @@ def make_settings(presets=None, batches=None, context: int = DEFAULT_CONTEXT, *,
         warmup=warmup if warmup is not None else (GPU_WARMUP if on_cuda else CPU_WARMUP),
         repeats=repeats or (GPU_REPEATS if on_cuda else CPU_REPEATS), device=device,
         skip_transformers=skip_transformers, skip_fused=skip_fused, compile_on_cpu=compile_on_cpu,
-        transformers_for=transformers_for)
+        transformers_for=transformers_for, tuned_fused_for=tuned_fused_for)

@@ -7,7 +7,7 @@ from . import parity
 from .limits import verdict
 from .targets import evaluate_targets
 
-COLUMNS = (("path", "<12"), ("preset", "<11"), ("batch", ">5"), ("ms", ">9"), ("p10-p90 ms", ">17"),
+COLUMNS = (("path", "<17"), ("preset", "<11"), ("batch", ">5"), ("ms", ">9"), ("p10-p90 ms", ">17"),
            ("x floor", ">8"), ("GB/s", ">8"), ("kernels", ">7"), ("/layer", ">6"), ("bit-id", ">6"),
            ("issue ms", ">8"))
 VERDICTS = {True: "PASS", False: "FAIL", None: "n/a "}
