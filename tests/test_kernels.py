@@ -17,7 +17,7 @@ import torch
 pytest.importorskip("triton")
 
 from floorlab.fused import relative_error  # noqa: E402
-from floorlab.kernels import (AttentionConfig, GemvConfig, default_config, gemv, kernels_interpreted,  # noqa: E402
+from floorlab.kernels import (GEMV_NAMES, AttentionConfig, GemvConfig, default_config, gemv, kernels_interpreted,  # noqa: E402
                               shape_kwargs, triton_step)
 from floorlab.model import build_model  # noqa: E402
 from floorlab.shapes import Qwen3Shape  # noqa: E402
@@ -59,6 +59,8 @@ def _model(shape, max_batch=4, max_context=40):
     (3, 97, 96, {"block_k": 32, "rows_per_program": 16, "dot": True}),
     (2, 40, 64, {"block_k": 16, "rows_per_program": 32, "split_k": 2, "dot": True}),
     (3, 97, 96, {"block_k": 16, "rows_per_program": 16, "dot": True, "num_stages": 5}),
+    (3, 97, 96, {"block_k": 32, "rows_per_program": 64, "dot": True, "swap_ab": True, "num_warps": 4}),
+    (2, 64, 96, {"block_k": 16, "rows_per_program": 16, "split_k": 2, "dot": True, "swap_ab": True}),
     (3, 97, 96, {"block_k": 64, "rows_per_program": 2, "tile_sums": True}),
     (3, 97, 96, {"block_k": 32, "rows_per_program": 4, "row_loop": True}),
     (2, 64, 96, {"block_k": 32, "rows_per_program": 2, "split_k": 2, "row_loop": True}),
@@ -71,9 +73,10 @@ def test_gemv_matches_torch(batch, n, k, kwargs):
     assert relative_error(y, x @ w.T) < MAX_REL_ERR
 
 
-@pytest.mark.parametrize("split_k, tile_sums, row_loop", [(1, False, False), (2, False, False), (1, True, False),
-                                                         (1, False, True), (2, False, True)])
-def test_fused_epilogues_match_torch(split_k, tile_sums, row_loop):
+@pytest.mark.parametrize("split_k, tile_sums, row_loop, swap_ab", [
+    (1, False, False, False), (2, False, False, False), (1, True, False, False), (1, False, True, False),
+    (2, False, True, False), (1, False, False, True), (2, False, False, True)])
+def test_fused_epilogues_match_torch(split_k, tile_sums, row_loop, swap_ab):
     from floorlab.fused import _rms_norm
     from floorlab.kernels.matvec import launch_gemv
 
@@ -81,9 +84,9 @@ def test_fused_epilogues_match_torch(split_k, tile_sums, row_loop):
     x, res = torch.randn(3, 96, generator=gen), torch.randn(3, 33, generator=gen)
     w, norm = torch.randn(66, 96, generator=gen), 1 + 0.3 * torch.randn(96, generator=gen)
     x, res, w, norm = (t.to(DEVICE) for t in (x, res, w, norm))
-    dot = split_k == 2 and not row_loop  # the tensor-core tiles, their batch padded to 16 rows
+    dot = (split_k == 2 and not row_loop) or swap_ab  # the tensor-core tiles, their batch padded to 16 rows
     config = GemvConfig(rows_per_program=16 if dot else 2, block_k=32, split_k=split_k, dot=dot, tile_sums=tile_sums,
-                        row_loop=row_loop)
+                        row_loop=row_loop, swap_ab=swap_ab)
     out = launch_gemv(x, w[:33], res.clone(), config=config, residual=None, norm_weight=norm, eps=1e-6)
     assert relative_error(out, _rms_norm(x, norm, 1e-6) @ w[:33].T) < MAX_REL_ERR
     inplace = res.clone()
@@ -131,6 +134,18 @@ def test_step_mha_untied_batch_1_with_split_context_and_split_k():
     assert cache_diff < 1e-5
 
 
+def test_step_with_every_gemv_on_swapped_tensor_core_operands():
+    model = _model(GQA_TIED)
+    swapped = GemvConfig(rows_per_program=16, block_k=32, num_stages=4, dot=True, swap_ab=True)
+    config = default_config(3)
+    for name in GEMV_NAMES:
+        config = config.with_gemv(name, replace(swapped, split_k=2 if name == "down" else 1))
+    tokens, positions = (torch.tensor(v, device=DEVICE) for v in ([5, 7, 96], [6, 3, 37]))
+    err, cache_diff = _compare_with_plain(model, tokens, positions, config)
+    assert err < MAX_REL_ERR
+    assert cache_diff < 1e-5
+
+
 def test_split_attention_merges_in_its_last_split_and_leaves_the_counters_at_zero():
     from floorlab.kernels.attention import attention_counts, launch_attention
 
@@ -173,6 +188,11 @@ def test_a_row_loop_config_takes_neither_tensor_cores_nor_tile_sums():
         GemvConfig(rows_per_program=16, block_k=32, dot=True, row_loop=True).check()
     with pytest.raises(ValueError, match="row_loop=True"):
         GemvConfig(tile_sums=True, row_loop=True).check()
+
+
+def test_swapped_operands_need_the_tensor_cores():
+    with pytest.raises(ValueError, match="swap_ab=True"):
+        GemvConfig(swap_ab=True).check()
 
 
 @pytest.mark.parametrize("stages", [0, 9, True, 2.0])

@@ -51,7 +51,7 @@ def gemv_configs(name: str, batch: int, shape: Qwen3Shape, limit: int = 12):
     """At most `limit` GemvConfigs to try for one GEMV at one batch, the default first."""
     from floorlab.kernels import GemvConfig, default_config, shape_kwargs
 
-    # (rows per program, block_k, warps, split_k, dot, tile_sums[, row_loop[, num_stages]])
+    # (rows per program, block_k, warps, split_k, dot, tile_sums[, row_loop[, num_stages[, swap_ab]]])
     if batch <= 2:  # products in registers; small programs fit more per SM
         grid = [(2, 512, 1, 1, 0, 0), (2, 1024, 1, 1, 0, 1), (2, 1024, 2, 1, 0, 1), (4, 1024, 2, 1, 0, 1),
                 (4, 1024, 4, 1, 0, 1), (8, 512, 4, 1, 0, 1), (2, 2048, 2, 1, 0, 1), (4, 512, 4, 1, 0, 0),
@@ -62,17 +62,21 @@ def gemv_configs(name: str, batch: int, shape: Qwen3Shape, limit: int = 12):
         if name in ("o_proj", "down"):
             grid = grid[:8] + [(2, 1024, 1, 2, 0, 1), (4, 1024, 2, 2, 0, 1), (4, 4096, 4, 1, 0, 0)]
     else:  # tensor-core tiles, the batch padded to 16 rows, or each weight tile met by one row at a time
+        # (swap_ab: the weight rows as the product's M, 64 rows and 4 warps for Hopper's warpgroup MMA)
         grid = [(32, 256, 2, 1, 1, 0), (64, 256, 4, 2, 1, 0), (32, 128, 2, 1, 1, 0), (32, 128, 2, 1, 1, 0, 0, 6),
-                (32, 64, 1, 1, 1, 0, 0, 4), (64, 128, 2, 1, 1, 0), (16, 128, 1, 1, 1, 0), (2, 1024, 1, 1, 0, 0, 1),
-                (32, 64, 1, 1, 1, 0), (64, 128, 4, 1, 1, 0)]
+                (32, 64, 1, 1, 1, 0, 0, 4), (64, 64, 4, 1, 1, 0, 0, 6, 1), (64, 64, 4, 2, 1, 0, 0, 6, 1),
+                (64, 128, 4, 1, 1, 0, 0, 4, 1), (64, 128, 2, 1, 1, 0), (2, 1024, 1, 1, 0, 0, 1),
+                (32, 64, 1, 1, 1, 0), (16, 128, 1, 1, 1, 0)]
         if name in ("o_proj", "down"):
-            grid = [(16, 128, 1, 8, 1, 0), (16, 128, 1, 4, 1, 0), (32, 128, 4, 4, 1, 0), (16, 512, 2, 1, 1, 0),
-                    (32, 128, 1, 4, 1, 0), (2, 1024, 1, 2, 0, 0, 1), (16, 256, 1, 4, 1, 0), (16, 128, 4, 8, 1, 0)]
+            grid = [(16, 128, 1, 8, 1, 0), (16, 128, 1, 4, 1, 0), (32, 128, 4, 4, 1, 0), (64, 64, 4, 8, 1, 0, 0, 4, 1),
+                    (64, 128, 4, 4, 1, 0, 0, 4, 1), (16, 512, 2, 1, 1, 0), (32, 128, 1, 4, 1, 0),
+                    (2, 1024, 1, 2, 0, 0, 1), (16, 256, 1, 4, 1, 0), (16, 128, 4, 8, 1, 0)]
         if name == "lm_head":
             grid = [(64, 128, 1, 1, 1, 0), (64, 128, 1, 1, 1, 0, 0, 4), (64, 64, 1, 1, 1, 0, 0, 5),
-                    (64, 128, 2, 1, 1, 0), (128, 128, 8, 1, 1, 0), (256, 64, 8, 1, 1, 0), (32, 64, 1, 1, 1, 0),
-                    (4, 1024, 2, 1, 0, 0, 1)]
-    grid = [(r, max(32, k), w, s, bool(d), bool(t), bool(rest and rest[0]), rest[1] if len(rest) > 1 else 3)
+                    (64, 64, 4, 1, 1, 0, 0, 4, 1), (128, 64, 4, 1, 1, 0, 0, 4, 1), (64, 128, 2, 1, 1, 0),
+                    (128, 128, 8, 1, 1, 0), (256, 64, 8, 1, 1, 0), (32, 64, 1, 1, 1, 0), (4, 1024, 2, 1, 0, 0, 1)]
+    grid = [(r, max(32, k), w, s, bool(d), bool(t), bool(rest and rest[0]), rest[1] if len(rest) > 1 else 3,
+             len(rest) > 2 and bool(rest[2]))
             for r, k, w, s, d, t, *rest in grid
             if s == 1 or name != "gate_up"]  # SwiGLU needs each row's whole sum: no split for gate_up
     first = getattr(default_config(batch, **shape_kwargs(shape)), name)
@@ -339,11 +343,12 @@ def step_variants(shape: Qwen3Shape, batch: int, max_context: int, *, tiny: bool
                      AttentionConfig(32, 4, 4)]
     else:
         gemvs = {"qkv": [g(2, 1024, 1, row_loop=True), g(64, 128, 2, dot=True), g(32, 256, 2, dot=True),
-                         g(64, 256, 4, 2, dot=True)],
+                         g(64, 256, 4, 2, dot=True), g(64, 64, 4, 2, dot=True, num_stages=6, swap_ab=True)],
                  "o_proj": [g(32, 128, 4, 4, dot=True), g(2, 1024, 1, 2, row_loop=True), g(16, 128, 1, 4, dot=True),
                             g(16, 128, 1, 8, dot=True)],
                  "gate_up": [g(64, 128, 4, dot=True), g(2, 1024, 1, row_loop=True), g(32, 128, 2, dot=True),
-                             g(64, 128, 2, dot=True), g(32, 64, 1, dot=True)],
+                             g(64, 128, 2, dot=True), g(32, 64, 1, dot=True),
+                             g(64, 64, 4, dot=True, num_stages=6, swap_ab=True)],
                  "down": [g(32, 128, 4, 4, dot=True), g(16, 128, 1, 4, dot=True), g(16, 128, 1, 8, dot=True)],
                  "lm_head": [g(128, 128, 8, dot=True), g(64, 128, 2, dot=True), g(64, 128, 1, dot=True)]}
         attention = [AttentionConfig(64, 2, 8), AttentionConfig(64, 1, 4)]
@@ -585,7 +590,8 @@ def _config_text(config) -> str:
     text += f" s{config['split_k']}" if config.get("split_k", 1) > 1 else ""
     return (text + (" dot" if config.get("dot") else "") + (" ts" if config.get("tile_sums") else "")
             + (" rows" if config.get("row_loop") else "")
-            + (f" st{config['num_stages']}" if config.get("num_stages", 3) != 3 else ""))
+            + (f" st{config['num_stages']}" if config.get("num_stages", 3) != 3 else "")
+            + (" swap" if config.get("swap_ab") else ""))
 
 
 def _line(head: str, row: dict, body) -> str:

@@ -25,6 +25,8 @@ class GemvConfig:
     batch rows one at a time, summing each at once: a batch of 8 without tensor-core padding.
     num_stages: how many K tiles Triton's software pipeline keeps in flight where it can (the tensor-core
     tiles of a K loop, copied to shared memory asynchronously); more stages put more bytes in flight.
+    swap_ab=True (with dot=True) multiplies w @ x^T, the weight rows as the product's M dimension: with 4
+    warps and 64 rows Triton can use Hopper's warpgroup MMA, its operands in shared memory.
     """
 
     rows_per_program: int = 4
@@ -35,6 +37,7 @@ class GemvConfig:
     tile_sums: bool = False
     row_loop: bool = False
     num_stages: int = 3
+    swap_ab: bool = False
 
     def check(self) -> "GemvConfig":
         """Return self after checking every field; raises ValueError saying how to fix a bad one."""
@@ -51,6 +54,9 @@ class GemvConfig:
                              f"tile), got {self.rows_per_program} and {self.block_k}; raise them or pass dot=False")
         if self.dot and self.tile_sums:
             raise ValueError("GemvConfig(dot=True) already sums each tile on tensor cores; pass tile_sums=False")
+        if self.swap_ab and not self.dot:
+            raise ValueError("GemvConfig(swap_ab=True) swaps the operands of the tensor-core product; "
+                             "pass dot=True with it")
         if self.row_loop and (self.dot or self.tile_sums):
             raise ValueError("GemvConfig(row_loop=True) sums each batch row's tile at once, so it takes neither "
                              "dot=True nor tile_sums=True; pass only one of the three")

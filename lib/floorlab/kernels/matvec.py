@@ -3,7 +3,9 @@
 Each program computes rows_per_program output rows for every batch row, walking K in block_k
 tiles of contiguous weights, so the grid is cdiv(N, rows_per_program) (x split_k). By default
 the products accumulate elementwise in float32 registers and are summed once at the end; with
-dot=True each tile runs on tensor cores, the batch padded to 16 rows (rows_per_program >= 16).
+dot=True each tile runs on tensor cores, the batch padded to 16 rows (rows_per_program >= 16);
+swap_ab=True puts the weight rows in the product's M dimension instead (w @ x^T), which lets Triton
+use Hopper's warpgroup MMA with operands in shared memory where a program has 4 warps and 64 rows.
 With PDL on, a program loads its first weight tile before waiting for the previous kernel:
 weights never depend on it. After the wait every input the epilogue needs (the residual) is
 loaded at once, so its latency overlaps the weight stream. Without split-K the RMSNorm is
@@ -52,12 +54,15 @@ def _x_tile(x_ptr, stride_xb, bidx, b_ok, k, k_ok, norm_ptr, inv_rms, sum_sq,
 def _dot(acc, xv, w, DOT: tl.constexpr, TILE_SUMS: tl.constexpr):
     """Add this tile's x[B, k] * w[R, k] to acc.
 
-    DOT: acc[B, R] += x @ w^T on tensor cores (B padded to 16).
+    DOT == 1: acc[B, R] += x @ w^T on tensor cores (B padded to 16).
+    DOT == 2: acc[R, B] += w @ x^T, the weight rows as the product's M dimension.
     TILE_SUMS: acc[B, R] += the tile's sums over k.
     Else acc[B, R, k] grows elementwise in float32 and is summed over k once,
     after the last tile (no shuffles between threads per tile).
     """
-    if DOT:
+    if DOT == 2:
+        out = tl.dot(w, tl.trans(xv.to(w.dtype)), acc, input_precision="ieee")
+    elif DOT:
         out = tl.dot(xv.to(w.dtype), tl.trans(w), acc, input_precision="ieee")
     elif TILE_SUMS:
         out = acc + tl.sum(xv[:, None, :] * w.to(tl.float32)[None, :, :], axis=2)
@@ -168,7 +173,10 @@ def _gemv_kernel(x_ptr, w_ptr, norm_ptr, res_ptr, out_ptr,
         inv_rms = tl.rsqrt(sum_sq / K + eps)
         sum_sq = tl.zeros([BLOCK_B], tl.float32)
 
-    if DOT or TILE_SUMS or ROW_LOOP:
+    if DOT == 2:  # transposed back after the last tile
+        acc = tl.zeros([ROWS, BLOCK_B], tl.float32)
+        acc_up = tl.zeros([ROWS, BLOCK_B], tl.float32)
+    elif DOT or TILE_SUMS or ROW_LOOP:
         acc = tl.zeros([BLOCK_B, ROWS], tl.float32)
         acc_up = tl.zeros([BLOCK_B, ROWS], tl.float32)
     else:
@@ -182,6 +190,10 @@ def _gemv_kernel(x_ptr, w_ptr, norm_ptr, res_ptr, out_ptr,
         acc, acc_up, sum_sq = _tile(acc, acc_up, sum_sq, w, u, x_ptr, stride_xb, B, bidx, b_ok, k, k_ok, norm_ptr,
                                     inv_rms, NORM, DEFER, EPILOGUE == SWIGLU, DOT, TILE_SUMS, ROW_LOOP, BLOCK_B)
 
+    if DOT == 2:
+        acc = tl.trans(acc)
+        if EPILOGUE == SWIGLU:
+            acc_up = tl.trans(acc_up)
     if not DOT and not TILE_SUMS and not ROW_LOOP:
         acc = tl.sum(acc, axis=2)
         if EPILOGUE == SWIGLU:
@@ -243,8 +255,9 @@ def launch_gemv(x: torch.Tensor, weight: torch.Tensor, out: torch.Tensor, *, con
     block_b = max(16, triton.next_power_of_2(batch)) if config.dot else triton.next_power_of_2(batch)
     has_norm = norm_weight is not None
     common = dict(BLOCK_B=block_b, ROWS=config.rows_per_program, BLOCK_K=block_k, NORM=has_norm,
-                  DEFER=has_norm and splits == 1, EVEN_K=k_size % block_k == 0, DOT=config.dot,
-                  TILE_SUMS=config.tile_sums, ROW_LOOP=config.row_loop, USE_PDL=int(pdl))
+                  DEFER=has_norm and splits == 1, EVEN_K=k_size % block_k == 0,
+                  DOT=2 if config.swap_ab else int(config.dot), TILE_SUMS=config.tile_sums,
+                  ROW_LOOP=config.row_loop, USE_PDL=int(pdl))
     norm = norm_weight if has_norm else weight
     if splits == 1:
         epilogue = SWIGLU if swiglu else RESIDUAL if residual is not None else STORE
