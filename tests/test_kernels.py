@@ -201,9 +201,14 @@ def test_num_stages_outside_one_to_eight_is_refused(stages):
         GemvConfig(num_stages=stages).check()
 
 
-def test_default_config_pipelines_the_batch_8_tensor_core_loops_deeper():
-    small, large = default_config(8), default_config(8, hidden_size=4096, intermediate_size=12288)
-    assert small.gate_up.num_stages > 3 and large.gate_up.num_stages > 3
+def test_default_config_at_batch_8_keeps_its_warpgroup_tiles_warpgroup_shaped():
+    small = default_config(8)
+    large = default_config(8, hidden_size=4096, attention_size=4096, intermediate_size=12288)
+    for config in (small.qkv, large.qkv, large.o_proj, large.gate_up, large.lm_head):
+        assert config.swap_ab and config.dot and (config.rows_per_program, config.num_warps) == (64, 4)
+        config.check()
+    assert small.qkv.split_k * small.qkv.block_k == 1024  # the 0.6B's qkv: one K tile per split, no loop
+    assert small.gate_up.num_stages > 3 and not small.gate_up.swap_ab
     assert default_config(1).gate_up.num_stages == 3  # batch 1 loads whole rows: no K loop to pipeline
 
 

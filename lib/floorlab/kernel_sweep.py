@@ -63,18 +63,18 @@ def gemv_configs(name: str, batch: int, shape: Qwen3Shape, limit: int = 12):
             grid = grid[:8] + [(2, 1024, 1, 2, 0, 1), (4, 1024, 2, 2, 0, 1), (4, 4096, 4, 1, 0, 0)]
     else:  # tensor-core tiles, the batch padded to 16 rows, or each weight tile met by one row at a time
         # (swap_ab: the weight rows as the product's M, 64 rows and 4 warps for Hopper's warpgroup MMA)
-        grid = [(32, 256, 2, 1, 1, 0), (64, 256, 4, 2, 1, 0), (32, 128, 2, 1, 1, 0), (32, 128, 2, 1, 1, 0, 0, 6),
-                (32, 64, 1, 1, 1, 0, 0, 4), (64, 64, 4, 1, 1, 0, 0, 6, 1), (64, 64, 4, 2, 1, 0, 0, 6, 1),
-                (64, 128, 4, 1, 1, 0, 0, 4, 1), (64, 128, 2, 1, 1, 0), (2, 1024, 1, 1, 0, 0, 1),
-                (32, 64, 1, 1, 1, 0), (16, 128, 1, 1, 1, 0)]
+        grid = [(32, 256, 2, 1, 1, 0), (64, 256, 4, 2, 1, 0), (32, 128, 2, 1, 1, 0, 0, 6), (32, 64, 1, 1, 1, 0, 0, 4),
+                (64, 128, 4, 8, 1, 0, 0, 2, 1), (64, 128, 4, 4, 1, 0, 0, 3, 1), (64, 128, 4, 1, 1, 0, 0, 3, 1),
+                (64, 64, 4, 2, 1, 0, 0, 4, 1), (64, 64, 4, 1, 1, 0, 0, 4, 1), (16, 128, 1, 1, 1, 0),
+                (2, 1024, 1, 1, 0, 0, 1), (128, 128, 8, 1, 1, 0, 0, 3, 1)]
         if name in ("o_proj", "down"):
-            grid = [(16, 128, 1, 8, 1, 0), (16, 128, 1, 4, 1, 0), (32, 128, 4, 4, 1, 0), (64, 64, 4, 8, 1, 0, 0, 4, 1),
-                    (64, 128, 4, 4, 1, 0, 0, 4, 1), (16, 512, 2, 1, 1, 0), (32, 128, 1, 4, 1, 0),
-                    (2, 1024, 1, 2, 0, 0, 1), (16, 256, 1, 4, 1, 0), (16, 128, 4, 8, 1, 0)]
+            grid = [(16, 128, 1, 8, 1, 0), (16, 128, 1, 4, 1, 0), (64, 64, 4, 4, 1, 0, 0, 4, 1),
+                    (64, 128, 4, 4, 1, 0, 0, 3, 1), (64, 64, 4, 8, 1, 0, 0, 4, 1), (32, 128, 4, 4, 1, 0),
+                    (16, 64, 1, 16, 1, 0), (2, 1024, 1, 2, 0, 0, 1), (16, 256, 1, 4, 1, 0), (16, 512, 2, 1, 1, 0)]
         if name == "lm_head":
-            grid = [(64, 128, 1, 1, 1, 0), (64, 128, 1, 1, 1, 0, 0, 4), (64, 64, 1, 1, 1, 0, 0, 5),
-                    (64, 64, 4, 1, 1, 0, 0, 4, 1), (128, 64, 4, 1, 1, 0, 0, 4, 1), (64, 128, 2, 1, 1, 0),
-                    (128, 128, 8, 1, 1, 0), (256, 64, 8, 1, 1, 0), (32, 64, 1, 1, 1, 0), (4, 1024, 2, 1, 0, 0, 1)]
+            grid = [(64, 128, 1, 1, 1, 0, 0, 4), (64, 64, 1, 1, 1, 0, 0, 5), (64, 64, 4, 1, 1, 0, 0, 4, 1),
+                    (64, 256, 4, 1, 1, 0, 0, 2, 1), (128, 64, 4, 1, 1, 0, 0, 4, 1), (64, 128, 2, 1, 1, 0),
+                    (128, 128, 8, 1, 1, 0), (32, 64, 1, 1, 1, 0), (4, 1024, 2, 1, 0, 0, 1)]
     grid = [(r, max(32, k), w, s, bool(d), bool(t), bool(rest and rest[0]), rest[1] if len(rest) > 1 else 3,
              len(rest) > 2 and bool(rest[2]))
             for r, k, w, s, d, t, *rest in grid
@@ -342,15 +342,16 @@ def step_variants(shape: Qwen3Shape, batch: int, max_context: int, *, tiny: bool
         attention = [AttentionConfig(32, 1, 4), AttentionConfig(64, 1, 4), AttentionConfig(64, 2, 4),
                      AttentionConfig(32, 4, 4)]
     else:
-        gemvs = {"qkv": [g(2, 1024, 1, row_loop=True), g(64, 128, 2, dot=True), g(32, 256, 2, dot=True),
-                         g(64, 256, 4, 2, dot=True), g(64, 64, 4, 2, dot=True, num_stages=6, swap_ab=True)],
-                 "o_proj": [g(32, 128, 4, 4, dot=True), g(2, 1024, 1, 2, row_loop=True), g(16, 128, 1, 4, dot=True),
-                            g(16, 128, 1, 8, dot=True)],
-                 "gate_up": [g(64, 128, 4, dot=True), g(2, 1024, 1, row_loop=True), g(32, 128, 2, dot=True),
-                             g(64, 128, 2, dot=True), g(32, 64, 1, dot=True),
-                             g(64, 64, 4, dot=True, num_stages=6, swap_ab=True)],
-                 "down": [g(32, 128, 4, 4, dot=True), g(16, 128, 1, 4, dot=True), g(16, 128, 1, 8, dot=True)],
-                 "lm_head": [g(128, 128, 8, dot=True), g(64, 128, 2, dot=True), g(64, 128, 1, dot=True)]}
+        wide = g(64, 128, 4, dot=True, swap_ab=True)  # warpgroup MMA
+        gemvs = {"qkv": [g(32, 256, 2, dot=True), g(64, 256, 4, 2, dot=True), replace(wide, split_k=8, num_stages=2),
+                         replace(wide, split_k=4), replace(wide, block_k=64, split_k=2, num_stages=4)],
+                 "o_proj": [g(16, 128, 1, 8, dot=True), g(16, 128, 1, 4, dot=True),
+                            replace(wide, block_k=64, split_k=4, num_stages=4)],
+                 "gate_up": [g(32, 128, 2, dot=True, num_stages=6), g(32, 64, 1, dot=True, num_stages=4), wide,
+                             replace(wide, block_k=64, num_stages=6)],
+                 "down": [g(16, 128, 1, 4, dot=True), g(16, 128, 1, 8, dot=True), replace(wide, split_k=4)],
+                 "lm_head": [g(64, 128, 1, dot=True, num_stages=4), g(64, 64, 1, dot=True, num_stages=5),
+                             replace(wide, block_k=64, num_stages=4), replace(wide, block_k=256, num_stages=2)]}
         attention = [AttentionConfig(64, 2, 8), AttentionConfig(64, 1, 4)]
     variants = [("default", "-", base)]
     variants += [(f"attention t{a.block_t} s{a.splits} w{a.num_warps}", "attention", replace(base, attention=a))

@@ -26,7 +26,8 @@ class GemvConfig:
     num_stages: how many K tiles Triton's software pipeline keeps in flight where it can (the tensor-core
     tiles of a K loop, copied to shared memory asynchronously); more stages put more bytes in flight.
     swap_ab=True (with dot=True) multiplies w @ x^T, the weight rows as the product's M dimension: with 4
-    warps and 64 rows Triton can use Hopper's warpgroup MMA, its operands in shared memory.
+    warps and 64 rows Triton can use Hopper's warpgroup MMA, its operands in shared memory; the batch
+    pads to 8 rows there (the MMA's N), not 16.
     """
 
     rows_per_program: int = 4
@@ -164,19 +165,21 @@ def default_config(batch: int, *, hidden_size: int = 1024, num_kv_heads: int = 8
         else:
             down = GemvConfig(rows_per_program=8, block_k=4096, num_warps=8, tile_sums=True)
         head = GemvConfig(rows_per_program=16, block_k=1024, tile_sums=True)
-    else:  # tensor cores, the batch padded to 16 rows; small programs (1-2 warps) fill the SMs best
+    else:  # tensor cores; small programs, or warpgroup MMA (swap_ab) over K splits, fill the SMs best
         # K loops of tensor-core tiles are software-pipelined by Triton: num_stages tiles in flight
-        if hidden_size <= 1024:
-            qkv = GemvConfig(rows_per_program=32, block_k=256, num_warps=2, dot=True)
+        # qkv: 64-row warpgroup programs over K splits, so the grid holds several programs per SM
+        wide = GemvConfig(rows_per_program=64, block_k=128, num_warps=4, dot=True, swap_ab=True)
+        if hidden_size <= 1024:  # a K split of one tile each: no K loop at all
+            qkv = replace(wide, split_k=8, num_stages=2)
             gate_up = GemvConfig(rows_per_program=32, block_k=128, num_warps=2, dot=True, num_stages=6)
             head = GemvConfig(rows_per_program=64, block_k=64, num_warps=1, dot=True, num_stages=5)
-        else:  # wider programs, and qkv split in two along K, keep more loads in flight
-            qkv = GemvConfig(rows_per_program=64, block_k=256, num_warps=4, split_k=2, dot=True)
-            gate_up = GemvConfig(rows_per_program=32, block_k=64, num_warps=1, dot=True, num_stages=4)
-            head = GemvConfig(rows_per_program=64, block_k=128, num_warps=1, dot=True, num_stages=4)
-        # o_proj and down: few rows, so split K for programs enough; short rows split more
-        o_proj = GemvConfig(rows_per_program=16, block_k=128, num_warps=1, split_k=8 if attention_size <= 2048 else 4,
-                            dot=True)
+            o_proj = GemvConfig(rows_per_program=16, block_k=128, num_warps=1, split_k=8, dot=True)
+        else:  # longer rows: the warpgroup tiles stream them best, o_proj's split in four
+            qkv = replace(wide, split_k=4)
+            gate_up = wide
+            head = replace(wide, block_k=64, num_stages=4)
+            o_proj = replace(wide, block_k=64, split_k=4, num_stages=4)
+        # down: few rows, so split K for programs enough; short rows split more
         down = GemvConfig(rows_per_program=16, block_k=128, num_warps=1, split_k=8 if intermediate_size <= 3072 else 4,
                           dot=True)
     # a context of one 64-position tile needs no split; longer ones split into whole tiles, up

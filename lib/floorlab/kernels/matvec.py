@@ -5,7 +5,8 @@ tiles of contiguous weights, so the grid is cdiv(N, rows_per_program) (x split_k
 the products accumulate elementwise in float32 registers and are summed once at the end; with
 dot=True each tile runs on tensor cores, the batch padded to 16 rows (rows_per_program >= 16);
 swap_ab=True puts the weight rows in the product's M dimension instead (w @ x^T), which lets Triton
-use Hopper's warpgroup MMA with operands in shared memory where a program has 4 warps and 64 rows.
+use Hopper's warpgroup MMA with operands in shared memory where a program has 4 warps and 64 rows
+(the batch padded to 8 there).
 With PDL on, a program loads its first weight tile before waiting for the previous kernel:
 weights never depend on it. After the wait every input the epilogue needs (the residual) is
 loaded at once, so its latency overlaps the weight stream. Without split-K the RMSNorm is
@@ -252,7 +253,8 @@ def launch_gemv(x: torch.Tensor, weight: torch.Tensor, out: torch.Tensor, *, con
     if splits > 1 and swiglu:
         raise ValueError("split_k must be 1 for the SwiGLU GEMV: silu needs each row's whole sum")
     grid = (triton.cdiv(n_rows, config.rows_per_program), splits)
-    block_b = max(16, triton.next_power_of_2(batch)) if config.dot else triton.next_power_of_2(batch)
+    # the batch pads to the tensor-core tile's side: 16 rows of mma.sync's M, or 8 of warpgroup MMA's N
+    block_b = max(8 if config.swap_ab else 16 if config.dot else 1, triton.next_power_of_2(batch))
     has_norm = norm_weight is not None
     common = dict(BLOCK_B=block_b, ROWS=config.rows_per_program, BLOCK_K=block_k, NORM=has_norm,
                   DEFER=has_norm and splits == 1, EVEN_K=k_size % block_k == 0,
