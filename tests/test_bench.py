@@ -1,5 +1,6 @@
 """The bench on a tiny shape: typed rows, floors from decode_floor, absent rows say why, FAIL lines
 say what caused them, the CLI refuses bad input. CPU tests never assert a time."""
+import re
 from pathlib import Path
 
 import pytest
@@ -373,3 +374,77 @@ def test_transformers_rows_can_be_kept_to_some_presets(capsys):
     assert settings.transformers_skip_reason("qwen3-0.6b") == ""
     assert settings.transformers_skip_reason("qwen3-1.7b") == "skipped (--transformers-for qwen3-0.6b)"
     assert settings.to_dict()["transformers_for"] == ["qwen3-0.6b"]
+
+
+def _stopped_after_first_preset(tmp_path):
+    """A run of TINY then UNTIED, saved as if its process had ended after TINY."""
+    out = tmp_path / "bench.json"
+    whole = run_bench([TINY, UNTIED], [1], 8, repeats=1, warmup=0, device="cpu", progress=False,
+                      skip_transformers=True, skip_fused=True)
+    stopped = Run.from_dict(whole.to_dict())
+    stopped.rows = [r for r in stopped.rows if r.preset == "tiny"]
+    stopped.floors = [f for f in stopped.floors if f.preset == "tiny"]
+    stopped.facts["limits"].pop("untied")
+    stopped.facts["partial"] = True
+    stopped.save(out)
+    return out, stopped
+
+
+def _same_bandwidths(run, scale=1.0):
+    from dataclasses import replace as copy_with
+
+    from floorlab.device import Bandwidths
+
+    kept = Bandwidths(copy=copy_with(run.bandwidths.copy, gbps=run.bandwidths.copy.gbps * scale),
+                      read=copy_with(run.bandwidths.read, gbps=run.bandwidths.read.gbps * scale))
+    return lambda *args, **kwargs: kept
+
+
+RESUME = dict(repeats=1, warmup=0, device="cpu", progress=False, skip_transformers=True, skip_fused=True)
+
+
+def test_a_resumed_run_keeps_the_finished_presets_and_measures_the_rest(tmp_path, monkeypatch):
+    out, stopped = _stopped_after_first_preset(tmp_path)
+    monkeypatch.setattr("floorlab.bench.run.measure_bandwidths", _same_bandwidths(stopped, 1.01))
+    run = run_bench([TINY, UNTIED], [1], 8, save_to=out, resume_from=Run.load(out), **RESUME)
+    assert run.facts["partial"] is False and Run.load(out).facts["partial"] is False
+    assert [r.to_dict() for r in run.rows if r.preset == "tiny"] == [r.to_dict() for r in stopped.rows]
+    assert [r.path for r in run.rows if r.preset == "untied"] == list(PATHS)
+    assert [(f.preset, f.batch) for f in run.floors] == [("tiny", 1), ("untied", 1)]
+    assert run.bandwidths.to_dict() == stopped.bandwidths.to_dict()  # every floor over the first run's
+    assert run.stamp == stopped.stamp and set(run.facts["limits"]) == {"tiny", "untied"}
+    (resumed,) = run.facts["resumed"]
+    assert resumed["kept"] == ["tiny"]
+    assert resumed["bandwidths_gbps"]["read"] == pytest.approx(stopped.bandwidths.read.gbps * 1.01)
+
+
+@pytest.mark.parametrize("change, message", [
+    ("complete", "complete, so there is nothing to resume"),
+    ("settings", "other settings (repeats: 1 there, 2 here)"),
+    ("device", "not on this"),
+    ("bandwidth", "more than 3% apart"),
+])
+def test_a_resume_that_cannot_hold_is_refused_and_leaves_the_file_alone(change, message, tmp_path,
+                                                                       monkeypatch):
+    out, stopped = _stopped_after_first_preset(tmp_path)
+    previous = Run.load(out)
+    kwargs = dict(RESUME)
+    if change == "complete":
+        previous.facts["partial"] = False
+    elif change == "settings":
+        kwargs["repeats"] = 2
+    elif change == "device":
+        previous.device["name"] = "another card"
+    monkeypatch.setattr("floorlab.bench.run.measure_bandwidths",
+                        _same_bandwidths(stopped, 1.5 if change == "bandwidth" else 1.0))
+    before = out.read_bytes()
+    with pytest.raises(ValueError, match=re.escape(message)):
+        run_bench([TINY, UNTIED], [1], 8, save_to=out, resume_from=previous, **kwargs)
+    assert out.read_bytes() == before
+
+
+def test_cli_resume_without_a_run_says_how_to_start_one(tmp_path):
+    from floorlab.bench.cli import main
+
+    with pytest.raises(SystemExit, match="no bench run at .*start one without --resume"):
+        main(["--resume", "--out", str(tmp_path / "none.json"), "--presets", "qwen3-0.6b"])

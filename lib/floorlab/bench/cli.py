@@ -7,6 +7,7 @@ from pathlib import Path
 
 from floorlab import paths
 from floorlab.device import describe_device, device_slug
+from floorlab.runs import Run
 from floorlab.shapes import PRESETS
 
 from .run import run_bench
@@ -71,6 +72,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--tuned-fused-for", nargs="+", metavar="NAME",
                         help="also compile the fused step with Inductor's coordinate-descent tuning and PDL "
                              "for these presets (minutes of tuning per batch size; default: none)")
+    parser.add_argument("--resume", action="store_true",
+                        help="continue the partial run at --out (made with the same flags on the same card, "
+                             "stopped before its last preset): keep its finished presets, measure the rest")
     return parser
 
 
@@ -108,14 +112,32 @@ def parse_args(argv=None) -> argparse.Namespace:
     return args
 
 
+def _run_to_resume(out: Path) -> Run:
+    """The partial run stored at out, or an exit saying why there is none to resume."""
+    if not out.is_file():
+        raise SystemExit(f"--resume: no bench run at {out}; start one without --resume (and the same "
+                         "--out), then resume it with the same flags")
+    try:
+        return Run.load(out)
+    except (ValueError, KeyError) as err:
+        raise SystemExit(f"--resume: {out} holds no bench run this book can read ({err}); "
+                         "start a new run") from None
+
+
 def main(argv=None) -> int:
     """Run the bench from the command line; prints the table and the JSON path, returns 0."""
     args = parse_args(argv)
     out = args.out or default_out_path(describe_device())
-    run = run_bench(args.presets, args.batches, args.context, repeats=args.repeats,
-                    skip_transformers=args.skip_transformers, skip_fused=args.skip_fused,
-                    transformers_for=args.transformers_for, tuned_fused_for=args.tuned_fused_for or (),
-                    save_to=out)
+    previous = _run_to_resume(out) if args.resume else None
+    try:
+        run = run_bench(args.presets, args.batches, args.context, repeats=args.repeats,
+                        skip_transformers=args.skip_transformers, skip_fused=args.skip_fused,
+                        transformers_for=args.transformers_for, tuned_fused_for=args.tuned_fused_for or (),
+                        save_to=out, resume_from=previous)
+    except ValueError as err:
+        if previous is None:
+            raise
+        raise SystemExit(f"--resume {out}: {err}") from None
     print(format_table(run))
     print(f"\nJSON written to {out}")
     return 0
