@@ -416,6 +416,7 @@ def test_a_resumed_run_keeps_the_finished_presets_and_measures_the_rest(tmp_path
     (resumed,) = run.facts["resumed"]
     assert resumed["kept"] == ["tiny"]
     assert resumed["bandwidths_gbps"]["read"] == pytest.approx(stopped.bandwidths.read.gbps * 1.01)
+    assert "resumed " in format_table(run) and "keeping tiny (measured there: copy" in format_table(run)
 
 
 @pytest.mark.parametrize("change, message", [

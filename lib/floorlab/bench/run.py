@@ -147,6 +147,7 @@ def _keep_finished(previous: Run, done: list[str], run: Run, rows: Rows, stage) 
     stage.seconds.update({k: v for k, v in previous.facts.get("stage_s", {}).items() if _preset_of(k) in done})
     run.facts["resumed"] = previous.facts.get("resumed", []) + [{
         "date": run_stamp()["date"], "kept": done, "bandwidths_gbps": here.as_gbps(),
+        "tolerance": RESUME_BANDWIDTH_TOLERANCE,
         "stopped_by": previous.facts.get("error", "the process ended before its last preset")}]
 
 

@@ -43,6 +43,11 @@ def _header(run: Run) -> list[str]:
     if bw is not None:
         lines.append(f"bandwidth: copy {bw.copy.gbps:.1f} GB/s, read {bw.read.gbps:.1f} GB/s; "
                      f"floors use the larger, {bw.floor_kind} ({bw.floor_gbps:.1f} GB/s)")
+    for again in facts.get("resumed", []):  # each later process: what it kept, what it measured
+        gbps = again["bandwidths_gbps"]
+        lines.append(f"resumed {str(again['date'])[:16].replace('T', ' ')} UTC, keeping {', '.join(again['kept'])} "
+                     f"(measured there: copy {gbps['copy']:.1f} GB/s, read {gbps['read']:.1f} GB/s, "
+                     f"within {again['tolerance']:.0%} of the floors' bandwidth)")
     for f in run.floors:
         lines.append(f"floor {f.preset} b{f.batch}, {f.visible_tokens} visible tokens: {f.arithmetic()}")
         lines.append(f"  {f.reads_note()}")
