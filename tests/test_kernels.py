@@ -6,6 +6,7 @@ bf16 on the real 0.6B layer shape and graph replay.
 """
 import math
 import os
+import re
 import subprocess
 import sys
 from dataclasses import replace
@@ -140,6 +141,49 @@ def test_step_with_every_gemv_on_swapped_tensor_core_operands():
     config = default_config(3)
     for name in GEMV_NAMES:
         config = config.with_gemv(name, replace(swapped, split_k=2 if name == "down" else 1))
+    tokens, positions = (torch.tensor(v, device=DEVICE) for v in ([5, 7, 96], [6, 3, 37]))
+    err, cache_diff = _compare_with_plain(model, tokens, positions, config)
+    assert err < MAX_REL_ERR
+    assert cache_diff < 1e-5
+
+
+@pytest.mark.parametrize("residual, dot", [(False, False), (True, False), (True, True)])
+def test_fused_reduce_adds_the_splits_as_the_reduce_kernel_does_and_leaves_the_counters_at_zero(residual, dot):
+    from floorlab.kernels.matvec import gemv_counts, launch_gemv
+
+    gen = torch.Generator().manual_seed(7)
+    x, res, w = (torch.randn(*size, generator=gen).to(DEVICE) for size in ((3, 96), (3, 40), (40, 96)))
+    config = GemvConfig(rows_per_program=16, block_k=16, split_k=3, dot=dot, swap_ab=dot)
+    counts = gemv_counts(8, DEVICE)
+    outs = []
+    for fused in (False, True, True):  # the second fused run reuses the counters the first one left behind
+        out = res.clone()
+        launch_gemv(x, w, out, config=replace(config, fused_reduce=fused), residual=out if residual else None,
+                    counts=counts)
+        outs.append(out)
+    expected = (res if residual else 0) + x @ w.T
+    assert relative_error(outs[0], expected) < MAX_REL_ERR
+    assert torch.equal(outs[1], outs[0]) and torch.equal(outs[2], outs[0])  # the same sums in the same order
+    assert not counts.any()
+
+
+def test_fused_reduce_needs_splits_and_enough_counters():
+    from floorlab.kernels.matvec import gemv_counts, launch_gemv
+
+    with pytest.raises(ValueError, match="pass split_k >= 2"):
+        GemvConfig(fused_reduce=True).check()
+    x, w = torch.zeros(2, 64, device=DEVICE), torch.zeros(64, 64, device=DEVICE)
+    config = GemvConfig(rows_per_program=16, block_k=16, split_k=2, fused_reduce=True)
+    with pytest.raises(ValueError, match=re.escape("counts must be gemv_counts(4) or longer")):
+        launch_gemv(x, w, torch.empty(2, 64, device=DEVICE), config=config, counts=gemv_counts(3, DEVICE))
+
+
+def test_step_with_split_gemvs_reducing_in_their_last_split():
+    model = _model(MHA_UNTIED)
+    config = default_config(3)
+    for name in ("qkv", "o_proj", "down", "lm_head"):
+        config = config.with_gemv(name, GemvConfig(rows_per_program=16, block_k=16, split_k=3, dot=True,
+                                                   fused_reduce=True))
     tokens, positions = (torch.tensor(v, device=DEVICE) for v in ([5, 7, 96], [6, 3, 37]))
     err, cache_diff = _compare_with_plain(model, tokens, positions, config)
     assert err < MAX_REL_ERR

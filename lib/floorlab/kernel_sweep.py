@@ -51,7 +51,7 @@ def gemv_configs(name: str, batch: int, shape: Qwen3Shape, limit: int = 12):
     """At most `limit` GemvConfigs to try for one GEMV at one batch, the default first."""
     from floorlab.kernels import GemvConfig, default_config, shape_kwargs
 
-    # (rows per program, block_k, warps, split_k, dot, tile_sums[, row_loop[, num_stages[, swap_ab]]])
+    # (rows per program, block_k, warps, split_k, dot, tile_sums[, row_loop[, num_stages[, swap_ab[, fused_reduce]]]])
     if batch <= 2:  # products in registers; small programs fit more per SM
         grid = [(2, 512, 1, 1, 0, 0), (2, 1024, 1, 1, 0, 1), (2, 1024, 2, 1, 0, 1), (4, 1024, 2, 1, 0, 1),
                 (4, 1024, 4, 1, 0, 1), (8, 512, 4, 1, 0, 1), (2, 2048, 2, 1, 0, 1), (4, 512, 4, 1, 0, 0),
@@ -65,18 +65,19 @@ def gemv_configs(name: str, batch: int, shape: Qwen3Shape, limit: int = 12):
         # (swap_ab: the weight rows as the product's M, 64 rows and 4 warps for Hopper's warpgroup MMA)
         grid = [(32, 256, 2, 1, 1, 0), (64, 256, 4, 2, 1, 0), (32, 128, 2, 1, 1, 0, 0, 6), (32, 64, 1, 1, 1, 0, 0, 4),
                 (64, 128, 4, 8, 1, 0, 0, 2, 1), (64, 128, 4, 4, 1, 0, 0, 3, 1), (64, 128, 4, 1, 1, 0, 0, 3, 1),
-                (64, 64, 4, 2, 1, 0, 0, 4, 1), (64, 64, 4, 1, 1, 0, 0, 4, 1), (16, 128, 1, 1, 1, 0),
-                (2, 1024, 1, 1, 0, 0, 1), (128, 128, 8, 1, 1, 0, 0, 3, 1)]
+                (64, 64, 4, 2, 1, 0, 0, 4, 1), (64, 64, 4, 1, 1, 0, 0, 4, 1), (64, 128, 4, 8, 1, 0, 0, 2, 1, 1),
+                (64, 128, 4, 4, 1, 0, 0, 3, 1, 1), (128, 128, 8, 1, 1, 0, 0, 3, 1)]
         if name in ("o_proj", "down"):
-            grid = [(16, 128, 1, 8, 1, 0), (16, 128, 1, 4, 1, 0), (64, 64, 4, 4, 1, 0, 0, 4, 1),
-                    (64, 128, 4, 4, 1, 0, 0, 3, 1), (64, 64, 4, 8, 1, 0, 0, 4, 1), (32, 128, 4, 4, 1, 0),
-                    (16, 64, 1, 16, 1, 0), (2, 1024, 1, 2, 0, 0, 1), (16, 256, 1, 4, 1, 0), (16, 512, 2, 1, 1, 0)]
+            grid = [(16, 128, 1, 8, 1, 0), (16, 128, 1, 4, 1, 0), (16, 128, 1, 8, 1, 0, 0, 3, 0, 1),
+                    (16, 128, 1, 4, 1, 0, 0, 3, 0, 1), (64, 64, 4, 4, 1, 0, 0, 4, 1), (64, 64, 4, 4, 1, 0, 0, 4, 1, 1),
+                    (64, 128, 4, 4, 1, 0, 0, 3, 1), (32, 128, 4, 4, 1, 0), (16, 64, 1, 16, 1, 0),
+                    (16, 256, 1, 4, 1, 0), (16, 512, 2, 1, 1, 0)]
         if name == "lm_head":
             grid = [(64, 128, 1, 1, 1, 0, 0, 4), (64, 64, 1, 1, 1, 0, 0, 5), (64, 64, 4, 1, 1, 0, 0, 4, 1),
                     (64, 256, 4, 1, 1, 0, 0, 2, 1), (128, 64, 4, 1, 1, 0, 0, 4, 1), (64, 128, 2, 1, 1, 0),
                     (128, 128, 8, 1, 1, 0), (32, 64, 1, 1, 1, 0), (4, 1024, 2, 1, 0, 0, 1)]
     grid = [(r, max(32, k), w, s, bool(d), bool(t), bool(rest and rest[0]), rest[1] if len(rest) > 1 else 3,
-             len(rest) > 2 and bool(rest[2]))
+             len(rest) > 2 and bool(rest[2]), len(rest) > 3 and bool(rest[3]))
             for r, k, w, s, d, t, *rest in grid
             if s == 1 or name != "gate_up"]  # SwiGLU needs each row's whole sum: no split for gate_up
     first = getattr(default_config(batch, **shape_kwargs(shape)), name)
@@ -87,7 +88,7 @@ def gemv_configs(name: str, batch: int, shape: Qwen3Shape, limit: int = 12):
 def _gemv_case(name: str, n: int, k: int, batch: int, copies: int, device, dtype):
     """(weights, run(weight, config, pdl), reference(weight) in float32) for one GEMV as the step runs it."""
     from floorlab.kernels import default_config
-    from floorlab.kernels.matvec import launch_gemv
+    from floorlab.kernels.matvec import gemv_counts, launch_gemv
     from floorlab.kernels.runtime import pdl_mode
 
     gen = torch.Generator(device=device).manual_seed(n + k)
@@ -101,13 +102,14 @@ def _gemv_case(name: str, n: int, k: int, batch: int, copies: int, device, dtype
     # gate_up is RMSNorm'd too, as the step runs it
 
     early = default_config(batch).early_launch  # PDL as the step launches this batch
+    counts = gemv_counts(rows, device)  # enough for any rows per program: made once, as the step does
 
     def run(weight, config, pdl):
         mode = pdl_mode(pdl, early)
         if kind == "residual":  # in place, as the step adds to x
-            return launch_gemv(x, weight, out, config=config, residual=out, pdl=mode)
+            return launch_gemv(x, weight, out, config=config, residual=out, pdl=mode, counts=counts)
         return launch_gemv(x, weight, out, config=config, norm_weight=norm, eps=EPS, swiglu=kind == "swiglu",
-                           pdl=mode)
+                           pdl=mode, counts=counts)
 
     def check(config, pdl) -> float:
         out.copy_(residual)
@@ -359,6 +361,8 @@ def step_variants(shape: Qwen3Shape, batch: int, max_context: int, *, tiny: bool
     variants.append((f"early launch {'off' if base.early_launch else 'on'}", "early_launch",
                      replace(base, early_launch=not base.early_launch)))
     for name, configs in gemvs.items():
+        if getattr(base, name).split_k > 1:  # the same splits added up in the GEMV, without a second kernel
+            configs = configs + [replace(getattr(base, name), fused_reduce=True)]
         variants += [(f"{name} {_config_text(c.to_dict())}", name, base.with_gemv(name, c))
                      for c in configs if c != getattr(base, name)]
     return variants[:3] if tiny else variants
@@ -440,7 +444,7 @@ def layer_kernel_rows(model, positions: torch.Tensor, *, read_gbps: float, warmu
     bytes it must read, GB/s and % of the read bandwidth, and µs beyond those bytes.
     """
     from floorlab.kernels import default_config, pdl_supported, shape_kwargs
-    from floorlab.kernels.matvec import launch_gemv
+    from floorlab.kernels.matvec import gemv_counts, launch_gemv
     from floorlab.kernels.runtime import pdl_mode
 
     s, device, batch = model.shape, model.embed.device, positions.shape[0]
@@ -453,15 +457,16 @@ def layer_kernel_rows(model, positions: torch.Tensor, *, read_gbps: float, warmu
         ("qkv", (s.num_heads + 2 * s.num_kv_heads) * s.head_dim), ("hidden", s.hidden_size),
         ("gate_up", s.intermediate_size), ("lm_head", s.vocab_size))}
     head = model.embed if model.lm_head is None else model.lm_head
+    counts = gemv_counts(s.vocab_size, device)  # for split GEMVs that add their splits up themselves
     launches = {
         "qkv": lambda w: launch_gemv(x, w.qkv, outs["qkv"], config=config.qkv, norm_weight=w.input_norm,
-                                     eps=s.rms_norm_eps, pdl=mode),
+                                     eps=s.rms_norm_eps, pdl=mode, counts=counts),
         "o_proj": lambda w: launch_gemv(attn, w.o_proj, outs["hidden"], config=config.o_proj,
-                                        residual=outs["hidden"], pdl=mode),
+                                        residual=outs["hidden"], pdl=mode, counts=counts),
         "gate_up": lambda w: launch_gemv(x, w.gate_up, outs["gate_up"], config=config.gate_up,
                                          norm_weight=w.post_norm, eps=s.rms_norm_eps, swiglu=True, pdl=mode),
         "down": lambda w: launch_gemv(act, w.down, outs["hidden"], config=config.down, residual=outs["hidden"],
-                                      pdl=mode),
+                                      pdl=mode, counts=counts),
     }
     rows = []
     for name, launch in launches.items():
@@ -476,7 +481,7 @@ def layer_kernel_rows(model, positions: torch.Tensor, *, read_gbps: float, warmu
                     "beyond_us": attention["us"] - 1e-3 * attention["bytes"] / read_gbps,
                     "config": config.attention.to_dict()})
     calls = [lambda: launch_gemv(x, head, outs["lm_head"], config=config.lm_head, norm_weight=model.final_norm,
-                                 eps=s.rms_norm_eps, pdl=mode)]
+                                 eps=s.rms_norm_eps, pdl=mode, counts=counts)]
     rows.append(_kernel_row("lm_head", calls, head.numel() * head.element_size(), config.lm_head, device,
                             warmup, repeats, read_gbps))
     return rows
@@ -592,7 +597,7 @@ def _config_text(config) -> str:
     return (text + (" dot" if config.get("dot") else "") + (" ts" if config.get("tile_sums") else "")
             + (" rows" if config.get("row_loop") else "")
             + (f" st{config['num_stages']}" if config.get("num_stages", 3) != 3 else "")
-            + (" swap" if config.get("swap_ab") else ""))
+            + (" swap" if config.get("swap_ab") else "") + (" fused" if config.get("fused_reduce") else ""))
 
 
 def _line(head: str, row: dict, body) -> str:

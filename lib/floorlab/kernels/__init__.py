@@ -109,13 +109,14 @@ def triton_step(model, *, pdl: bool | None = None, config: StepConfig | None = N
 def gemv(x: torch.Tensor, weight: torch.Tensor, *, out: torch.Tensor | None = None,
          rows_per_program: int = 4, block_k: int | None = None, num_warps: int = 4, split_k: int = 1,
          dot: bool = False, tile_sums: bool = False, row_loop: bool = False, num_stages: int = 3,
-         swap_ab: bool = False, pdl: bool | None = False) -> torch.Tensor:
+         swap_ab: bool = False, fused_reduce: bool = False, pdl: bool | None = False) -> torch.Tensor:
     """y[B, N] = x[B, K] @ weight[N, K]^T in x's dtype (float32 sums) from the bare GEMV kernel.
 
     Grid: cdiv(N, rows_per_program) programs times split_k; block_k=None picks default_block_k(B);
     dot=True runs each tile on tensor cores (rows_per_program >= 16); tile_sums=True sums each tile at once;
     row_loop=True meets each weight tile with one batch row at a time; num_stages: K tiles Triton's
-    software pipeline keeps in flight (the tensor-core tiles' loop); swap_ab=True multiplies w @ x^T.
+    software pipeline keeps in flight (the tensor-core tiles' loop); swap_ab=True multiplies w @ x^T;
+    fused_reduce=True adds the K splits up in the GEMV itself, without a second kernel.
     """
     if x.dim() != 2 or weight.dim() != 2 or x.shape[1] != weight.shape[1]:
         raise ValueError(f"gemv needs x [B, K] and weight [N, K] with the same K, got {tuple(x.shape)} and "
@@ -127,7 +128,7 @@ def gemv(x: torch.Tensor, weight: torch.Tensor, *, out: torch.Tensor | None = No
         raise ValueError("x and weight need contiguous rows (stride 1 along K); pass .contiguous() tensors")
     _check_device(x.device, "x")
     config = GemvConfig(rows_per_program, block_k or default_block_k(x.shape[0]), num_warps, split_k, dot,
-                        tile_sums, row_loop, num_stages, swap_ab).check()
+                        tile_sums, row_loop, num_stages, swap_ab, fused_reduce).check()
     if out is None:
         out = torch.empty((x.shape[0], weight.shape[0]), dtype=x.dtype, device=x.device)
     elif out.shape != (x.shape[0], weight.shape[0]) or out.device != x.device or out.stride(1) != 1:

@@ -27,7 +27,9 @@ class GemvConfig:
     tiles of a K loop, copied to shared memory asynchronously); more stages put more bytes in flight.
     swap_ab=True (with dot=True) multiplies w @ x^T, the weight rows as the product's M dimension: with 4
     warps and 64 rows Triton can use Hopper's warpgroup MMA, its operands in shared memory; the batch
-    pads to 8 rows there (the MMA's N), not 16.
+    pads to 8 rows there (the MMA's N), not 16. fused_reduce=True (with split_k > 1) has the last K split
+    of each row block to finish add the splits' sums up, in the order a second kernel would, instead of
+    launching one.
     """
 
     rows_per_program: int = 4
@@ -39,6 +41,7 @@ class GemvConfig:
     row_loop: bool = False
     num_stages: int = 3
     swap_ab: bool = False
+    fused_reduce: bool = False
 
     def check(self) -> "GemvConfig":
         """Return self after checking every field; raises ValueError saying how to fix a bad one."""
@@ -58,6 +61,9 @@ class GemvConfig:
         if self.swap_ab and not self.dot:
             raise ValueError("GemvConfig(swap_ab=True) swaps the operands of the tensor-core product; "
                              "pass dot=True with it")
+        if self.fused_reduce and self.split_k < 2:
+            raise ValueError("GemvConfig(fused_reduce=True) adds up the sums of K splits; pass split_k >= 2 "
+                             "with it, or leave it False")
         if self.row_loop and (self.dot or self.tile_sums):
             raise ValueError("GemvConfig(row_loop=True) sums each batch row's tile at once, so it takes neither "
                              "dot=True nor tile_sums=True; pass only one of the three")

@@ -136,11 +136,12 @@ def _weight_tile(w_rows, u_rows, k, k_end, row_ok, EVEN_K: tl.constexpr, UP: tl.
 
 
 @triton.jit
-def _gemv_kernel(x_ptr, w_ptr, norm_ptr, res_ptr, out_ptr,
+def _gemv_kernel(x_ptr, w_ptr, norm_ptr, res_ptr, out_ptr, part_ptr, counts_ptr,
                  B, N, K, stride_xb, stride_wn, stride_rb, stride_ob, stride_os, k_per_split, eps,
                  BLOCK_B: tl.constexpr, ROWS: tl.constexpr, BLOCK_K: tl.constexpr,
                  NORM: tl.constexpr, DEFER: tl.constexpr, EPILOGUE: tl.constexpr, EVEN_K: tl.constexpr,
-                 DOT: tl.constexpr, TILE_SUMS: tl.constexpr, ROW_LOOP: tl.constexpr, USE_PDL: tl.constexpr):
+                 DOT: tl.constexpr, TILE_SUMS: tl.constexpr, ROW_LOOP: tl.constexpr, USE_PDL: tl.constexpr,
+                 FUSED_REDUCE: tl.constexpr, HAS_RES: tl.constexpr):
     pdl_start(USE_PDL)
     pid_n = tl.program_id(0)
     pid_k = tl.program_id(1)
@@ -215,8 +216,21 @@ def _gemv_kernel(x_ptr, w_ptr, norm_ptr, res_ptr, out_ptr,
         up = acc_up.to(dtype).to(tl.float32)
         silu = (gate * tl.sigmoid(gate)).to(dtype).to(tl.float32)
         tl.store(out_ptrs, (silu * up).to(out_ptr.dtype.element_ty), mask=out_mask)
-    else:  # PARTIAL: float32 sums of this K split, added up by _splitk_reduce_kernel
-        tl.store(out_ptrs + pid_k * stride_os, acc, mask=out_mask)
+    else:  # PARTIAL: float32 sums of this K split [splits, B, N], added up by _splitk_reduce_kernel
+        part_ptrs = part_ptr + bidx[:, None] * N + rows[None, :]
+        tl.store(part_ptrs + pid_k * stride_os, acc, mask=out_mask)
+        if FUSED_REDUCE:  # or by the last split of these rows to finish, as that kernel adds them
+            tl.debug_barrier()  # every thread's sums are written before the counter says so
+            count_ptr = counts_ptr + pid_n
+            if tl.atomic_add(count_ptr, 1, sem="acq_rel", scope="gpu") == tl.num_programs(1) - 1:
+                total = tl.zeros([BLOCK_B, ROWS], tl.float32)
+                for split in range(0, tl.num_programs(1)):
+                    total += tl.load(part_ptrs + split * stride_os, mask=out_mask, other=0.0, cache_modifier=".cg")
+                if HAS_RES:  # res may be out itself: these rows are read and written here alone
+                    total += tl.load(res_ptr + bidx[:, None] * stride_rb + rows[None, :], mask=out_mask,
+                                     other=0.0).to(tl.float32)
+                tl.store(out_ptrs, total.to(out_ptr.dtype.element_ty), mask=out_mask)
+                tl.atomic_xchg(count_ptr, 0)  # ready for the next GEMV
 
 
 @triton.jit
@@ -236,14 +250,21 @@ def _splitk_reduce_kernel(part_ptr, res_ptr, out_ptr, N, stride_ps, stride_rb, s
     tl.store(out_ptr + b * stride_ob + n, acc.to(out_ptr.dtype.element_ty), mask=ok)
 
 
+def gemv_counts(programs: int, device) -> torch.Tensor:
+    """The zeroed int32 counters a fused_reduce GEMV needs, one per row block; each GEMV leaves them zeroed."""
+    return torch.zeros(programs, dtype=torch.int32, device=device)
+
+
 def launch_gemv(x: torch.Tensor, weight: torch.Tensor, out: torch.Tensor, *, config,
                 norm_weight: torch.Tensor | None = None, eps: float = 1e-6,
-                residual: torch.Tensor | None = None, swiglu: bool = False, pdl: int = 0) -> torch.Tensor:
+                residual: torch.Tensor | None = None, swiglu: bool = False, pdl: int = 0,
+                counts: torch.Tensor | None = None) -> torch.Tensor:
     """Write out[B, N] (N = weight rows, or half of them with swiglu); the caller has checked the shapes.
 
     pdl: a runtime.pdl_mode (0 or False: off; 1 or True: the next kernel released after the wait; 2: at the start).
     norm_weight: RMSNorm x first. residual: out = residual + x @ W^T (may be out itself).
     swiglu: out = silu(x @ gate^T) * (x @ up^T) with weight = [gate; up].
+    counts: gemv_counts of at least one per row block, for a split config with fused_reduce (else made here).
     """
     batch, k_size = x.shape
     n_rows = weight.shape[0] // 2 if swiglu else weight.shape[0]
@@ -259,20 +280,30 @@ def launch_gemv(x: torch.Tensor, weight: torch.Tensor, out: torch.Tensor, *, con
     common = dict(BLOCK_B=block_b, ROWS=config.rows_per_program, BLOCK_K=block_k, NORM=has_norm,
                   DEFER=has_norm and splits == 1, EVEN_K=k_size % block_k == 0,
                   DOT=2 if config.swap_ab else int(config.dot), TILE_SUMS=config.tile_sums,
-                  ROW_LOOP=config.row_loop, USE_PDL=int(pdl))
+                  ROW_LOOP=config.row_loop, USE_PDL=int(pdl), HAS_RES=residual is not None)
     norm = norm_weight if has_norm else weight
+    res = residual if residual is not None else out
     if splits == 1:
         epilogue = SWIGLU if swiglu else RESIDUAL if residual is not None else STORE
-        res = residual if residual is not None else out
-        _gemv_kernel[grid](x, weight, norm, res, out, batch, n_rows, k_size, x.stride(0), weight.stride(0),
-                           res.stride(0), out.stride(0), 0, k_per_split, eps, EPILOGUE=epilogue.value,
-                           **common, **launch_kwargs(config.num_warps, pdl, config.num_stages))
+        _gemv_kernel[grid](x, weight, norm, res, out, out, out, batch, n_rows, k_size, x.stride(0),
+                           weight.stride(0), res.stride(0), out.stride(0), 0, k_per_split, eps,
+                           EPILOGUE=epilogue.value, FUSED_REDUCE=False, **common,
+                           **launch_kwargs(config.num_warps, pdl, config.num_stages))
         return out
     partial = torch.empty((splits, batch, n_rows), dtype=torch.float32, device=x.device)
-    _gemv_kernel[grid](x, weight, norm, partial, partial, batch, n_rows, k_size, x.stride(0), weight.stride(0),
-                       n_rows, n_rows, partial.stride(0), k_per_split, eps, EPILOGUE=PARTIAL.value,
-                       **common, **launch_kwargs(config.num_warps, pdl, config.num_stages))
-    res = residual if residual is not None else out
+    if config.fused_reduce:
+        if counts is None:
+            counts = gemv_counts(grid[0], x.device)
+        elif counts.numel() < grid[0] or counts.dtype != torch.int32 or counts.device != x.device:
+            raise ValueError(f"counts must be gemv_counts({grid[0]}) or longer on {x.device} (one per row "
+                             f"block), got {counts.numel()} {counts.dtype} on {counts.device}")
+    _gemv_kernel[grid](x, weight, norm, res, out, partial, counts if config.fused_reduce else partial, batch,
+                       n_rows, k_size, x.stride(0), weight.stride(0), res.stride(0), out.stride(0),
+                       partial.stride(0), k_per_split, eps, EPILOGUE=PARTIAL.value,
+                       FUSED_REDUCE=config.fused_reduce, **common,
+                       **launch_kwargs(config.num_warps, pdl, config.num_stages))
+    if config.fused_reduce:
+        return out
     _splitk_reduce_kernel[(triton.cdiv(n_rows, REDUCE_BLOCK_N), batch)](
         partial, res, out, n_rows, partial.stride(0), res.stride(0), out.stride(0),
         SPLIT_K=splits, BLOCK_N=REDUCE_BLOCK_N, HAS_RES=residual is not None, USE_PDL=int(pdl),

@@ -13,7 +13,7 @@ import triton.language as tl
 
 from .attention import attention_counts, launch_attention
 from .config import StepConfig, default_config, shape_kwargs
-from .matvec import launch_gemv
+from .matvec import gemv_counts, launch_gemv
 from .runtime import launch_kwargs, pdl_mode, pdl_start, pdl_wait
 
 EMBED_BLOCK = 1024
@@ -86,17 +86,21 @@ def build_step(model, *, pdl: bool, config: StepConfig | None):
         act = torch.empty((batch, s.intermediate_size), **kw)
         logits = torch.empty((batch, s.vocab_size), **kw)
         counts = attention_counts(batch, nkv, x.device) if cfg.attention.splits > 1 else None
+        out_rows = {"qkv": qkv.shape[1], "o_proj": s.hidden_size, "down": s.hidden_size, "lm_head": s.vocab_size}
+        blocks = [-(-n // getattr(cfg, name).rows_per_program) for name, n in out_rows.items()
+                  if getattr(cfg, name).fused_reduce]  # one counter per row block, shared in turn
+        gemv = dict(pdl=mode, counts=gemv_counts(max(blocks), x.device) if blocks else None)
         launch_embedding(tokens, model.embed, x, pdl=mode)
         for i, w in enumerate(model.layers):
-            launch_gemv(x, w.qkv, qkv, config=cfg.qkv, norm_weight=w.input_norm, eps=eps, pdl=mode)
+            launch_gemv(x, w.qkv, qkv, config=cfg.qkv, norm_weight=w.input_norm, eps=eps, **gemv)
             launch_attention(qkv, positions, w.q_norm, w.k_norm, model.rope_cos, model.rope_sin_signed,
                              model.k_cache[i], model.v_cache[i], attn, num_heads=nq, num_kv_heads=nkv,
                              eps=eps, config=cfg.attention, pdl=mode, counts=counts)
-            launch_gemv(attn, w.o_proj, x, config=cfg.o_proj, residual=x, pdl=mode)
+            launch_gemv(attn, w.o_proj, x, config=cfg.o_proj, residual=x, **gemv)
             launch_gemv(x, w.gate_up, act, config=cfg.gate_up, norm_weight=w.post_norm, eps=eps,
-                        swiglu=True, pdl=mode)
-            launch_gemv(act, w.down, x, config=cfg.down, residual=x, pdl=mode)
-        launch_gemv(x, head, logits, config=cfg.lm_head, norm_weight=model.final_norm, eps=eps, pdl=mode)
+                        swiglu=True, **gemv)
+            launch_gemv(act, w.down, x, config=cfg.down, residual=x, **gemv)
+        launch_gemv(x, head, logits, config=cfg.lm_head, norm_weight=model.final_norm, eps=eps, **gemv)
         return logits
 
     step.pdl = pdl
