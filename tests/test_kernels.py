@@ -167,6 +167,23 @@ def test_fused_reduce_adds_the_splits_as_the_reduce_kernel_does_and_leaves_the_c
     assert not counts.any()
 
 
+def test_a_split_swiglu_gemv_adds_gate_and_up_in_its_last_split():
+    from floorlab.kernels.matvec import gemv_counts, launch_gemv
+
+    gen = torch.Generator().manual_seed(8)
+    x, w = torch.randn(3, 96, generator=gen).to(DEVICE), torch.randn(80, 96, generator=gen).to(DEVICE)
+    config = GemvConfig(rows_per_program=16, block_k=16, split_k=3, dot=True, swap_ab=True)
+    with pytest.raises(ValueError, match="needs fused_reduce=True"):
+        launch_gemv(x, w, torch.empty(3, 40, device=DEVICE), config=config, swiglu=True)
+    counts, outs = gemv_counts(4, DEVICE), []
+    for _ in range(2):
+        outs.append(launch_gemv(x, w, torch.empty(3, 40, device=DEVICE), config=replace(config, fused_reduce=True),
+                                swiglu=True, counts=counts))
+    gate, up = (x @ w.T).chunk(2, dim=-1)
+    assert relative_error(outs[0], torch.nn.functional.silu(gate) * up) < MAX_REL_ERR
+    assert torch.equal(outs[1], outs[0]) and not counts.any()
+
+
 def test_fused_reduce_needs_splits_and_enough_counters():
     from floorlab.kernels.matvec import gemv_counts, launch_gemv
 
@@ -181,7 +198,7 @@ def test_fused_reduce_needs_splits_and_enough_counters():
 def test_step_with_split_gemvs_reducing_in_their_last_split():
     model = _model(MHA_UNTIED)
     config = default_config(3)
-    for name in ("qkv", "o_proj", "down", "lm_head"):
+    for name in GEMV_NAMES:
         config = config.with_gemv(name, GemvConfig(rows_per_program=16, block_k=16, split_k=3, dot=True,
                                                    fused_reduce=True))
     tokens, positions = (torch.tensor(v, device=DEVICE) for v in ([5, 7, 96], [6, 3, 37]))

@@ -76,10 +76,11 @@ def gemv_configs(name: str, batch: int, shape: Qwen3Shape, limit: int = 12):
             grid = [(64, 128, 1, 1, 1, 0, 0, 4), (64, 64, 1, 1, 1, 0, 0, 5), (64, 64, 4, 1, 1, 0, 0, 4, 1),
                     (64, 256, 4, 1, 1, 0, 0, 2, 1), (128, 64, 4, 1, 1, 0, 0, 4, 1), (64, 128, 2, 1, 1, 0),
                     (128, 128, 8, 1, 1, 0), (32, 64, 1, 1, 1, 0), (4, 1024, 2, 1, 0, 0, 1)]
+    # SwiGLU needs each row's whole sum: gate_up splits K only with fused_reduce (its last split has them)
     grid = [(r, max(32, k), w, s, bool(d), bool(t), bool(rest and rest[0]), rest[1] if len(rest) > 1 else 3,
              len(rest) > 2 and bool(rest[2]), len(rest) > 3 and bool(rest[3]))
             for r, k, w, s, d, t, *rest in grid
-            if s == 1 or name != "gate_up"]  # SwiGLU needs each row's whole sum: no split for gate_up
+            if s == 1 or name != "gate_up" or (len(rest) > 3 and rest[3])]
     first = getattr(default_config(batch, **shape_kwargs(shape)), name)
     configs = [first] + [c for c in (GemvConfig(*g) for g in grid) if c != first]
     return configs[:limit]
@@ -350,7 +351,9 @@ def step_variants(shape: Qwen3Shape, batch: int, max_context: int, *, tiny: bool
                  "o_proj": [g(16, 128, 1, 8, dot=True), g(16, 128, 1, 4, dot=True),
                             replace(wide, block_k=64, split_k=4, num_stages=4)],
                  "gate_up": [g(32, 128, 2, dot=True, num_stages=6), g(32, 64, 1, dot=True, num_stages=4), wide,
-                             replace(wide, block_k=64, num_stages=6)],
+                             replace(wide, block_k=64, num_stages=6),
+                             replace(wide, split_k=8, num_stages=2, fused_reduce=True),
+                             replace(wide, split_k=4, fused_reduce=True)],
                  "down": [g(16, 128, 1, 4, dot=True), g(16, 128, 1, 8, dot=True), replace(wide, split_k=4)],
                  "lm_head": [g(64, 128, 1, dot=True, num_stages=4), g(64, 64, 1, dot=True, num_stages=5),
                              replace(wide, block_k=64, num_stages=4), replace(wide, block_k=256, num_stages=2)]}

@@ -110,15 +110,15 @@ class StepConfig:
     early_launch: bool = True  # with PDL, each kernel lets the next one launch at its start, not after its wait
 
     def check(self) -> "StepConfig":
-        """Return self after checking every part; gate_up cannot split K (its SwiGLU needs whole sums)."""
+        """Return self after checking every part; gate_up splits K only with fused_reduce (SwiGLU needs whole sums)."""
         for name in GEMV_NAMES:
             part = getattr(self, name)
             if not isinstance(part, GemvConfig):
                 raise TypeError(f"StepConfig.{name} must be a GemvConfig, got {type(part).__name__}")
             part.check()
-        if self.gate_up.split_k != 1:
-            raise ValueError("StepConfig.gate_up.split_k must be 1: SwiGLU needs each row's whole sum; "
-                             "split the down projection instead")
+        if self.gate_up.split_k != 1 and not self.gate_up.fused_reduce:
+            raise ValueError("StepConfig.gate_up.split_k > 1 needs fused_reduce=True: SwiGLU needs each row's "
+                             "whole sum, which only the last split to finish has; or split the down projection")
         if not isinstance(self.attention, AttentionConfig):
             raise TypeError(f"StepConfig.attention must be an AttentionConfig, got {type(self.attention).__name__}")
         self.attention.check()

@@ -25,7 +25,6 @@ from .runtime import launch_kwargs, pdl_start, pdl_wait
 STORE = tl.constexpr(0)
 RESIDUAL = tl.constexpr(1)
 SWIGLU = tl.constexpr(2)
-PARTIAL = tl.constexpr(3)
 REDUCE_BLOCK_N = 256
 
 
@@ -141,7 +140,7 @@ def _gemv_kernel(x_ptr, w_ptr, norm_ptr, res_ptr, out_ptr, part_ptr, counts_ptr,
                  BLOCK_B: tl.constexpr, ROWS: tl.constexpr, BLOCK_K: tl.constexpr,
                  NORM: tl.constexpr, DEFER: tl.constexpr, EPILOGUE: tl.constexpr, EVEN_K: tl.constexpr,
                  DOT: tl.constexpr, TILE_SUMS: tl.constexpr, ROW_LOOP: tl.constexpr, USE_PDL: tl.constexpr,
-                 FUSED_REDUCE: tl.constexpr, HAS_RES: tl.constexpr):
+                 SPLIT: tl.constexpr, FUSED_REDUCE: tl.constexpr):
     pdl_start(USE_PDL)
     pid_n = tl.program_id(0)
     pid_k = tl.program_id(1)
@@ -160,7 +159,8 @@ def _gemv_kernel(x_ptr, w_ptr, norm_ptr, res_ptr, out_ptr, part_ptr, counts_ptr,
     w, u, k_ok = _weight_tile(w_rows, u_rows, k, k_end, row_ok, EVEN_K, EPILOGUE == SWIGLU)
     pdl_wait(USE_PDL)
     out_mask = b_ok[:, None] & row_ok[None, :]
-    if EPILOGUE == RESIDUAL:  # res may be out itself: read before any program writes
+    res = tl.zeros([BLOCK_B, ROWS], tl.float32)  # (no residual)
+    if EPILOGUE == RESIDUAL and not SPLIT:  # res may be out itself: read before any program writes
         res = tl.load(res_ptr + bidx[:, None] * stride_rb + rows[None, :], mask=out_mask, other=0.0)
 
     inv_rms = tl.zeros([BLOCK_B], tl.float32)
@@ -206,31 +206,44 @@ def _gemv_kernel(x_ptr, w_ptr, norm_ptr, res_ptr, out_ptr, part_ptr, counts_ptr,
         if EPILOGUE == SWIGLU:
             acc_up = acc_up * scale
     out_ptrs = out_ptr + bidx[:, None] * stride_ob + rows[None, :]
-    dtype = x_ptr.dtype.element_ty
-    if EPILOGUE == STORE:
-        tl.store(out_ptrs, acc.to(out_ptr.dtype.element_ty), mask=out_mask)
-    elif EPILOGUE == RESIDUAL:  # one rounding after the add, as addmm does
-        tl.store(out_ptrs, (res.to(tl.float32) + acc).to(out_ptr.dtype.element_ty), mask=out_mask)
-    elif EPILOGUE == SWIGLU:  # silu(gate) * up, each rounded to the dtype as the plain step rounds them
-        gate = acc.to(dtype).to(tl.float32)
-        up = acc_up.to(dtype).to(tl.float32)
-        silu = (gate * tl.sigmoid(gate)).to(dtype).to(tl.float32)
-        tl.store(out_ptrs, (silu * up).to(out_ptr.dtype.element_ty), mask=out_mask)
-    else:  # PARTIAL: float32 sums of this K split [splits, B, N], added up by _splitk_reduce_kernel
+    if not SPLIT:
+        _finish(acc, acc_up, res, x_ptr, out_ptrs, out_mask, EPILOGUE)
+    else:  # float32 sums of this K split, [splits, B, N] (with SWIGLU gate then up: [splits, 2, B, N])
         part_ptrs = part_ptr + bidx[:, None] * N + rows[None, :]
         tl.store(part_ptrs + pid_k * stride_os, acc, mask=out_mask)
-        if FUSED_REDUCE:  # or by the last split of these rows to finish, as that kernel adds them
+        if EPILOGUE == SWIGLU:
+            tl.store(part_ptrs + B * N + pid_k * stride_os, acc_up, mask=out_mask)
+        if FUSED_REDUCE:  # the last split of these rows to finish adds them up, as _splitk_reduce_kernel would
             tl.debug_barrier()  # every thread's sums are written before the counter says so
             count_ptr = counts_ptr + pid_n
             if tl.atomic_add(count_ptr, 1, sem="acq_rel", scope="gpu") == tl.num_programs(1) - 1:
                 total = tl.zeros([BLOCK_B, ROWS], tl.float32)
+                total_up = tl.zeros([BLOCK_B, ROWS], tl.float32)
                 for split in range(0, tl.num_programs(1)):
                     total += tl.load(part_ptrs + split * stride_os, mask=out_mask, other=0.0, cache_modifier=".cg")
-                if HAS_RES:  # res may be out itself: these rows are read and written here alone
-                    total += tl.load(res_ptr + bidx[:, None] * stride_rb + rows[None, :], mask=out_mask,
-                                     other=0.0).to(tl.float32)
-                tl.store(out_ptrs, total.to(out_ptr.dtype.element_ty), mask=out_mask)
+                    if EPILOGUE == SWIGLU:
+                        total_up += tl.load(part_ptrs + B * N + split * stride_os, mask=out_mask, other=0.0,
+                                            cache_modifier=".cg")
+                res_now = total  # (no residual)
+                if EPILOGUE == RESIDUAL:  # res may be out itself: these rows are read and written here alone
+                    res_now = tl.load(res_ptr + bidx[:, None] * stride_rb + rows[None, :], mask=out_mask, other=0.0)
+                _finish(total, total_up, res_now, x_ptr, out_ptrs, out_mask, EPILOGUE)
                 tl.atomic_xchg(count_ptr, 0)  # ready for the next GEMV
+
+
+@triton.jit
+def _finish(acc, acc_up, res, x_ptr, out_ptrs, out_mask, EPILOGUE: tl.constexpr):
+    """Store the float32 sums at out_ptrs: as they are, added to res, or as silu(gate) * up."""
+    dtype = x_ptr.dtype.element_ty
+    if EPILOGUE == STORE:
+        tl.store(out_ptrs, acc.to(out_ptrs.dtype.element_ty), mask=out_mask)
+    elif EPILOGUE == RESIDUAL:  # one rounding after the add, as addmm does
+        tl.store(out_ptrs, (res.to(tl.float32) + acc).to(out_ptrs.dtype.element_ty), mask=out_mask)
+    else:  # SWIGLU: silu(gate) * up, each rounded to the dtype as the plain step rounds them
+        gate = acc.to(dtype).to(tl.float32)
+        up = acc_up.to(dtype).to(tl.float32)
+        silu = (gate * tl.sigmoid(gate)).to(dtype).to(tl.float32)
+        tl.store(out_ptrs, (silu * up).to(out_ptrs.dtype.element_ty), mask=out_mask)
 
 
 @triton.jit
@@ -271,8 +284,9 @@ def launch_gemv(x: torch.Tensor, weight: torch.Tensor, out: torch.Tensor, *, con
     block_k = max(16 if config.dot else 1, min(config.block_k, triton.next_power_of_2(k_size)))
     k_per_split = triton.cdiv(triton.cdiv(k_size, config.split_k), block_k) * block_k
     splits = triton.cdiv(k_size, k_per_split)
-    if splits > 1 and swiglu:
-        raise ValueError("split_k must be 1 for the SwiGLU GEMV: silu needs each row's whole sum")
+    if splits > 1 and swiglu and not config.fused_reduce:
+        raise ValueError("split_k > 1 for the SwiGLU GEMV needs fused_reduce=True: silu needs each row's "
+                         "whole sum, which only the last split to finish has")
     grid = (triton.cdiv(n_rows, config.rows_per_program), splits)
     # the batch pads to the tensor-core tile's side: 16 rows of mma.sync's M, or 8 of warpgroup MMA's N
     block_b = max(8 if config.swap_ab else 16 if config.dot else 1, triton.next_power_of_2(batch))
@@ -280,17 +294,16 @@ def launch_gemv(x: torch.Tensor, weight: torch.Tensor, out: torch.Tensor, *, con
     common = dict(BLOCK_B=block_b, ROWS=config.rows_per_program, BLOCK_K=block_k, NORM=has_norm,
                   DEFER=has_norm and splits == 1, EVEN_K=k_size % block_k == 0,
                   DOT=2 if config.swap_ab else int(config.dot), TILE_SUMS=config.tile_sums,
-                  ROW_LOOP=config.row_loop, USE_PDL=int(pdl), HAS_RES=residual is not None)
+                  ROW_LOOP=config.row_loop, USE_PDL=int(pdl), SPLIT=splits > 1,
+                  EPILOGUE=(SWIGLU if swiglu else RESIDUAL if residual is not None else STORE).value)
     norm = norm_weight if has_norm else weight
     res = residual if residual is not None else out
     if splits == 1:
-        epilogue = SWIGLU if swiglu else RESIDUAL if residual is not None else STORE
         _gemv_kernel[grid](x, weight, norm, res, out, out, out, batch, n_rows, k_size, x.stride(0),
                            weight.stride(0), res.stride(0), out.stride(0), 0, k_per_split, eps,
-                           EPILOGUE=epilogue.value, FUSED_REDUCE=False, **common,
-                           **launch_kwargs(config.num_warps, pdl, config.num_stages))
+                           FUSED_REDUCE=False, **common, **launch_kwargs(config.num_warps, pdl, config.num_stages))
         return out
-    partial = torch.empty((splits, batch, n_rows), dtype=torch.float32, device=x.device)
+    partial = torch.empty((splits, 2 if swiglu else 1, batch, n_rows), dtype=torch.float32, device=x.device)
     if config.fused_reduce:
         if counts is None:
             counts = gemv_counts(grid[0], x.device)
@@ -299,8 +312,7 @@ def launch_gemv(x: torch.Tensor, weight: torch.Tensor, out: torch.Tensor, *, con
                              f"block), got {counts.numel()} {counts.dtype} on {counts.device}")
     _gemv_kernel[grid](x, weight, norm, res, out, partial, counts if config.fused_reduce else partial, batch,
                        n_rows, k_size, x.stride(0), weight.stride(0), res.stride(0), out.stride(0),
-                       partial.stride(0), k_per_split, eps, EPILOGUE=PARTIAL.value,
-                       FUSED_REDUCE=config.fused_reduce, **common,
+                       partial.stride(0), k_per_split, eps, FUSED_REDUCE=config.fused_reduce, **common,
                        **launch_kwargs(config.num_warps, pdl, config.num_stages))
     if config.fused_reduce:
         return out

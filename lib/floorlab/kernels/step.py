@@ -86,7 +86,8 @@ def build_step(model, *, pdl: bool, config: StepConfig | None):
         act = torch.empty((batch, s.intermediate_size), **kw)
         logits = torch.empty((batch, s.vocab_size), **kw)
         counts = attention_counts(batch, nkv, x.device) if cfg.attention.splits > 1 else None
-        out_rows = {"qkv": qkv.shape[1], "o_proj": s.hidden_size, "down": s.hidden_size, "lm_head": s.vocab_size}
+        out_rows = {"qkv": qkv.shape[1], "o_proj": s.hidden_size, "gate_up": s.intermediate_size,
+                    "down": s.hidden_size, "lm_head": s.vocab_size}
         blocks = [-(-n // getattr(cfg, name).rows_per_program) for name, n in out_rows.items()
                   if getattr(cfg, name).fused_reduce]  # one counter per row block, shared in turn
         gemv = dict(pdl=mode, counts=gemv_counts(max(blocks), x.device) if blocks else None)
