@@ -265,12 +265,22 @@ def test_num_stages_outside_one_to_eight_is_refused(stages):
 def test_default_config_at_batch_8_keeps_its_warpgroup_tiles_warpgroup_shaped():
     small = default_config(8)
     large = default_config(8, hidden_size=4096, attention_size=4096, intermediate_size=12288)
-    for config in (small.qkv, large.qkv, large.o_proj, large.gate_up, large.lm_head):
+    for config in (small.qkv, small.gate_up, large.qkv, large.o_proj, large.gate_up, large.lm_head):
         assert config.swap_ab and config.dot and (config.rows_per_program, config.num_warps) == (64, 4)
         config.check()
+    small.check(), large.check()
     assert small.qkv.split_k * small.qkv.block_k == 1024  # the 0.6B's qkv: one K tile per split, no loop
-    assert small.gate_up.num_stages > 3 and not small.gate_up.swap_ab
+    # the 0.6B's gate_up splits K too, its last split adding up and applying SwiGLU: no reduce kernel
+    assert small.gate_up.split_k * small.gate_up.block_k == 1024 and small.gate_up.fused_reduce
+    assert not large.gate_up.fused_reduce and large.gate_up.split_k == 1
+    assert small.lm_head.num_stages > 3 and large.lm_head.num_stages > 3  # pipelined K loops
     assert default_config(1).gate_up.num_stages == 3  # batch 1 loads whole rows: no K loop to pipeline
+
+
+def test_default_early_launch_is_on_where_it_was_timed_faster():
+    assert default_config(1).early_launch and default_config(2, hidden_size=4096).early_launch
+    assert default_config(8).early_launch  # the 0.6B's batch 8, with its split gate_up
+    assert not default_config(8, hidden_size=4096, attention_size=4096, intermediate_size=12288).early_launch
 
 
 def test_default_attention_splits_only_contexts_longer_than_one_tile():

@@ -86,9 +86,11 @@ def gemv_configs(name: str, batch: int, shape: Qwen3Shape, limit: int = 12):
     return configs[:limit]
 
 
-def _gemv_case(name: str, n: int, k: int, batch: int, copies: int, device, dtype):
-    """(weights, run(weight, config, pdl), reference(weight) in float32) for one GEMV as the step runs it."""
-    from floorlab.kernels import default_config
+def _gemv_case(name: str, n: int, k: int, batch: int, copies: int, device, dtype, *, early: bool):
+    """(weights, run(weight, config, pdl), reference(weight) in float32) for one GEMV as the step runs it.
+
+    early: PDL as the step launches this batch of this shape (its default_config's early_launch).
+    """
     from floorlab.kernels.matvec import gemv_counts, launch_gemv
     from floorlab.kernels.runtime import pdl_mode
 
@@ -102,7 +104,6 @@ def _gemv_case(name: str, n: int, k: int, batch: int, copies: int, device, dtype
     kind = {"qkv": "norm", "lm_head": "norm", "gate_up": "swiglu", "o_proj": "residual", "down": "residual"}[name]
     # gate_up is RMSNorm'd too, as the step runs it
 
-    early = default_config(batch).early_launch  # PDL as the step launches this batch
     counts = gemv_counts(rows, device)  # enough for any rows per program: made once, as the step does
 
     def run(weight, config, pdl):
@@ -144,12 +145,15 @@ def _time_per_call_ms(calls, device, warmup: int, repeats: int) -> float:
 def sweep_gemvs(shape: Qwen3Shape, batches, *, device, dtype, read_gbps: float, copies: int, warmup: int,
                 repeats: int, limit: int, pdl_on: bool, errors: list) -> tuple[list[dict], dict]:
     """Rows (one per GEMV, batch, config, PDL) and the best config per (GEMV, batch) by time."""
+    from floorlab.kernels import default_config, shape_kwargs
+
     rows, best = [], {}
     for batch in batches:
+        early = default_config(batch, **shape_kwargs(shape)).early_launch  # PDL as the step launches it
         for name, (n, k) in gemv_shapes(shape).items():
             count = copies if name != "lm_head" else 1  # the head alone is far larger than L2
             try:
-                weights, run, check = _gemv_case(name, n, k, batch, count, device, dtype)
+                weights, run, check = _gemv_case(name, n, k, batch, count, device, dtype, early=early)
             except Exception as err:  # noqa: BLE001 - e.g. out of memory: report and go on
                 _report(errors, f"{name} b{batch} setup", err)
                 continue
