@@ -196,9 +196,9 @@ def default_config(batch: int, *, hidden_size: int = 1024, num_kv_heads: int = 8
     tiles = -(-max_context // block_t) if batch <= 2 else -(-max_context // (4 * block_t))
     splits = max(1, min(32, 256 // max(1, batch * num_kv_heads), tiles))
     # releasing the next kernel at a kernel's start helps the small programs of batch 1-2, and the
-    # 0.6B's batch 8 with its split gate_up (about 8% of the step, timed on an H200; without the split
-    # gate_up the same release costs 3%); at larger batches of wider shapes early neighbours only
-    # slow the kernels down
+    # 0.6B's batch 8 with its split gate_up (without the split gate_up, the same release slows that
+    # step); at larger batches of wider shapes early neighbours only slow the kernels down. The
+    # kernel sweep's one-change variants time both ways on each shape
     return StepConfig(qkv=qkv, o_proj=o_proj, gate_up=gate_up, down=down, lm_head=head,
                       attention=AttentionConfig(block_t=block_t, splits=splits, num_warps=8),
                       early_launch=batch <= 2 or hidden_size <= 1024)
