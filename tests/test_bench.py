@@ -249,6 +249,23 @@ def test_format_table_explains_every_fail_line(cpu_run):
     assert all("not measured" not in line for line in fails)
 
 
+def test_format_table_lists_presets_small_to_large_whatever_order_they_ran_in():
+    """A run may measure its largest model first (a resumed run puts the slowest compile last);
+    the table still reads from the smallest model up, each preset's rows in their own order."""
+    from floorlab.results import reference_run
+
+    run = reference_run("h200-bench")
+    assert run.settings["presets"][0] == "qwen3-8b"  # the stored run measured 8B first
+    lines = format_table(run).splitlines()
+    order = list(dict.fromkeys(line.split()[1] for line in lines if line.startswith("floor ")))
+    assert order == ["qwen3-0.6b", "qwen3-1.7b", "qwen3-4b", "qwen3-8b"]
+    header = next(i for i, line in enumerate(lines) if line.startswith("path "))
+    body = lines[header + 2:header + 2 + len(run.rows)]
+    presets = [next(word for word in line.split() if word in order) for line in body]
+    assert list(dict.fromkeys(presets)) == order
+    assert presets == sorted(presets, key=order.index)
+
+
 def test_format_table_refuses_an_old_dict():
     with pytest.raises(TypeError, match="floorlab.runs.Run"):
         format_table({"rows": []})

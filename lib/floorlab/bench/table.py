@@ -48,29 +48,30 @@ def _header(run: Run) -> list[str]:
         lines.append(f"resumed {str(again['date'])[:16].replace('T', ' ')} UTC, keeping {', '.join(again['kept'])} "
                      f"(measured there: copy {gbps['copy']:.1f} GB/s, read {gbps['read']:.1f} GB/s, "
                      f"within {again['tolerance']:.0%} of the floors' bandwidth)")
-    for f in run.floors:
+    for f in sorted(run.floors, key=lambda f: _size(f.preset)):
         lines.append(f"floor {f.preset} b{f.batch}, {f.visible_tokens} visible tokens: {f.arithmetic()}")
         lines.append(f"  {f.reads_note()}")
     return lines
 
 
 def format_table(run: Run) -> str:
-    """The run as text; every FAIL line of the targets says what the run measured as its cause."""
+    """The run as text, presets from small to large; every FAIL line of the targets says what
+    the run measured as its cause."""
     if not isinstance(run, Run):
         raise TypeError(f"format_table takes a floorlab.runs.Run, got {type(run).__name__}; pass "
                         "run_bench()'s result or floorlab.results.reference_run('h200-bench')")
     header = " ".join(format(name, spec) for name, spec in COLUMNS) + "  note"
     lines = _header(run) + ["", header, "-" * len(header)]
-    for row in run.rows:
+    for row in sorted(run.rows, key=lambda r: _size(r.preset)):  # small to large, as measured within
         cells, note = _cells(row)
         lines.append(" ".join(format(c, spec) for c, (_, spec) in zip(cells, COLUMNS)) + f"  {note}")
     lines.append("")
-    for preset, facts in run.facts.get("parity", {}).items():
+    for preset, facts in sorted(run.facts.get("parity", {}).items(), key=lambda item: _size(item[0])):
         lines.append(f"parity {preset} (relative L2 vs transformers in float32): {parity.summary(facts)}")
     if run.settings.get("skip_transformers"):
         lines.append("parity: not checked (--skip-transformers leaves transformers' model out)")
     limits = run.facts.get("limits", {})
-    for preset, facts in limits.items():
+    for preset, facts in sorted(limits.items(), key=lambda item: _size(item[0])):
         # the words are derived when shown, from the stored measurements
         text = verdict(facts, run.rows)["summary"] if "gemv_only_ms" in facts else \
             facts.get("error", "not measured")
