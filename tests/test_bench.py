@@ -266,6 +266,27 @@ def test_format_table_lists_presets_small_to_large_whatever_order_they_ran_in():
     assert presets == sorted(presets, key=order.index)
 
 
+def test_format_summary_keeps_every_preset_inside_the_page_column():
+    """Four presets with every path do not fit side by side: they go to even blocks, each line
+    inside the column, every measured cell still shown once, and paths with nothing in a
+    block left out of it."""
+    from floorlab.bench import format_summary
+    from floorlab.prose import COLUMN
+    from floorlab.results import reference_run
+
+    run = reference_run("h200-bench")
+    text = format_summary(run, batch=1, targets=False)
+    lines = text.splitlines()
+    assert all(len(line) <= COLUMN for line in lines)
+    heads = [line.split()[1:] for line in lines if line.startswith("path ")]
+    assert len(heads) == 2 and [len(h) for h in heads] == [2, 2]
+    assert sum(heads, []) == ["qwen3-0.6b", "qwen3-1.7b", "qwen3-4b", "qwen3-8b"]
+    measured = [r for r in run.rows if r.batch == 1 and r.median_ms is not None]
+    assert text.count(" ms (") == len(measured)
+    second = lines[lines.index("", 1) + 1:]
+    assert not any(line.startswith("fused tuned") for line in second)  # 0.6B only
+
+
 def test_format_table_refuses_an_old_dict():
     with pytest.raises(TypeError, match="floorlab.runs.Run"):
         format_table({"rows": []})

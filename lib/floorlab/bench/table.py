@@ -102,8 +102,9 @@ def _size(preset: str) -> float:
 def format_summary(run: Run, *, batch: int = 1, paths=None, targets: bool = True) -> str:
     """A narrow view of the run for a page: each path's time and multiple of the floor at one
     batch size (every path, or those named in paths), then the targets with the cause of every
-    miss (unless targets is False), wrapped to the page's column."""
-    from floorlab.prose import fmt_ms, wrap
+    miss (unless targets is False), wrapped to the page's column. Presets that do not fit
+    side by side in the column are shown in further blocks below."""
+    from floorlab.prose import COLUMN, fmt_ms, wrap
 
     presets = sorted(dict.fromkeys(r.preset for r in run.rows), key=_size)
     paths = list(paths or dict.fromkeys(r.path for r in run.rows))
@@ -115,8 +116,17 @@ def format_summary(run: Run, *, batch: int = 1, paths=None, targets: bool = True
             table[path, preset] = f"{fmt_ms(row.median_ms)} ({row.x_floor:.2f}x)" if measured else "-"
     width = max(len(text) for text in [*presets, *table.values()])
     name = max(len(text) for text in ["path", *paths])
-    lines = [f"{'path':<{name}} " + " ".join(f"{p:>{width}}" for p in presets)]
-    lines += [f"{path:<{name}} " + " ".join(f"{table[path, p]:>{width}}" for p in presets) for path in paths]
+    # as many presets side by side as the column holds; more go to further blocks of even size
+    fits = max(1, (COLUMN - name) // (width + 1))
+    blocks = -(-len(presets) // fits)
+    size = -(-len(presets) // blocks)
+    lines = []
+    for first in range(0, len(presets), size):
+        some = presets[first:first + size]
+        lines += [""] if first else []
+        lines.append(f"{'path':<{name}} " + " ".join(f"{p:>{width}}" for p in some))
+        lines += [f"{path:<{name}} " + " ".join(f"{table[path, p]:>{width}}" for p in some)
+                  for path in paths if any(table[path, p] != "-" for p in some)]
     if not targets:
         return "\n".join(lines)
     lines += ["", "targets:"]
