@@ -62,7 +62,7 @@ def format_table(run: Run) -> str:
                         "run_bench()'s result or floorlab.results.reference_run('h200-bench')")
     header = " ".join(format(name, spec) for name, spec in COLUMNS) + "  note"
     lines = _header(run) + ["", header, "-" * len(header)]
-    for row in sorted(run.rows, key=lambda r: _size(r.preset)):  # small to large, as measured within
+    for row in sorted(run.rows, key=lambda r: _size(r.preset)):  # stable: a preset keeps its row order
         cells, note = _cells(row)
         lines.append(" ".join(format(c, spec) for c, (_, spec) in zip(cells, COLUMNS)) + f"  {note}")
     lines.append("")
