@@ -277,6 +277,27 @@ def test_default_config_at_batch_8_keeps_its_warpgroup_tiles_warpgroup_shaped():
     assert default_config(1).gate_up.num_stages == 3  # batch 1 loads whole rows: no K loop to pipeline
 
 
+def test_default_config_at_batch_1_meets_each_weight_tile_one_x_row_at_a_time():
+    """Batch 1 takes the row loop: 2-D products, so no operand changes layout through shared memory."""
+    for config in (default_config(1), default_config(1, hidden_size=4096, attention_size=2048)):
+        for name in ("qkv", "o_proj", "gate_up", "down", "lm_head"):
+            part = getattr(config, name)
+            assert part.row_loop and not (part.dot or part.tile_sums) and part.split_k == 1, name
+    wide = default_config(1, hidden_size=4096, attention_size=4096, intermediate_size=12288)
+    assert not wide.o_proj.row_loop  # (slower there on the H200) and the rest still row loops
+    assert all(getattr(wide, name).row_loop for name in ("qkv", "gate_up", "down", "lm_head"))
+
+
+def test_default_config_at_batch_8_gives_the_06b_one_k_tile_a_program_without_pipeline_stages():
+    small = default_config(8)
+    for name in ("qkv", "o_proj", "gate_up", "down"):
+        part = getattr(small, name)
+        assert part.num_stages == 1 and part.swap_ab, name
+    assert small.o_proj.split_k * small.o_proj.block_k == 2048 and small.down.split_k * small.down.block_k == 3072
+    tiny = default_config(8, hidden_size=64, attention_size=64, intermediate_size=128)
+    assert tiny.check().gate_up.split_k == 1 and not tiny.gate_up.fused_reduce  # too short to split
+
+
 def test_default_early_launch_is_on_where_it_was_timed_faster():
     assert default_config(1).early_launch and default_config(2, hidden_size=4096).early_launch
     assert default_config(8).early_launch  # the 0.6B's batch 8, with its split gate_up

@@ -156,40 +156,45 @@ def default_config(batch: int, *, hidden_size: int = 1024, num_kv_heads: int = 8
     def whole(k_size: int, most: int) -> int:  # a K tile of the whole row, up to `most` elements
         return min(most, 1 << (k_size - 1).bit_length())
 
-    if batch <= 2:  # float32 sums in registers; small programs, one K tile where K is short
+    if batch <= 2:  # float32 sums in registers, each weight tile met by the x row in its own layout
+        # (row_loop: 2-D products, so neither operand passes through shared memory to change layout)
         if hidden_size <= 1024:  # one tile per row: the smallest programs fill the SMs best
-            qkv = GemvConfig(rows_per_program=2, block_k=1024, num_warps=1, tile_sums=True)
-        else:  # several tiles per row: wider programs keep more loads in flight
-            qkv = GemvConfig(rows_per_program=8, block_k=2048, num_warps=8, tile_sums=True)
-        gate_up = GemvConfig(rows_per_program=2, block_k=1024, num_warps=1, tile_sums=True)
+            qkv = GemvConfig(rows_per_program=8, block_k=1024, num_warps=4, row_loop=True)
+            gate_up = GemvConfig(rows_per_program=4, block_k=1024, num_warps=2, row_loop=True)
+        else:  # longer rows: a whole row to a program of 8 warps, up to 4096 elements
+            qkv = GemvConfig(rows_per_program=4, block_k=whole(hidden_size, 4096), num_warps=8, row_loop=True)
+            gate_up = GemvConfig(rows_per_program=2, block_k=1024, num_warps=1, row_loop=True)
         if attention_size <= 3072:  # o_proj: the whole row in one tile, loaded before the PDL wait
-            o_proj = GemvConfig(rows_per_program=4, block_k=whole(attention_size, 4096))
-        else:
+            o_proj = GemvConfig(rows_per_program=4, block_k=whole(attention_size, 4096), row_loop=True)
+        else:  # (the row loop was slower here)
             o_proj = GemvConfig(rows_per_program=4, block_k=512)
         if intermediate_size <= 4096:
-            down = GemvConfig(rows_per_program=4, block_k=whole(intermediate_size, 4096), tile_sums=True)
+            down = GemvConfig(rows_per_program=4, block_k=whole(intermediate_size, 4096), num_warps=8, row_loop=True)
         else:
-            down = GemvConfig(rows_per_program=8, block_k=4096, num_warps=8, tile_sums=True)
-        head = GemvConfig(rows_per_program=16, block_k=1024, tile_sums=True)
+            down = GemvConfig(rows_per_program=8, block_k=4096, num_warps=8, row_loop=True)
+        head = GemvConfig(rows_per_program=16, block_k=1024, row_loop=True)
     else:  # tensor cores; small programs, or warpgroup MMA (swap_ab) over K splits, fill the SMs best
         # K loops of tensor-core tiles are software-pipelined by Triton: num_stages tiles in flight
-        # qkv: 64-row warpgroup programs over K splits, so the grid holds several programs per SM
         wide = GemvConfig(rows_per_program=64, block_k=128, num_warps=4, dot=True, swap_ab=True)
-        if hidden_size <= 1024:  # a K split of one tile each: no K loop at all
-            qkv = replace(wide, split_k=8, num_stages=2)
-            # gate_up: the same tiles over 8 K splits, added up by the last split to finish (fused_reduce),
-            # which then applies SwiGLU; 768 small programs
-            gate_up = replace(wide, split_k=8, num_stages=2, fused_reduce=True)
+        if hidden_size <= 1024:  # every GEMV in 64-row warpgroup programs of one K tile each, no K loop:
+            # one stage (no pipeline buffers for a loop that never runs) leaves shared memory for the
+            # neighbouring kernels' programs. qkv and o_proj split K into 128-wide tiles, down into
+            # 256-wide ones; gate_up into 256-wide ones too, added up by the last split to finish
+            # (fused_reduce), which then applies SwiGLU
+            one = replace(wide, num_stages=1)
+            qkv = replace(one, split_k=max(1, hidden_size // 128))
+            o_proj = replace(one, split_k=max(1, attention_size // 128))
+            gate_up_splits = max(1, hidden_size // 256)
+            gate_up = replace(one, block_k=256, split_k=gate_up_splits, fused_reduce=gate_up_splits > 1)
+            down = replace(one, block_k=256, split_k=max(1, intermediate_size // 256))
             head = GemvConfig(rows_per_program=64, block_k=64, num_warps=1, dot=True, num_stages=5)
-            o_proj = GemvConfig(rows_per_program=16, block_k=128, num_warps=1, split_k=8, dot=True)
         else:  # longer rows: the warpgroup tiles stream them best, o_proj's split in four
             qkv = replace(wide, split_k=4)
             gate_up = wide
             head = replace(wide, block_k=64, num_stages=4)
             o_proj = replace(wide, block_k=64, split_k=4, num_stages=4)
-        # down: few rows, so split K for programs enough; short rows split more
-        down = GemvConfig(rows_per_program=16, block_k=128, num_warps=1, split_k=8 if intermediate_size <= 3072 else 4,
-                          dot=True)
+            # down: few rows, so split K for programs enough
+            down = GemvConfig(rows_per_program=16, block_k=128, num_warps=1, split_k=4, dot=True)
     # a context of one 64-position tile needs no split; longer ones split into whole tiles, up
     # to about two programs per SM of a large GPU at batch 1-2 (larger batches have programs enough)
     block_t = 64
