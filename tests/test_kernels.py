@@ -422,6 +422,23 @@ def test_layer_kernel_table_times_each_kernel_with_the_steps_own_config(batch):
         assert r["us"] > 0 and r["bytes"] > 0
 
 
+def test_layer_kernel_table_shares_one_counter_buffer_as_the_step_does(monkeypatch):
+    """A split GEMV that adds its splits up itself must not zero fresh counters at every launch of the table."""
+    from floorlab.kernel_sweep import layer_kernel_rows
+    from floorlab.kernels import matvec
+
+    made = []
+    real = matvec.gemv_counts
+    monkeypatch.setattr(matvec, "gemv_counts", lambda *a, **kw: made.append(a) or real(*a, **kw))
+    model = _model(GQA_TIED, max_batch=8)
+    split = GemvConfig(rows_per_program=16, block_k=16, split_k=2, dot=True, fused_reduce=True)
+    config = replace(default_config(8, max_context=model.max_context, **shape_kwargs(GQA_TIED)),
+                     **{name: split for name in ("qkv", "o_proj", "gate_up", "down")})
+    layer_kernel_rows(model, torch.full((8,), 12, device=DEVICE), read_gbps=100.0, warmup=0, repeats=1,
+                      config=config)
+    assert len(made) == 1  # the table's own buffer, shared by every launch
+
+
 def test_parity_with_plain_leaves_the_cache_as_the_plain_step_leaves_it():
     from floorlab.kernel_sweep import parity_with_plain
     from floorlab.kernels import kernels_unavailable

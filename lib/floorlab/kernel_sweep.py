@@ -471,7 +471,8 @@ def layer_kernel_rows(model, positions: torch.Tensor, *, read_gbps: float, warmu
         "o_proj": lambda w: launch_gemv(attn, w.o_proj, outs["hidden"], config=config.o_proj,
                                         residual=outs["hidden"], pdl=mode, counts=counts),
         "gate_up": lambda w: launch_gemv(x, w.gate_up, outs["gate_up"], config=config.gate_up,
-                                         norm_weight=w.post_norm, eps=s.rms_norm_eps, swiglu=True, pdl=mode),
+                                         norm_weight=w.post_norm, eps=s.rms_norm_eps, swiglu=True, pdl=mode,
+                                         counts=counts),
         "down": lambda w: launch_gemv(act, w.down, outs["hidden"], config=config.down, residual=outs["hidden"],
                                       pdl=mode, counts=counts),
     }
