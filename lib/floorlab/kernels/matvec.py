@@ -72,12 +72,14 @@ def _dot(acc, xv, w, DOT: tl.constexpr, TILE_SUMS: tl.constexpr):
 
 
 @triton.jit
-def _rows_tile(acc, acc_up, sum_sq, w, u, x_ptr, stride_xb, B, bidx, k, k_ok, norm_ptr, inv_rms,
-               NORM: tl.constexpr, DEFER: tl.constexpr, UP: tl.constexpr, BLOCK_B: tl.constexpr):
-    """ROW_LOOP: add this tile's sums to acc[B, R] (and acc_up), one batch row at a time.
+def _rows_tile(acc, acc_up, sum_sq, w, u, x_ptr, stride_xb, B, bidx, k, k_ok,
+               norm_ptr, inv_rms, NORM: tl.constexpr, DEFER: tl.constexpr,
+               UP: tl.constexpr, BLOCK_B: tl.constexpr):
+    """ROW_LOOP: add the tile's sums to acc[B, R] and acc_up, a row of x at a time.
 
-    The weight tile stays in registers while each row of x (a few KB, from cache) meets it, so
-    a batch of 8 streams the weights once, as batch 1 does, without a tensor-core tile.
+    Each row of x (a few KB, from cache) is loaded in the layout the weight tile
+    has, so the products stay 2-D and neither operand changes layout through
+    shared memory. A batch of 8 streams the weights once, as batch 1 does.
     """
     wf = w.to(tl.float32)
     if UP:
@@ -95,9 +97,11 @@ def _rows_tile(acc, acc_up, sum_sq, w, u, x_ptr, stride_xb, B, bidx, k, k_ok, no
             else:
                 inv = tl.sum(tl.where(here, inv_rms, 0.0), axis=0)
                 xf = ((xf * inv).to(x_ptr.dtype.element_ty) * nw).to(tl.float32)
-        acc += tl.where(here[:, None], tl.sum(wf * xf[None, :], axis=1)[None, :], 0.0)
+        row = tl.sum(wf * xf[None, :], axis=1)
+        acc += tl.where(here[:, None], row[None, :], 0.0)
         if UP:
-            acc_up += tl.where(here[:, None], tl.sum(uf * xf[None, :], axis=1)[None, :], 0.0)
+            row_up = tl.sum(uf * xf[None, :], axis=1)
+            acc_up += tl.where(here[:, None], row_up[None, :], 0.0)
     return acc, acc_up, sum_sq
 
 
