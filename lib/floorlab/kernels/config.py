@@ -177,8 +177,8 @@ def default_config(batch: int, *, hidden_size: int = 1024, num_kv_heads: int = 8
         # K loops of tensor-core tiles are software-pipelined by Triton: num_stages tiles in flight
         wide = GemvConfig(rows_per_program=64, block_k=128, num_warps=4, dot=True, swap_ab=True)
         if hidden_size <= 1024:  # every GEMV in 64-row warpgroup programs of one K tile each, no K loop:
-            # one stage (no pipeline buffers for a loop that never runs) leaves shared memory for the
-            # neighbouring kernels' programs. qkv and o_proj split K into 128-wide tiles, down into
+            # one stage, which whole-step timings preferred (no pipeline buffers for a loop that never
+            # runs). qkv and o_proj split K into 128-wide tiles, down into
             # 256-wide ones; gate_up into 256-wide ones too, added up by the last split to finish
             # (fused_reduce), which then applies SwiGLU
             one = replace(wide, num_stages=1)
