@@ -167,6 +167,29 @@ def test_fused_reduce_adds_the_splits_as_the_reduce_kernel_does_and_leaves_the_c
     assert not counts.any()
 
 
+@pytest.mark.parametrize("swiglu", [False, True])
+def test_a_split_gemv_scales_its_added_sums_by_the_whole_rows_norm(swiglu):
+    """Each split stores the sum of squares of its own K range; the reduce scales the total."""
+    from floorlab.fused import _rms_norm
+    from floorlab.kernels.matvec import gemv_counts, launch_gemv
+
+    gen = torch.Generator().manual_seed(9)
+    x, w = torch.randn(3, 96, generator=gen).to(DEVICE), torch.randn(80, 96, generator=gen).to(DEVICE)
+    norm = (1 + 0.3 * torch.randn(96, generator=gen)).to(DEVICE)
+    config = GemvConfig(rows_per_program=16, block_k=16, split_k=3, dot=True, swap_ab=True)
+    counts, outs = gemv_counts(8, DEVICE), []
+    for fused in (True,) if swiglu else (False, True):  # SwiGLU splits only with fused_reduce
+        out = torch.empty(3, 40 if swiglu else 80, device=DEVICE)
+        outs.append(launch_gemv(x, w, out, config=replace(config, fused_reduce=fused), norm_weight=norm,
+                                eps=1e-6, swiglu=swiglu, counts=counts))
+    y = _rms_norm(x, norm, 1e-6) @ w.T
+    if swiglu:
+        gate, up = y.chunk(2, dim=-1)
+        y = torch.nn.functional.silu(gate) * up
+    assert relative_error(outs[0], y) < MAX_REL_ERR
+    assert torch.equal(outs[-1], outs[0]) and not counts.any()  # both reduces: the same sums in the same order
+
+
 def test_a_split_swiglu_gemv_adds_gate_and_up_in_its_last_split():
     from floorlab.kernels.matvec import gemv_counts, launch_gemv
 

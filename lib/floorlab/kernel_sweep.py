@@ -463,7 +463,7 @@ def layer_kernel_rows(model, positions: torch.Tensor, *, read_gbps: float, warmu
     kw = dict(device=device, dtype=model.dtype)
     x, attn = torch.randn(batch, s.hidden_size, **kw), torch.randn(batch, s.num_heads * s.head_dim, **kw)
     act = torch.randn(batch, s.intermediate_size, **kw)
-    outs = {n: torch.empty(batch, rows, **kw) for n, rows in (
+    outs = {n: torch.zeros(batch, rows, **kw) for n, rows in (  # zeros: the residuals read them
         ("qkv", (s.num_heads + 2 * s.num_kv_heads) * s.head_dim), ("hidden", s.hidden_size),
         ("gate_up", s.intermediate_size), ("lm_head", s.vocab_size))}
     head = model.embed if model.lm_head is None else model.lm_head

@@ -9,9 +9,11 @@ use Hopper's warpgroup MMA with operands in shared memory where a program has 4 
 (the batch padded to 8 there).
 With PDL on, a program loads its first weight tile before waiting for the previous kernel:
 weights never depend on it. After the wait every input the epilogue needs (the residual) is
-loaded at once, so its latency overlaps the weight stream. Without split-K the RMSNorm is
-deferred: the tiles multiply x * norm_weight and the sums are scaled by 1/rms at the end, so
-x is read in one pass instead of two (a rounding of the normed x to bf16 is skipped).
+loaded at once, so its latency overlaps the weight stream. The RMSNorm is deferred: the tiles
+multiply x * norm_weight and the sums are scaled by 1/rms at the end, so x is read in one pass
+(a rounding of the normed x to bf16 is skipped). With split-K each split stores the sum of
+squares of its own K range beside its sums, and whoever adds the splits up scales the total,
+so no program reads the whole row of x before its first tile.
 """
 from __future__ import annotations
 
@@ -29,25 +31,18 @@ REDUCE_BLOCK_N = 256
 
 
 @triton.jit
-def _x_tile(x_ptr, stride_xb, bidx, b_ok, k, k_ok, norm_ptr, inv_rms, sum_sq,
-            NORM: tl.constexpr, DEFER: tl.constexpr):
-    """(x[:, k] in float32, sum_sq), RMSNorm'd with NORM as Qwen3 does it.
+def _x_tile(x_ptr, stride_xb, bidx, b_ok, k, k_ok, norm_ptr, sum_sq, NORM: tl.constexpr):
+    """(x[:, k] in float32, sum_sq); with NORM, x * the norm's weight, its squares added to sum_sq.
 
-    (Cast to x's dtype, then times the weight.) DEFER: x * weight only, its squares
-    added to sum_sq; the caller scales the sums by 1/rms after the last tile.
+    (The caller scales the sums by 1/rms after the last tile: the RMSNorm deferred.)
     """
     mask = b_ok[:, None] & k_ok[None, :]
-    xv = tl.load(x_ptr + bidx[:, None] * stride_xb + k[None, :], mask=mask, other=0.0)
+    xf = tl.load(x_ptr + bidx[:, None] * stride_xb + k[None, :], mask=mask, other=0.0).to(tl.float32)
     if NORM:
         nw = tl.load(norm_ptr + k, mask=k_ok, other=0.0)
-        if DEFER:
-            xf = xv.to(tl.float32)
-            sum_sq += tl.sum(xf * xf, axis=1)
-            xv = xf * nw.to(tl.float32)[None, :]
-        else:
-            normed = (xv.to(tl.float32) * inv_rms[:, None]).to(x_ptr.dtype.element_ty)
-            xv = normed * nw[None, :]
-    return xv.to(tl.float32), sum_sq
+        sum_sq += tl.sum(xf * xf, axis=1)
+        xf = xf * nw.to(tl.float32)[None, :]
+    return xf, sum_sq
 
 
 @triton.jit
@@ -73,8 +68,8 @@ def _dot(acc, xv, w, DOT: tl.constexpr, TILE_SUMS: tl.constexpr):
 
 @triton.jit
 def _rows_tile(acc, acc_up, sum_sq, w, u, x_ptr, stride_xb, B, bidx, k, k_ok,
-               norm_ptr, inv_rms, NORM: tl.constexpr, DEFER: tl.constexpr,
-               UP: tl.constexpr, BLOCK_B: tl.constexpr):
+               norm_ptr, NORM: tl.constexpr, UP: tl.constexpr,
+               BLOCK_B: tl.constexpr):
     """ROW_LOOP: add the tile's sums to acc[B, R] and acc_up, a row of x at a time.
 
     Each row of x (a few KB, from cache) is loaded in the layout the weight tile
@@ -90,13 +85,9 @@ def _rows_tile(acc, acc_up, sum_sq, w, u, x_ptr, stride_xb, B, bidx, k, k_ok,
         here = bidx == b
         xv = tl.load(x_ptr + b * stride_xb + k, mask=k_ok & (b < B), other=0.0)
         xf = xv.to(tl.float32)
-        if NORM:
-            if DEFER:
-                sum_sq += tl.where(here, tl.sum(xf * xf, axis=0), 0.0)
-                xf = xf * nw.to(tl.float32)
-            else:
-                inv = tl.sum(tl.where(here, inv_rms, 0.0), axis=0)
-                xf = ((xf * inv).to(x_ptr.dtype.element_ty) * nw).to(tl.float32)
+        if NORM:  # deferred: the caller scales the sums by 1/rms
+            sum_sq += tl.where(here, tl.sum(xf * xf, axis=0), 0.0)
+            xf = xf * nw.to(tl.float32)
         row = tl.sum(wf * xf[None, :], axis=1)
         acc += tl.where(here[:, None], row[None, :], 0.0)
         if UP:
@@ -106,15 +97,15 @@ def _rows_tile(acc, acc_up, sum_sq, w, u, x_ptr, stride_xb, B, bidx, k, k_ok,
 
 
 @triton.jit
-def _tile(acc, acc_up, sum_sq, w, u, x_ptr, stride_xb, B, bidx, b_ok, k, k_ok, norm_ptr, inv_rms,
-          NORM: tl.constexpr, DEFER: tl.constexpr, UP: tl.constexpr, DOT: tl.constexpr, TILE_SUMS: tl.constexpr,
+def _tile(acc, acc_up, sum_sq, w, u, x_ptr, stride_xb, B, bidx, b_ok, k, k_ok, norm_ptr,
+          NORM: tl.constexpr, UP: tl.constexpr, DOT: tl.constexpr, TILE_SUMS: tl.constexpr,
           ROW_LOOP: tl.constexpr, BLOCK_B: tl.constexpr):
     """One K tile: the weight tile w (and u, the up rows, with UP) times x, added to the sums."""
     if ROW_LOOP:
         acc, acc_up, sum_sq = _rows_tile(acc, acc_up, sum_sq, w, u, x_ptr, stride_xb, B, bidx, k, k_ok,
-                                         norm_ptr, inv_rms, NORM, DEFER, UP, BLOCK_B)
+                                         norm_ptr, NORM, UP, BLOCK_B)
     else:
-        xv, sum_sq = _x_tile(x_ptr, stride_xb, bidx, b_ok, k, k_ok, norm_ptr, inv_rms, sum_sq, NORM, DEFER)
+        xv, sum_sq = _x_tile(x_ptr, stride_xb, bidx, b_ok, k, k_ok, norm_ptr, sum_sq, NORM)
         acc = _dot(acc, xv, w, DOT, TILE_SUMS)
         if UP:
             acc_up = _dot(acc_up, xv, u, DOT, TILE_SUMS)
@@ -139,10 +130,10 @@ def _weight_tile(w_rows, u_rows, k, k_end, row_ok, EVEN_K: tl.constexpr, UP: tl.
 
 
 @triton.jit
-def _gemv_kernel(x_ptr, w_ptr, norm_ptr, res_ptr, out_ptr, part_ptr, counts_ptr,
+def _gemv_kernel(x_ptr, w_ptr, norm_ptr, res_ptr, out_ptr, part_ptr, sq_ptr, counts_ptr,
                  B, N, K, stride_xb, stride_wn, stride_rb, stride_ob, stride_os, k_per_split, eps,
                  BLOCK_B: tl.constexpr, ROWS: tl.constexpr, BLOCK_K: tl.constexpr,
-                 NORM: tl.constexpr, DEFER: tl.constexpr, EPILOGUE: tl.constexpr, EVEN_K: tl.constexpr,
+                 NORM: tl.constexpr, EPILOGUE: tl.constexpr, EVEN_K: tl.constexpr,
                  DOT: tl.constexpr, TILE_SUMS: tl.constexpr, ROW_LOOP: tl.constexpr, USE_PDL: tl.constexpr,
                  SPLIT: tl.constexpr, FUSED_REDUCE: tl.constexpr):
     pdl_start(USE_PDL)
@@ -167,18 +158,7 @@ def _gemv_kernel(x_ptr, w_ptr, norm_ptr, res_ptr, out_ptr, part_ptr, counts_ptr,
     if EPILOGUE == RESIDUAL and not SPLIT:  # res may be out itself: read before any program writes
         res = tl.load(res_ptr + bidx[:, None] * stride_rb + rows[None, :], mask=out_mask, other=0.0)
 
-    inv_rms = tl.zeros([BLOCK_B], tl.float32)
-    sum_sq = tl.zeros([BLOCK_B], tl.float32)
-    if NORM and not DEFER:  # the whole row's RMS first, recomputed by every program: x is only K wide
-        sum_sq = tl.zeros([BLOCK_B], tl.float32)
-        for k0 in range(0, K, BLOCK_K):
-            kk = k0 + offs_k
-            xv = tl.load(x_ptr + bidx[:, None] * stride_xb + kk[None, :],
-                         mask=b_ok[:, None] & (kk < K)[None, :], other=0.0).to(tl.float32)
-            sum_sq += tl.sum(xv * xv, axis=1)
-        inv_rms = tl.rsqrt(sum_sq / K + eps)
-        sum_sq = tl.zeros([BLOCK_B], tl.float32)
-
+    sum_sq = tl.zeros([BLOCK_B], tl.float32)  # of x over this program's K range, with NORM
     if DOT == 2:  # transposed back after the last tile
         acc = tl.zeros([ROWS, BLOCK_B], tl.float32)
         acc_up = tl.zeros([ROWS, BLOCK_B], tl.float32)
@@ -189,12 +169,12 @@ def _gemv_kernel(x_ptr, w_ptr, norm_ptr, res_ptr, out_ptr, part_ptr, counts_ptr,
         acc = tl.zeros([BLOCK_B, ROWS, BLOCK_K], tl.float32)
         acc_up = tl.zeros([BLOCK_B, ROWS, BLOCK_K], tl.float32)
     acc, acc_up, sum_sq = _tile(acc, acc_up, sum_sq, w, u, x_ptr, stride_xb, B, bidx, b_ok, k, k_ok, norm_ptr,
-                                inv_rms, NORM, DEFER, EPILOGUE == SWIGLU, DOT, TILE_SUMS, ROW_LOOP, BLOCK_B)
+                                NORM, EPILOGUE == SWIGLU, DOT, TILE_SUMS, ROW_LOOP, BLOCK_B)
     for k0 in range(k_start + BLOCK_K, k_end, BLOCK_K):
         k = k0 + offs_k
         w, u, k_ok = _weight_tile(w_rows, u_rows, k, k_end, row_ok, EVEN_K, EPILOGUE == SWIGLU)
         acc, acc_up, sum_sq = _tile(acc, acc_up, sum_sq, w, u, x_ptr, stride_xb, B, bidx, b_ok, k, k_ok, norm_ptr,
-                                    inv_rms, NORM, DEFER, EPILOGUE == SWIGLU, DOT, TILE_SUMS, ROW_LOOP, BLOCK_B)
+                                    NORM, EPILOGUE == SWIGLU, DOT, TILE_SUMS, ROW_LOOP, BLOCK_B)
 
     if DOT == 2:
         acc = tl.trans(acc)
@@ -204,30 +184,43 @@ def _gemv_kernel(x_ptr, w_ptr, norm_ptr, res_ptr, out_ptr, part_ptr, counts_ptr,
         acc = tl.sum(acc, axis=2)
         if EPILOGUE == SWIGLU:
             acc_up = tl.sum(acc_up, axis=2)
-    if DEFER:  # one pass over x: its sum of squares grew with the tiles
-        scale = tl.rsqrt(sum_sq / K + eps)[:, None]
-        acc = acc * scale
-        if EPILOGUE == SWIGLU:
-            acc_up = acc_up * scale
     out_ptrs = out_ptr + bidx[:, None] * stride_ob + rows[None, :]
     if not SPLIT:
+        if NORM:  # one pass over x: its sum of squares grew with the tiles
+            scale = tl.rsqrt(sum_sq / K + eps)[:, None]
+            acc = acc * scale
+            if EPILOGUE == SWIGLU:
+                acc_up = acc_up * scale
         _finish(acc, acc_up, res, x_ptr, out_ptrs, out_mask, EPILOGUE)
     else:  # float32 sums of this K split, [splits, B, N] (with SWIGLU gate then up: [splits, 2, B, N])
         part_ptrs = part_ptr + bidx[:, None] * N + rows[None, :]
         tl.store(part_ptrs + pid_k * stride_os, acc, mask=out_mask)
         if EPILOGUE == SWIGLU:
             tl.store(part_ptrs + B * N + pid_k * stride_os, acc_up, mask=out_mask)
+        # with NORM, this split's sum of squares of x, [splits, row blocks, B]: each row block keeps its own
+        sq_ptrs = sq_ptr + (pid_k * tl.num_programs(0) + pid_n) * B + bidx
+        if NORM:
+            tl.store(sq_ptrs, sum_sq, mask=b_ok)
         if FUSED_REDUCE:  # the last split of these rows to finish adds them up, as _splitk_reduce_kernel would
             tl.debug_barrier()  # every thread's sums are written before the counter says so
             count_ptr = counts_ptr + pid_n
             if tl.atomic_add(count_ptr, 1, sem="acq_rel", scope="gpu") == tl.num_programs(1) - 1:
                 total = tl.zeros([BLOCK_B, ROWS], tl.float32)
                 total_up = tl.zeros([BLOCK_B, ROWS], tl.float32)
+                total_sq = tl.zeros([BLOCK_B], tl.float32)
                 for split in range(0, tl.num_programs(1)):
                     total += tl.load(part_ptrs + split * stride_os, mask=out_mask, other=0.0, cache_modifier=".cg")
                     if EPILOGUE == SWIGLU:
                         total_up += tl.load(part_ptrs + B * N + split * stride_os, mask=out_mask, other=0.0,
                                             cache_modifier=".cg")
+                    if NORM:
+                        total_sq += tl.load(sq_ptrs + (split - pid_k) * tl.num_programs(0) * B, mask=b_ok,
+                                            other=0.0, cache_modifier=".cg")
+                if NORM:
+                    scale = tl.rsqrt(total_sq / K + eps)[:, None]
+                    total = total * scale
+                    if EPILOGUE == SWIGLU:
+                        total_up = total_up * scale
                 res_now = total  # (no residual)
                 if EPILOGUE == RESIDUAL:  # res may be out itself: these rows are read and written here alone
                     res_now = tl.load(res_ptr + bidx[:, None] * stride_rb + rows[None, :], mask=out_mask, other=0.0)
@@ -251,17 +244,22 @@ def _finish(acc, acc_up, res, x_ptr, out_ptrs, out_mask, EPILOGUE: tl.constexpr)
 
 
 @triton.jit
-def _splitk_reduce_kernel(part_ptr, res_ptr, out_ptr, N, stride_ps, stride_rb, stride_ob,
-                          SPLIT_K: tl.constexpr, BLOCK_N: tl.constexpr, HAS_RES: tl.constexpr,
-                          USE_PDL: tl.constexpr):
+def _splitk_reduce_kernel(part_ptr, sq_ptr, res_ptr, out_ptr, N, K, stride_ps, stride_ss, stride_rb, stride_ob,
+                          eps, SPLIT_K: tl.constexpr, BLOCK_N: tl.constexpr, HAS_RES: tl.constexpr,
+                          NORM: tl.constexpr, USE_PDL: tl.constexpr):
     pdl_start(USE_PDL)
     b = tl.program_id(1)
     n = tl.program_id(0) * BLOCK_N + tl.arange(0, BLOCK_N)
     ok = n < N
     pdl_wait(USE_PDL)
     acc = tl.zeros([BLOCK_N], tl.float32)
+    sum_sq = 0.0
     for s in tl.static_range(SPLIT_K):
         acc += tl.load(part_ptr + s * stride_ps + b * N + n, mask=ok, other=0.0)
+        if NORM:  # the first row block's sums of squares (every row block stored the same ones)
+            sum_sq += tl.load(sq_ptr + s * stride_ss + b)
+    if NORM:  # the deferred RMSNorm, as the GEMV scales its sums without a split
+        acc = acc * tl.rsqrt(sum_sq / K + eps)
     if HAS_RES:
         acc += tl.load(res_ptr + b * stride_rb + n, mask=ok, other=0.0).to(tl.float32)
     tl.store(out_ptr + b * stride_ob + n, acc.to(out_ptr.dtype.element_ty), mask=ok)
@@ -296,32 +294,35 @@ def launch_gemv(x: torch.Tensor, weight: torch.Tensor, out: torch.Tensor, *, con
     block_b = max(8 if config.swap_ab else 16 if config.dot else 1, triton.next_power_of_2(batch))
     has_norm = norm_weight is not None
     common = dict(BLOCK_B=block_b, ROWS=config.rows_per_program, BLOCK_K=block_k, NORM=has_norm,
-                  DEFER=has_norm and splits == 1, EVEN_K=k_size % block_k == 0,
+                  EVEN_K=k_size % block_k == 0,
                   DOT=2 if config.swap_ab else int(config.dot), TILE_SUMS=config.tile_sums,
                   ROW_LOOP=config.row_loop, USE_PDL=int(pdl), SPLIT=splits > 1,
                   EPILOGUE=(SWIGLU if swiglu else RESIDUAL if residual is not None else STORE).value)
     norm = norm_weight if has_norm else weight
     res = residual if residual is not None else out
     if splits == 1:
-        _gemv_kernel[grid](x, weight, norm, res, out, out, out, batch, n_rows, k_size, x.stride(0),
+        _gemv_kernel[grid](x, weight, norm, res, out, out, out, out, batch, n_rows, k_size, x.stride(0),
                            weight.stride(0), res.stride(0), out.stride(0), 0, k_per_split, eps,
                            FUSED_REDUCE=False, **common, **launch_kwargs(config.num_warps, pdl, config.num_stages))
         return out
     partial = torch.empty((splits, 2 if swiglu else 1, batch, n_rows), dtype=torch.float32, device=x.device)
+    # each split's sum of squares of x over its K range, per row block: the deferred norm's scale
+    sum_sq = torch.empty((splits, grid[0], batch) if has_norm else (1, 1, 1), dtype=torch.float32, device=x.device)
     if config.fused_reduce:
         if counts is None:
             counts = gemv_counts(grid[0], x.device)
         elif counts.numel() < grid[0] or counts.dtype != torch.int32 or counts.device != x.device:
             raise ValueError(f"counts must be gemv_counts({grid[0]}) or longer on {x.device} (one per row "
                              f"block), got {counts.numel()} {counts.dtype} on {counts.device}")
-    _gemv_kernel[grid](x, weight, norm, res, out, partial, counts if config.fused_reduce else partial, batch,
+    _gemv_kernel[grid](x, weight, norm, res, out, partial, sum_sq, counts if config.fused_reduce else partial, batch,
                        n_rows, k_size, x.stride(0), weight.stride(0), res.stride(0), out.stride(0),
                        partial.stride(0), k_per_split, eps, FUSED_REDUCE=config.fused_reduce, **common,
                        **launch_kwargs(config.num_warps, pdl, config.num_stages))
     if config.fused_reduce:
         return out
     _splitk_reduce_kernel[(triton.cdiv(n_rows, REDUCE_BLOCK_N), batch)](
-        partial, res, out, n_rows, partial.stride(0), res.stride(0), out.stride(0),
-        SPLIT_K=splits, BLOCK_N=REDUCE_BLOCK_N, HAS_RES=residual is not None, USE_PDL=int(pdl),
+        partial, sum_sq, res, out, n_rows, k_size, partial.stride(0), sum_sq.stride(0), res.stride(0),
+        out.stride(0), eps, SPLIT_K=splits, BLOCK_N=REDUCE_BLOCK_N, HAS_RES=residual is not None, NORM=has_norm,
+        USE_PDL=int(pdl),
         **launch_kwargs(4, pdl))
     return out
