@@ -323,6 +323,5 @@ def launch_gemv(x: torch.Tensor, weight: torch.Tensor, out: torch.Tensor, *, con
     _splitk_reduce_kernel[(triton.cdiv(n_rows, REDUCE_BLOCK_N), batch)](
         partial, sum_sq, res, out, n_rows, k_size, partial.stride(0), sum_sq.stride(0), res.stride(0),
         out.stride(0), eps, SPLIT_K=splits, BLOCK_N=REDUCE_BLOCK_N, HAS_RES=residual is not None, NORM=has_norm,
-        USE_PDL=int(pdl),
-        **launch_kwargs(4, pdl))
+        USE_PDL=int(pdl), **launch_kwargs(4, pdl))
     return out
