@@ -356,7 +356,9 @@ def step_variants(shape: Qwen3Shape, batch: int, max_context: int, *, tiny: bool
         gemvs = {"qkv": [g(32, 256, 2, dot=True), g(64, 256, 4, 2, dot=True), replace(wide, split_k=8, num_stages=2),
                          replace(wide, split_k=4), replace(wide, block_k=64, split_k=2, num_stages=4)],
                  "o_proj": [g(16, 128, 1, 8, dot=True), g(16, 128, 1, 4, dot=True),
-                            replace(wide, block_k=64, split_k=4, num_stages=4)],
+                            replace(wide, block_k=64, split_k=4, num_stages=4),
+                            # one-warp programs of 16 rows on swapped operands, two 1024-wide splits
+                            g(16, 1024, 1, 2, dot=True, swap_ab=True, num_stages=1)],
                  "gate_up": [g(32, 128, 2, dot=True, num_stages=6), g(32, 64, 1, dot=True, num_stages=4), wide,
                              replace(wide, block_k=64, num_stages=6),
                              replace(wide, split_k=8, num_stages=2, fused_reduce=True),
