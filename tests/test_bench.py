@@ -234,6 +234,13 @@ def test_kernel_targets_name_the_kernel_that_holds_the_step():
     assert gemv["passed"] is False and gemv["value"] == 46.0
     assert gemv["note"] == "missed: qkv 52%, o_proj 80%, gate_up 76%, down 46%"
     assert targets["qwen3-8b: triton graph at batch 8 <= 1.15x its batch-1 time"]["passed"] is None
+    # a table that timed the unsplit GEMVs without their PDL wait says how far that brings them
+    no_wait = {"qkv": 70.4, "o_proj": 84.0, "down": 55.5}  # (gate_up split: not timed so)
+    waited = [dict(k, pct_read_no_wait=no_wait.get(k["kernel"])) for k in kernels]
+    limits["qwen3-0.6b"]["triton_kernels"] = waited
+    gemv = {t["target"]: t for t in evaluate_targets(rows, limits)}[gemv["target"]]
+    assert gemv["note"] == ("missed: qkv 52%, o_proj 80%, gate_up 76%, down 46%; launched without the PDL wait "
+                            "(results wrong, timing only) qkv 70%, o_proj 84%, down 56%")
 
 
 def test_format_table_explains_every_fail_line(cpu_run):

@@ -462,6 +462,44 @@ def test_layer_kernel_table_shares_one_counter_buffer_as_the_step_does(monkeypat
     assert len(made) == 1  # the table's own buffer, shared by every launch
 
 
+def test_layer_kernel_table_times_unsplit_gemvs_again_without_the_pdl_wait(monkeypatch):
+    """Where PDL is on, each GEMV that does not split K is timed a second time in PDL_NO_WAIT mode;
+    a split one is not (its counters need the wait). Without PDL (the interpreter) nothing is."""
+    from floorlab import kernel_sweep, kernels
+    from floorlab.kernel_sweep import format_layer_table, layer_kernel_rows
+    from floorlab.kernels import matvec
+    from floorlab.kernels.runtime import PDL_NO_WAIT
+
+    model = _model(GQA_TIED, max_batch=8)
+    positions = torch.full((1,), 12, device=DEVICE)
+    plain = layer_kernel_rows(model, positions, read_gbps=100.0, warmup=0, repeats=1)
+    assert all(r.get("us_no_wait") is None for r in plain)  # no PDL here
+    assert "no wait" not in format_layer_table(plain, 2)
+
+    modes = []
+    real = matvec.launch_gemv
+
+    def recorded(*args, config, pdl=0, **kw):  # run without PDL, which the interpreter lacks
+        modes.append((config.split_k, pdl))
+        return real(*args, config=config, pdl=0, **kw)
+
+    monkeypatch.setattr(matvec, "launch_gemv", recorded)
+    monkeypatch.setattr(kernels, "pdl_supported", lambda device: True)
+    monkeypatch.setattr(kernel_sweep, "time_attention", lambda *a, **kw: {
+        "us": 1.0, "bytes": 10, "gbps": 0.01, "pct_floor_bw": 0.01})
+    split = GemvConfig(rows_per_program=16, block_k=16, split_k=2, dot=True)
+    config = default_config(1, max_context=model.max_context, **shape_kwargs(GQA_TIED)).with_gemv("qkv", split)
+    rows = {r["kernel"]: r for r in layer_kernel_rows(model, positions, read_gbps=100.0, warmup=0, repeats=1,
+                                                      config=config)}
+    assert rows["qkv"]["us_no_wait"] is None and rows["attention"].get("us_no_wait") is None
+    for name in ("o_proj", "gate_up", "down"):
+        assert rows[name]["us_no_wait"] > 0 and rows[name]["pct_read_no_wait"] > 0
+    assert (2, PDL_NO_WAIT) not in modes and (1, PDL_NO_WAIT) in modes
+    table = format_layer_table(list(rows.values()), 2).splitlines()
+    assert table[0].endswith("% no wait") and table[1].split()[-1] == "-"  # qkv: split, not timed
+    assert table[-1].startswith("% no wait: the GEMV launched without its PDL wait")
+
+
 def test_parity_with_plain_leaves_the_cache_as_the_plain_step_leaves_it():
     from floorlab.kernel_sweep import parity_with_plain
     from floorlab.kernels import kernels_unavailable

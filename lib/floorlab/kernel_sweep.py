@@ -357,8 +357,10 @@ def step_variants(shape: Qwen3Shape, batch: int, max_context: int, *, tiny: bool
                          replace(wide, split_k=4), replace(wide, block_k=64, split_k=2, num_stages=4)],
                  "o_proj": [g(16, 128, 1, 8, dot=True), g(16, 128, 1, 4, dot=True),
                             replace(wide, block_k=64, split_k=4, num_stages=4),
-                            # one-warp programs of 16 rows on swapped operands, two 1024-wide splits
-                            g(16, 1024, 1, 2, dot=True, swap_ab=True, num_stages=1)],
+                            # one-warp programs of 16 rows on swapped operands, 1024-wide splits
+                            g(16, 1024, 1, 2, dot=True, swap_ab=True, num_stages=1),
+                            # 64-row warpgroup programs, one 128-wide tile each (the 0.6B's old default)
+                            replace(wide, split_k=max(1, shape.num_heads * shape.head_dim // 128), num_stages=1)],
                  "gate_up": [g(32, 128, 2, dot=True, num_stages=6), g(32, 64, 1, dot=True, num_stages=4), wide,
                              replace(wide, block_k=64, num_stages=6),
                              replace(wide, split_k=8, num_stages=2, fused_reduce=True),
@@ -453,11 +455,13 @@ def layer_kernel_rows(model, positions: torch.Tensor, *, read_gbps: float, warmu
 
     Each kernel runs as the step runs it (its config, epilogue and PDL) on the model's own weights,
     one launch per layer in one CUDA graph, so no weight sits in L2. Rows: kernel, µs per launch,
-    bytes it must read, GB/s and % of the read bandwidth, and µs beyond those bytes.
+    bytes it must read, GB/s and % of the read bandwidth, and µs beyond those bytes. Where PDL is
+    on, each GEMV that does not split K is timed again without its wait (runtime.PDL_NO_WAIT:
+    wrong results, a bound on what the wait costs): us_no_wait and pct_read_no_wait, else None.
     """
     from floorlab.kernels import default_config, pdl_supported, shape_kwargs
     from floorlab.kernels.matvec import gemv_counts, launch_gemv
-    from floorlab.kernels.runtime import pdl_mode
+    from floorlab.kernels.runtime import PDL_NO_WAIT, pdl_mode
 
     s, device, batch = model.shape, model.embed.device, positions.shape[0]
     config = config or default_config(batch, max_context=model.max_context, **shape_kwargs(s))
@@ -471,22 +475,28 @@ def layer_kernel_rows(model, positions: torch.Tensor, *, read_gbps: float, warmu
     head = model.embed if model.lm_head is None else model.lm_head
     counts = gemv_counts(s.vocab_size, device)  # for split GEMVs that add their splits up themselves
     launches = {
-        "qkv": lambda w: launch_gemv(x, w.qkv, outs["qkv"], config=config.qkv, norm_weight=w.input_norm,
-                                     eps=s.rms_norm_eps, pdl=mode, counts=counts),
-        "o_proj": lambda w: launch_gemv(attn, w.o_proj, outs["hidden"], config=config.o_proj,
-                                        residual=outs["hidden"], pdl=mode, counts=counts),
-        "gate_up": lambda w: launch_gemv(x, w.gate_up, outs["gate_up"], config=config.gate_up,
-                                         norm_weight=w.post_norm, eps=s.rms_norm_eps, swiglu=True, pdl=mode,
-                                         counts=counts),
-        "down": lambda w: launch_gemv(act, w.down, outs["hidden"], config=config.down, residual=outs["hidden"],
-                                      pdl=mode, counts=counts),
+        "qkv": lambda w, pdl: launch_gemv(x, w.qkv, outs["qkv"], config=config.qkv, norm_weight=w.input_norm,
+                                          eps=s.rms_norm_eps, pdl=pdl, counts=counts),
+        "o_proj": lambda w, pdl: launch_gemv(attn, w.o_proj, outs["hidden"], config=config.o_proj,
+                                             residual=outs["hidden"], pdl=pdl, counts=counts),
+        "gate_up": lambda w, pdl: launch_gemv(x, w.gate_up, outs["gate_up"], config=config.gate_up,
+                                              norm_weight=w.post_norm, eps=s.rms_norm_eps, swiglu=True, pdl=pdl,
+                                              counts=counts),
+        "down": lambda w, pdl: launch_gemv(act, w.down, outs["hidden"], config=config.down,
+                                           residual=outs["hidden"], pdl=pdl, counts=counts),
     }
     rows = []
     for name, launch in launches.items():
-        weight = getattr(model.layers[0], name)
-        calls = [lambda w=w, launch=launch: launch(w) for w in model.layers]
-        rows.append(_kernel_row(name, calls, weight.numel() * weight.element_size(), getattr(config, name),
-                                device, warmup, repeats, read_gbps))
+        weight, part = getattr(model.layers[0], name), getattr(config, name)
+        nbytes = weight.numel() * weight.element_size()
+        calls = [lambda w=w, launch=launch: launch(w, mode) for w in model.layers]
+        row = _kernel_row(name, calls, nbytes, part, device, warmup, repeats, read_gbps)
+        row["us_no_wait"] = row["pct_read_no_wait"] = None
+        if mode and part.split_k == 1:  # split counters need the wait to count right
+            calls = [lambda w=w, launch=launch: launch(w, PDL_NO_WAIT) for w in model.layers]
+            row["us_no_wait"] = 1e3 * _time_per_call_ms(calls, device, warmup, repeats)
+            row["pct_read_no_wait"] = 100 * achieved_gbps(nbytes, row["us_no_wait"] / 1e3) / read_gbps
+        rows.append(row)
     attention = time_attention(model, config.attention, positions, warmup=warmup, repeats=repeats,
                                floor_gbps=read_gbps)
     rows.insert(1, {"kernel": "attention", "us": attention["us"], "bytes": attention["bytes"],
@@ -510,14 +520,24 @@ def _kernel_row(name: str, calls, nbytes: int, config, device, warmup: int, repe
 
 def format_layer_table(rows: list[dict], num_layers: int) -> str:
     """The per-kernel table as text, with one layer's sum and the LM head."""
-    lines = [f"{'kernel':9} {'µs':>8} {'MB':>7} {'GB/s':>6} {'% read':>6} {'µs beyond bytes':>15}"]
+    waits = any(r.get("pct_read_no_wait") is not None for r in rows)
+
+    def no_wait(row: dict) -> str:  # a column only where some GEMV was timed without its wait
+        pct = row.get("pct_read_no_wait")
+        return "" if not waits else f" {pct:9.1f}" if pct is not None else f" {'-':>9}"
+
+    lines = [f"{'kernel':9} {'µs':>8} {'MB':>7} {'GB/s':>6} {'% read':>6} {'µs beyond bytes':>15}"
+             + (f" {'% no wait':>9}" if waits else "")]
     lines += [f"{r['kernel']:9} {r['us']:8.2f} {r['bytes'] / 1e6:7.2f} {r['gbps']:6.0f} {r['pct_read']:6.1f} "
-              f"{r['beyond_us']:15.2f}" for r in rows]
+              f"{r['beyond_us']:15.2f}{no_wait(r)}" for r in rows]
     layer = [r for r in rows if r["kernel"] != "lm_head"]
     worst = max(layer, key=lambda r: r["beyond_us"])
     lines.append(f"one layer: {sum(r['us'] for r in layer):.2f} µs, {sum(r['beyond_us'] for r in layer):.2f} "
                  f"of them beyond its bytes (x {num_layers} layers)")
     lines.append(f"the most beyond its bytes: {worst['kernel']} ({worst['beyond_us']:.2f} µs)")
+    if waits:
+        lines.append("% no wait: the GEMV launched without its PDL wait (its results wrong), "
+                     "a bound on what the wait costs")
     return "\n".join(lines)
 
 

@@ -176,15 +176,18 @@ def default_config(batch: int, *, hidden_size: int = 1024, num_kv_heads: int = 8
     else:  # tensor cores; small programs, or warpgroup MMA (swap_ab) over K splits, fill the SMs best
         # K loops of tensor-core tiles are software-pipelined by Triton: num_stages tiles in flight
         wide = GemvConfig(rows_per_program=64, block_k=128, num_warps=4, dot=True, swap_ab=True)
-        if hidden_size <= 1024:  # every GEMV in 64-row warpgroup programs of one K tile each, no K loop:
-            # one stage, which whole-step timings preferred (no pipeline buffers for a loop that never
-            # runs). o_proj splits K into 128-wide tiles, down into 256-wide ones, qkv into 512-wide
-            # ones (timed a little faster than 128 or 256 once the norm no longer read the whole
-            # row first); gate_up into 256-wide ones too, added up by the last split to finish
-            # (fused_reduce), which then applies SwiGLU
+        if hidden_size <= 1024:  # every layer GEMV in programs of one K tile each, no K loop: one
+            # stage, which whole-step timings preferred (no pipeline buffers for a loop that never
+            # runs); 64-row warpgroup programs but for o_proj. down splits K into 256-wide tiles,
+            # qkv into 512-wide ones (timed a little faster than 128 or 256 once the norm no longer
+            # read the whole row first); gate_up into 256-wide ones too, added up by the last split
+            # to finish (fused_reduce), which then applies SwiGLU. o_proj takes one-warp programs of
+            # 16 rows (mma.sync on swapped operands) in 1024-wide splits: slower by itself than
+            # 64-row programs of 128-wide splits, but the whole step ran about 5% faster with it
             one = replace(wide, num_stages=1)
             qkv = replace(one, block_k=512, split_k=max(1, hidden_size // 512))
-            o_proj = replace(one, split_k=max(1, attention_size // 128))
+            o_proj = replace(one, rows_per_program=16, num_warps=1, block_k=1024,
+                             split_k=max(1, attention_size // 1024))
             gate_up_splits = max(1, hidden_size // 256)
             gate_up = replace(one, block_k=256, split_k=gate_up_splits, fused_reduce=gate_up_splits > 1)
             down = replace(one, block_k=256, split_k=max(1, intermediate_size // 256))

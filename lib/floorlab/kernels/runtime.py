@@ -58,6 +58,9 @@ def launch_kwargs(num_warps: int, pdl: int, num_stages: int | None = None) -> di
 
 # how a kernel uses programmatic dependent launch: the USE_PDL its launcher passes
 PDL_OFF, PDL_AFTER_WAIT, PDL_EARLY = 0, 1, 2
+# released at its start and never waiting: its reads race the kernel before it, so its results are
+# wrong. Only for timing what the wait costs (kernel_sweep.layer_kernel_rows), never for a step
+PDL_NO_WAIT = 3
 
 
 def pdl_mode(pdl: bool, early: bool) -> int:
@@ -67,11 +70,11 @@ def pdl_mode(pdl: bool, early: bool) -> int:
 
 @triton.jit
 def pdl_start(USE_PDL: tl.constexpr):
-    """PDL_EARLY: let the next kernel launch now.
+    """PDL_EARLY (and PDL_NO_WAIT): let the next kernel launch now.
 
     Safe: before its own wait, the next kernel loads only weights.
     """
-    if USE_PDL == 2:
+    if USE_PDL >= 2:
         tl.extra.cuda.gdc_launch_dependents()
 
 
@@ -81,7 +84,7 @@ def pdl_wait(USE_PDL: tl.constexpr):
 
     PDL_AFTER_WAIT then lets the next kernel launch and start loading its weights.
     """
-    if USE_PDL:
+    if USE_PDL == 1 or USE_PDL == 2:  # (PDL_NO_WAIT skips it)
         tl.extra.cuda.gdc_wait()
         if USE_PDL == 1:
             tl.extra.cuda.gdc_launch_dependents()
