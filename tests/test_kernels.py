@@ -497,7 +497,7 @@ def test_layer_kernel_table_times_unsplit_gemvs_again_without_the_pdl_wait(monke
     assert (2, PDL_NO_WAIT) not in modes and (1, PDL_NO_WAIT) in modes
     table = format_layer_table(list(rows.values()), 2).splitlines()
     assert table[0].endswith("% no wait") and table[1].split()[-1] == "-"  # qkv: split, not timed
-    assert table[-1].startswith("% no wait: the GEMV launched without its PDL wait")
+    assert table[-1].startswith("% no wait: launched without the PDL wait")
 
 
 def test_parity_with_plain_leaves_the_cache_as_the_plain_step_leaves_it():
