@@ -92,7 +92,7 @@ def batch_cause(limits: dict | None, batch: int) -> str:
 
 
 def _without_wait(gemvs: list[dict]) -> str:
-    """'; without the PDL wait ...' from the rows timed without it, or '' when none was."""
+    """'; launched without the PDL wait ...' from the rows timed without it, or '' when none was."""
     timed = [k for k in gemvs if k.get("pct_read_no_wait") is not None]
     if not timed:
         return ""
