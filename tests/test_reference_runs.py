@@ -95,3 +95,22 @@ def test_stored_replay_timelines_start_at_their_first_kernel(name, path):
     assert timeline.cpu and timeline.cpu[0].start_us < 0  # issued while the previous step ran
     assert timeline.gpu_busy_us + timeline.gpu_idle_us == pytest.approx(timeline.span_us)
     assert timeline.gpu_idle_share < 0.25
+
+
+def test_the_stored_kernel_sweep_ran_the_defaults_and_no_variant_beat_one_by_a_percent():
+    """As the README says: each stored default is today's default_config, and no one-change variant of
+    its step was more than 1% faster in the same run (every replay bit-identical)."""
+    from floorlab.kernel_sweep import VARIANT_MAX_CONTEXT, stored_sweep, step_variants
+    from floorlab.kernels import default_config, shape_kwargs
+
+    sweep = stored_sweep()
+    for preset in ("qwen3-0.6b", "qwen3-8b"):
+        shape = get_shape(preset)
+        for batch in sweep["batches"]:
+            rows = [r for r in sweep["variant_rows"] if r["preset"] == preset and r["batch"] == batch]
+            mine = default_config(batch, max_context=VARIANT_MAX_CONTEXT, **shape_kwargs(shape))
+            assert rows[0]["variant"] == "default" and rows[0]["config"] == mine.to_dict(), (preset, batch)
+            assert [r["variant"] for r in rows] == [label for label, _, _ in
+                                                    step_variants(shape, batch, VARIANT_MAX_CONTEXT)]
+            assert all(r["bit_identical"] for r in rows), (preset, batch)
+            assert min(r["vs_default"] for r in rows) >= 0.99, (preset, batch)
