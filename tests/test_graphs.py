@@ -277,6 +277,24 @@ def test_above_largest_bucket_runs_eager_and_warns(mid):
         assert torch.equal(got, model.decode_step(tokens, positions))
 
 
+def test_replay_fn_keeps_its_runner_and_so_the_graphs_static_inputs_alive():
+    """A graph reads the runner's static tokens and positions: the replay callable must outlive neither."""
+    import gc
+    import weakref
+
+    replays = []
+    runner = object.__new__(graphs.GraphRunner)  # no GPU here: a runner with one stand-in graph
+    runner.buckets = (1, 4)
+    runner.graphs = {b: SimpleNamespace(replay=lambda b=b: replays.append(b)) for b in runner.buckets}
+    replay = runner.replay_fn(3)
+    alive = weakref.ref(runner)
+    del runner
+    gc.collect()
+    assert alive() is not None
+    replay()
+    assert replays == [4]
+
+
 @pytest.mark.gpu
 def test_replay_fn_rejects_batch_above_largest_bucket(mid):
     _, runner = mid

@@ -409,6 +409,8 @@ class GraphRunner(BucketRunner):
 
         It replays whatever inputs the last step loaded, padding rows included, and
         without keep_padding_rows: time it after a step whose batch fills the bucket.
+        The callable holds the runner, whose static tokens and positions the graph
+        reads: were the runner freed first, a replay would read memory reused since.
         """
         bucket = self.bucket_for(batch)
         if bucket is None:
@@ -417,7 +419,12 @@ class GraphRunner(BucketRunner):
                 "pass a batch <= that bucket or capture larger buckets"
             )
         self._require_captured()
-        return self.graphs[bucket].replay
+        runner = self
+
+        def replay() -> None:
+            runner.graphs[bucket].replay()
+
+        return replay
 
     def check_bit_identical(self, tokens: torch.Tensor, positions: torch.Tensor) -> bool:
         """Return True when a graph replay gives exactly the eager step's logits (torch.equal).
