@@ -419,10 +419,9 @@ class GraphRunner(BucketRunner):
                 "pass a batch <= that bucket or capture larger buckets"
             )
         self._require_captured()
-        runner = self
 
         def replay() -> None:
-            runner.graphs[bucket].replay()
+            self.graphs[bucket].replay()
 
         return replay
 
