@@ -100,7 +100,7 @@ def test_stored_replay_timelines_start_at_their_first_kernel(name, path):
 def test_the_stored_kernel_sweep_ran_the_defaults_and_no_variant_beat_one_by_a_percent():
     """As the README says: each stored default is today's default_config, and no one-change variant of
     its step was more than 1% faster in the same run (every replay bit-identical)."""
-    from floorlab.kernel_sweep import VARIANT_MAX_CONTEXT, stored_sweep, step_variants
+    from floorlab.kernel_sweep import VARIANT_MAX_CONTEXT, step_variants, stored_sweep
     from floorlab.kernels import default_config, shape_kwargs
 
     sweep = stored_sweep()

@@ -221,11 +221,13 @@ def test_padded_step_matches_eager_at_the_live_batch_row_for_row(small, batch):
     got = runner.step(tokens[:batch], positions[:batch])
     assert runner.last_padding == runner.bucket_for(batch) - batch
     assert got.shape == live.shape
-    torch.testing.assert_close(got, live, rtol=1e-5, atol=1e-6)
+    # (float32 GEMMs blocked for another batch size round differently: sums of 256 products
+    # of order-one values differ by up to a few 1e-6, more on some CPUs' kernels than others)
+    torch.testing.assert_close(got, live, rtol=1e-5, atol=1e-5)
     # padding left no trace: rows from the batch on exactly as the live step left them, and
     # the live rows as it wrote them, up to the rounding of a GEMM at another batch size
     assert _same(model.k_cache[:, batch:], live_k[:, batch:])
-    torch.testing.assert_close(model.k_cache, live_k, rtol=1e-5, atol=1e-6)
+    torch.testing.assert_close(model.k_cache, live_k, rtol=1e-5, atol=1e-5)
     model.k_cache.copy_(saved[0])
     model.v_cache.copy_(saved[1])
 
