@@ -283,7 +283,7 @@ def test_replay_fn_keeps_its_runner_and_so_the_graphs_static_inputs_alive():
     import weakref
 
     replays = []
-    runner = object.__new__(graphs.GraphRunner)  # no GPU here: a runner with one stand-in graph
+    runner = object.__new__(graphs.GraphRunner)  # no GPU here: a runner with stand-in graphs
     runner.buckets = (1, 4)
     runner.graphs = {b: SimpleNamespace(replay=lambda b=b: replays.append(b)) for b in runner.buckets}
     replay = runner.replay_fn(3)
