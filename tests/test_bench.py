@@ -6,18 +6,18 @@ from pathlib import Path
 import pytest
 import torch
 
-from floorlab.bench import format_table, run_bench
-from floorlab.bench.cli import default_out_path, device_slug, parse_args
-from floorlab.bench.engine import NO_GRAPHS
-from floorlab.bench.inputs import decode_inputs, prefill
-from floorlab.bench.rows import GRAPH_COUNT_NOTE, Case, Rows, measure_graph_row
-from floorlab.bench.settings import PATHS, make_settings
-from floorlab.bench.targets import BATCH_TARGETS, FLOOR_TARGETS, GEMV_TARGETS, RACE_TARGETS, evaluate_targets
-from floorlab.model import build_model
-from floorlab.roofline import decode_floor
-from floorlab.runs import Row, Run
-from floorlab.shapes import PRESETS, Qwen3Shape
-from floorlab.timing import Timing
+from floorlab.core.roofline import decode_floor
+from floorlab.core.runs import Row, Run
+from floorlab.core.shapes import PRESETS, Qwen3Shape
+from floorlab.core.timing import Timing
+from floorlab.engine.model import build_model
+from floorlab.tools.bench import format_table, run_bench
+from floorlab.tools.bench.cli import default_out_path, device_slug, parse_args
+from floorlab.tools.bench.engine import NO_GRAPHS
+from floorlab.tools.bench.inputs import decode_inputs, prefill
+from floorlab.tools.bench.rows import GRAPH_COUNT_NOTE, Case, Rows, measure_graph_row
+from floorlab.tools.bench.settings import PATHS, make_settings
+from floorlab.tools.bench.targets import BATCH_TARGETS, FLOOR_TARGETS, GEMV_TARGETS, RACE_TARGETS, evaluate_targets
 
 TINY = Qwen3Shape(hidden_size=64, intermediate_size=128, num_layers=2, num_heads=4, num_kv_heads=2,
                   head_dim=16, vocab_size=256, tie_word_embeddings=True, name="tiny")
@@ -259,7 +259,7 @@ def test_format_table_explains_every_fail_line(cpu_run):
 def test_format_table_lists_presets_small_to_large_whatever_order_they_ran_in():
     """A run may measure its largest model first (a resumed run puts the slowest compile last);
     the table still reads from the smallest model up, each preset's rows in their own order."""
-    from floorlab.results import reference_run
+    from floorlab.core.runs import reference_run
 
     run = reference_run("h200-bench")
     assert run.settings["presets"][0] == "qwen3-8b"  # the stored run measured 8B first
@@ -277,9 +277,9 @@ def test_format_summary_keeps_every_preset_inside_the_page_column():
     """Four presets with every path do not fit side by side: they go to even blocks, each line
     inside the column, every measured cell still shown once, and paths with nothing in a
     block left out of it."""
-    from floorlab.bench import format_summary
-    from floorlab.prose import COLUMN
-    from floorlab.results import reference_run
+    from floorlab.core.prose import COLUMN
+    from floorlab.core.runs import reference_run
+    from floorlab.tools.bench import format_summary
 
     run = reference_run("h200-bench")
     text = format_summary(run, batch=1, targets=False)
@@ -295,7 +295,7 @@ def test_format_summary_keeps_every_preset_inside_the_page_column():
 
 
 def test_format_table_refuses_an_old_dict():
-    with pytest.raises(TypeError, match="floorlab.runs.Run"):
+    with pytest.raises(TypeError, match="floorlab.core.runs.Run"):
         format_table({"rows": []})
 
 
@@ -438,7 +438,7 @@ def _stopped_after_first_preset(tmp_path):
 def _same_bandwidths(run, scale=1.0):
     from dataclasses import replace as copy_with
 
-    from floorlab.device import Bandwidths
+    from floorlab.core.bandwidth import Bandwidths
 
     kept = Bandwidths(copy=copy_with(run.bandwidths.copy, gbps=run.bandwidths.copy.gbps * scale),
                       read=copy_with(run.bandwidths.read, gbps=run.bandwidths.read.gbps * scale))
@@ -450,7 +450,7 @@ RESUME = dict(repeats=1, warmup=0, device="cpu", progress=False, skip_transforme
 
 def test_a_resumed_run_keeps_the_finished_presets_and_measures_the_rest(tmp_path, monkeypatch):
     out, stopped = _stopped_after_first_preset(tmp_path)
-    monkeypatch.setattr("floorlab.bench.run.measure_bandwidths", _same_bandwidths(stopped, 1.01))
+    monkeypatch.setattr("floorlab.tools.bench.run.measure_bandwidths", _same_bandwidths(stopped, 1.01))
     run = run_bench([TINY, UNTIED], [1], 8, save_to=out, resume_from=Run.load(out), **RESUME)
     assert run.facts["partial"] is False and Run.load(out).facts["partial"] is False
     assert [r.to_dict() for r in run.rows if r.preset == "tiny"] == [r.to_dict() for r in stopped.rows]
@@ -481,7 +481,7 @@ def test_a_resume_that_cannot_hold_is_refused_and_leaves_the_file_alone(change, 
         kwargs["repeats"] = 2
     elif change == "device":
         previous.device["name"] = "another card"
-    monkeypatch.setattr("floorlab.bench.run.measure_bandwidths",
+    monkeypatch.setattr("floorlab.tools.bench.run.measure_bandwidths",
                         _same_bandwidths(stopped, 1.5 if change == "bandwidth" else 1.0))
     before = out.read_bytes()
     with pytest.raises(ValueError, match=re.escape(message)):
@@ -490,7 +490,7 @@ def test_a_resume_that_cannot_hold_is_refused_and_leaves_the_file_alone(change, 
 
 
 def test_cli_resume_without_a_run_says_how_to_start_one(tmp_path):
-    from floorlab.bench.cli import main
+    from floorlab.tools.bench.cli import main
 
     with pytest.raises(SystemExit, match="no bench run at .*start one without --resume"):
         main(["--resume", "--out", str(tmp_path / "none.json"), "--presets", "qwen3-0.6b"])

@@ -3,8 +3,14 @@ and the fixes hold; on the CPU stand-in here, on CUDA graphs where a GPU is pres
 import pytest
 import torch
 
-from floorlab import buffers, challenges
-from floorlab.buffers import (
+from floorlab.core import checks
+from floorlab.core.shapes import Qwen3Shape
+from floorlab.engine.buckets import SharedBufferError
+from floorlab.engine.graphs import GraphRunner
+from floorlab.engine.model import build_model, prefill_random
+from floorlab.studies import shared_buffers
+from floorlab.studies import shared_buffers as buffers
+from floorlab.studies.shared_buffers import (
     LockedRunner,
     StandInRunner,
     between,
@@ -12,9 +18,6 @@ from floorlab.buffers import (
     request,
     static_runner,
 )
-from floorlab.graphs import GraphRunner, SharedBufferError
-from floorlab.model import build_model, prefill_random
-from floorlab.shapes import Qwen3Shape
 
 PROMPT = 8
 
@@ -162,21 +165,21 @@ def test_the_pause_is_removed_after_between(setup):
 
 def test_the_snippets_that_keep_their_logits(setup):
     _, shared, _, _, a, b = setup
-    keeps = challenges.snippets_keep(shared, a, b)
+    keeps = shared_buffers.snippets_keep(shared, a, b)
     assert keeps == {"a": True, "b": False, "c": True, "d": False, "e": False, "f": True}
-    assert challenges.check_safe_snippets(None, keeps) == challenges.NOT_ATTEMPTED
-    assert challenges.check_safe_snippets({"a", "c", "f"}, keeps).startswith("right")
-    assert challenges.check_safe_snippets("acf", keeps).startswith("right")
-    assert challenges.check_safe_snippets({"a", "b"}, keeps).startswith("not yet")
-    assert "not a snippet" in challenges.check_safe_snippets({"z"}, keeps)
+    assert shared_buffers.check_safe_snippets(None, keeps) == checks.NOT_ATTEMPTED
+    assert shared_buffers.check_safe_snippets({"a", "c", "f"}, keeps).startswith("right")
+    assert shared_buffers.check_safe_snippets("acf", keeps).startswith("right")
+    assert shared_buffers.check_safe_snippets({"a", "b"}, keeps).startswith("not yet")
+    assert "not a snippet" in shared_buffers.check_safe_snippets({"z"}, keeps)
 
 
 def test_the_kept_holds_check():
     names = ("A", "B", "C", "D")
-    assert challenges.check_kept_holds(None, "C", names) == challenges.NOT_ATTEMPTED
-    assert challenges.check_kept_holds("c", "C", names).startswith("right")
-    assert challenges.check_kept_holds("D", "C", names).startswith("not yet")
-    assert challenges.check_kept_holds(3, "C", names).startswith("not yet")
+    assert shared_buffers.check_kept_holds(None, "C", names) == checks.NOT_ATTEMPTED
+    assert shared_buffers.check_kept_holds("c", "C", names).startswith("right")
+    assert shared_buffers.check_kept_holds("D", "C", names).startswith("not yet")
+    assert shared_buffers.check_kept_holds(3, "C", names).startswith("not yet")
 
 
 def test_keep_first_rejects_an_unknown_keep(setup):

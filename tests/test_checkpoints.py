@@ -6,8 +6,8 @@ import pytest
 import torch
 from transformers import Qwen3Config, Qwen3ForCausalLM
 
-from floorlab.shapes import Qwen3Shape
-from floorlab.weights import INDEX_NAME, load_pretrained
+from floorlab.core.shapes import Qwen3Shape
+from floorlab.engine.weights import INDEX_NAME, load_pretrained
 
 MAX_REL_ERR = 1e-4
 

@@ -4,13 +4,9 @@ import json
 import pytest
 import torch
 
-from floorlab.device import (
-    Bandwidth,
-    default_device,
-    describe_device,
-    free_bytes,
-    measure_bandwidth,
-)
+from floorlab.core.bandwidth import Bandwidth, measure_bandwidth
+from floorlab.core.device import default_device, describe_device
+from floorlab.core.memory import free_bytes
 
 SMALL_MB = 8
 

@@ -2,9 +2,9 @@
 something blocks the book; run times come from stored measurements."""
 import pytest
 
-from floorlab import doctor
-from floorlab.cli import main
-from floorlab.shapes import PRESETS
+from floorlab.core.shapes import PRESETS
+from floorlab.tools import doctor
+from floorlab.tools.cli import main
 
 ALL_INSTALLED = {"python": "3.11.7", **{name: "1.0" for name in doctor.REQUIRED + doctor.READING},
                  "triton": None}
@@ -67,7 +67,7 @@ def test_versions_of_this_machine_are_read():
 
 def test_run_times_come_from_stored_measurements():
     lines = "\n".join(doctor.time_lines(doctor.stored_times()))
-    assert "the bench (python -m floorlab.bench) took" in lines and "NVIDIA H200" in lines
+    assert "the bench (python -m floorlab bench) took" in lines and "NVIDIA H200" in lines
     for card in doctor.stored_times().values():
         assert card["source"] and card["chapters_s"]
         assert all(seconds > 0 for seconds in card["chapters_s"].values())

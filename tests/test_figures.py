@@ -8,9 +8,9 @@ matplotlib.use("Agg")
 import pytest
 from matplotlib.container import BarContainer, ErrorbarContainer
 
+from floorlab.core.timelines import Interval, Timeline
+from floorlab.core.timing import Timing
 from floorlab.figures import scaling, stacked_bar, timeline
-from floorlab.timelines import Interval, Timeline
-from floorlab.timing import Timing
 
 FLOOR_MS = 3.13
 SEED_BARS = {"eager": Timing.from_samples([7.74, 7.80, 7.86]), "CUDA graph": 3.40}

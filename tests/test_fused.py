@@ -2,9 +2,9 @@
 import pytest
 import torch
 
-from floorlab.fused import TUNED_OPTIONS, fused_forward, fused_step, relative_error
-from floorlab.model import build_model
-from floorlab.shapes import Qwen3Shape
+from floorlab.core.shapes import Qwen3Shape
+from floorlab.engine.fused import TUNED_OPTIONS, fused_forward, fused_step, relative_error
+from floorlab.engine.model import build_model
 
 TINY = Qwen3Shape(hidden_size=64, intermediate_size=128, num_layers=2, num_heads=4, num_kv_heads=2,
                   head_dim=16, vocab_size=256, tie_word_embeddings=True, name="tiny")
@@ -96,7 +96,7 @@ def test_batch_above_max_batch_is_refused():
 
 @pytest.mark.gpu
 def test_fused_graph_replay_is_bit_identical_at_buckets_1_and_8():
-    from floorlab.graphs import GraphRunner
+    from floorlab.engine.graphs import GraphRunner
 
     model = build_model(SMALL, device="cuda", max_batch=8, max_context=64)
     fused = fused_step(model)
@@ -118,7 +118,7 @@ def test_fused_matches_plain_on_gpu_bf16():
 
 @pytest.mark.gpu
 def test_fused_matches_transformers_bf16():
-    from floorlab.hf import HFDecoder
+    from floorlab.engine.hf import HFDecoder
 
     model = build_model(SMALL, device="cuda", max_batch=2, max_context=64)
     hf = HFDecoder.from_decoder(model)

@@ -8,15 +8,15 @@ matplotlib.use("Agg")
 import pytest
 from matplotlib.container import BarContainer
 
-from floorlab import gallery
-from floorlab.device import Bandwidth, Bandwidths
+from floorlab.core.bandwidth import Bandwidth, Bandwidths
+from floorlab.core.launches import LaunchCount
+from floorlab.core.roofline import BelowFloorWarning, decode_floor
+from floorlab.core.runs import Row, Run, measured_row
+from floorlab.core.shapes import get_shape
+from floorlab.core.timelines import Interval, Timeline
+from floorlab.core.timing import Timing
 from floorlab.figures import gallery_bars, gallery_scatter
-from floorlab.launches import LaunchCount
-from floorlab.roofline import BelowFloorWarning, decode_floor
-from floorlab.runs import Row, Run, measured_row
-from floorlab.shapes import get_shape
-from floorlab.timelines import Interval, Timeline
-from floorlab.timing import Timing
+from floorlab.studies import gallery
 
 
 def bandwidths(gbps):
@@ -169,7 +169,7 @@ def test_the_fixed_cost_model_is_priced_on_the_fastest_card_that_replayed(room, 
 
 
 def test_printed_lines_fit_the_column_and_the_table_has_every_card(room, tmp_path):
-    from floorlab.prose import COLUMN
+    from floorlab.core.prose import COLUMN
 
     cards = load(room, tmp_path).cards
     text = "\n".join([gallery.format_floors(cards), *gallery.claims(cards),
@@ -223,13 +223,13 @@ def test_figures_refuse_no_cards():
 
 
 def test_the_cheapest_launch_check():
-    from floorlab import challenges
+
 
     gaps = {"Intel Xeon (cpu)": 415.0, "NVIDIA H200 (cuda)": 14.2, "RTX 4090 (cuda)": 9.1}
     names = ("my_card", "my_gap_us")
 
     def check(card, us):
-        return challenges.check_smallest(card, us, gaps, names=names, unit=" µs", hint="h")
+        return gallery.check_smallest(card, us, gaps, names=names, unit=" µs", hint="h")
 
     assert check(None, None).startswith("not attempted")
     assert check("4090", 9.0).startswith("right: RTX 4090 (cuda), 9.1 µs")

@@ -1,17 +1,12 @@
-"""Tests for floorlab.graphs: bucket arithmetic on any machine, graph replay on a CUDA GPU."""
+"""Tests for floorlab.engine.graphs: bucket arithmetic on any machine, graph replay on a CUDA GPU."""
 from types import SimpleNamespace
 
 import pytest
 import torch
 
-from floorlab import graphs
-from floorlab.graphs import (
-    EagerFallbackWarning,
-    GraphRunner,
-    bucket_for,
-    check_buckets,
-    padding_waste,
-)
+from floorlab.engine import graphs
+from floorlab.engine.buckets import EagerFallbackWarning, bucket_for, check_buckets, padding_waste
+from floorlab.engine.graphs import GraphRunner
 
 BUCKETS = (1, 2, 4, 8, 16)
 
@@ -103,8 +98,8 @@ def test_runner_rejects_bucket_above_model_max_batch():
 
 
 def test_runner_on_tiny_cpu_model_says_cuda_is_needed(monkeypatch):
-    model_mod = pytest.importorskip("floorlab.model")
-    from floorlab.shapes import Qwen3Shape
+    model_mod = pytest.importorskip("floorlab.engine.model")
+    from floorlab.core.shapes import Qwen3Shape
 
     tiny = Qwen3Shape(
         hidden_size=64, intermediate_size=128, num_layers=2, num_heads=4, num_kv_heads=2,
@@ -123,7 +118,7 @@ MAX_CONTEXT = 64
 
 
 def _mid_shape():
-    from floorlab.shapes import Qwen3Shape
+    from floorlab.core.shapes import Qwen3Shape
 
     return Qwen3Shape(
         hidden_size=512, intermediate_size=1536, num_layers=4, num_heads=8, num_kv_heads=4,
@@ -141,7 +136,7 @@ def _inputs(model, batch, *, offset=0):
 @pytest.fixture(scope="module")
 def mid():
     """A mid-size bf16 model (max_batch 32) with graphs captured at 1, 2, 4, 8, 16."""
-    from floorlab.model import build_model
+    from floorlab.engine.model import build_model
 
     torch.manual_seed(0)
     model = build_model(_mid_shape(), device="cuda", dtype=torch.bfloat16, max_batch=32,
@@ -156,7 +151,7 @@ def mid():
 @pytest.fixture(scope="module")
 def preset():
     """The qwen3-0.6b preset in bf16 with one graph at batch 1."""
-    from floorlab.model import build_model
+    from floorlab.engine.model import build_model
 
     model = build_model("qwen3-0.6b", device="cuda", dtype=torch.bfloat16, max_batch=1,
                         max_context=MAX_CONTEXT)
@@ -189,7 +184,7 @@ def test_replay_is_bit_identical_to_eager(mid, batch):
 def mid32():
     """The mid-size model in float32 (max_batch 32), graphs at 1, 2, 4, 8, 16: float32 GEMMs
     at two batch sizes differ by rounding only, so a padded row can be held to its live twin."""
-    from floorlab.model import build_model
+    from floorlab.engine.model import build_model
 
     torch.manual_seed(0)
     model = build_model(_mid_shape(), device="cuda", dtype=torch.float32, max_batch=32,
@@ -313,7 +308,7 @@ def test_preset_replay_is_bit_identical_at_batch_1(preset):
 
 @pytest.mark.gpu
 def test_preset_replay_is_faster_than_eager_at_batch_1(preset):
-    from floorlab.timing import time_ms
+    from floorlab.core.timing import time_ms
 
     model, runner = preset
     tokens, positions = _inputs(model, 1, offset=6)

@@ -17,11 +17,11 @@ import torch
 
 pytest.importorskip("triton")
 
-from floorlab.fused import relative_error  # noqa: E402
-from floorlab.kernels import (GEMV_NAMES, AttentionConfig, GemvConfig, default_config, gemv, kernels_interpreted,  # noqa: E402
+from floorlab.engine.fused import relative_error  # noqa: E402
+from floorlab.engine.kernels import (GEMV_NAMES, AttentionConfig, GemvConfig, default_config, gemv, kernels_interpreted,  # noqa: E402
                               shape_kwargs, triton_step)
-from floorlab.model import build_model  # noqa: E402
-from floorlab.shapes import Qwen3Shape  # noqa: E402
+from floorlab.engine.model import build_model  # noqa: E402
+from floorlab.core.shapes import Qwen3Shape  # noqa: E402
 
 DEVICE = "cuda" if torch.cuda.is_available() else "cpu"
 if DEVICE == "cpu" and not kernels_interpreted():
@@ -78,8 +78,8 @@ def test_gemv_matches_torch(batch, n, k, kwargs):
     (1, False, False, False), (2, False, False, False), (1, True, False, False), (1, False, True, False),
     (2, False, True, False), (1, False, False, True), (2, False, False, True)])
 def test_fused_epilogues_match_torch(split_k, tile_sums, row_loop, swap_ab):
-    from floorlab.fused import _rms_norm
-    from floorlab.kernels.matvec import launch_gemv
+    from floorlab.engine.fused import rms_norm
+    from floorlab.engine.kernels.matvec import launch_gemv
 
     gen = torch.Generator().manual_seed(split_k)
     x, res = torch.randn(3, 96, generator=gen), torch.randn(3, 33, generator=gen)
@@ -89,7 +89,7 @@ def test_fused_epilogues_match_torch(split_k, tile_sums, row_loop, swap_ab):
     config = GemvConfig(rows_per_program=16 if dot else 2, block_k=32, split_k=split_k, dot=dot, tile_sums=tile_sums,
                         row_loop=row_loop, swap_ab=swap_ab)
     out = launch_gemv(x, w[:33], res.clone(), config=config, residual=None, norm_weight=norm, eps=1e-6)
-    assert relative_error(out, _rms_norm(x, norm, 1e-6) @ w[:33].T) < MAX_REL_ERR
+    assert relative_error(out, rms_norm(x, norm, 1e-6) @ w[:33].T) < MAX_REL_ERR
     inplace = res.clone()
     launch_gemv(x, w[:33], inplace, config=config, residual=inplace)
     assert relative_error(inplace, res + x @ w[:33].T) < MAX_REL_ERR
@@ -149,7 +149,7 @@ def test_step_with_every_gemv_on_swapped_tensor_core_operands():
 
 @pytest.mark.parametrize("residual, dot", [(False, False), (True, False), (True, True)])
 def test_fused_reduce_adds_the_splits_as_the_reduce_kernel_does_and_leaves_the_counters_at_zero(residual, dot):
-    from floorlab.kernels.matvec import gemv_counts, launch_gemv
+    from floorlab.engine.kernels.matvec import gemv_counts, launch_gemv
 
     gen = torch.Generator().manual_seed(7)
     x, res, w = (torch.randn(*size, generator=gen).to(DEVICE) for size in ((3, 96), (3, 40), (40, 96)))
@@ -170,8 +170,8 @@ def test_fused_reduce_adds_the_splits_as_the_reduce_kernel_does_and_leaves_the_c
 @pytest.mark.parametrize("swiglu", [False, True])
 def test_a_split_gemv_scales_its_added_sums_by_the_whole_rows_norm(swiglu):
     """Each split stores the sum of squares of its own K range; the reduce scales the total."""
-    from floorlab.fused import _rms_norm
-    from floorlab.kernels.matvec import gemv_counts, launch_gemv
+    from floorlab.engine.fused import rms_norm
+    from floorlab.engine.kernels.matvec import gemv_counts, launch_gemv
 
     gen = torch.Generator().manual_seed(9)
     x, w = torch.randn(3, 96, generator=gen).to(DEVICE), torch.randn(80, 96, generator=gen).to(DEVICE)
@@ -182,7 +182,7 @@ def test_a_split_gemv_scales_its_added_sums_by_the_whole_rows_norm(swiglu):
         out = torch.empty(3, 40 if swiglu else 80, device=DEVICE)
         outs.append(launch_gemv(x, w, out, config=replace(config, fused_reduce=fused), norm_weight=norm,
                                 eps=1e-6, swiglu=swiglu, counts=counts))
-    y = _rms_norm(x, norm, 1e-6) @ w.T
+    y = rms_norm(x, norm, 1e-6) @ w.T
     if swiglu:
         gate, up = y.chunk(2, dim=-1)
         y = torch.nn.functional.silu(gate) * up
@@ -191,7 +191,7 @@ def test_a_split_gemv_scales_its_added_sums_by_the_whole_rows_norm(swiglu):
 
 
 def test_a_split_swiglu_gemv_adds_gate_and_up_in_its_last_split():
-    from floorlab.kernels.matvec import gemv_counts, launch_gemv
+    from floorlab.engine.kernels.matvec import gemv_counts, launch_gemv
 
     gen = torch.Generator().manual_seed(8)
     x, w = torch.randn(3, 96, generator=gen).to(DEVICE), torch.randn(80, 96, generator=gen).to(DEVICE)
@@ -208,7 +208,7 @@ def test_a_split_swiglu_gemv_adds_gate_and_up_in_its_last_split():
 
 
 def test_fused_reduce_needs_splits_and_enough_counters():
-    from floorlab.kernels.matvec import gemv_counts, launch_gemv
+    from floorlab.engine.kernels.matvec import gemv_counts, launch_gemv
 
     with pytest.raises(ValueError, match="pass split_k >= 2"):
         GemvConfig(fused_reduce=True).check()
@@ -231,7 +231,7 @@ def test_step_with_split_gemvs_reducing_in_their_last_split():
 
 
 def test_split_attention_merges_in_its_last_split_and_leaves_the_counters_at_zero():
-    from floorlab.kernels.attention import attention_counts, launch_attention
+    from floorlab.engine.kernels.attention import attention_counts, launch_attention
 
     model = _model(GQA_TIED)
     s, layer = model.shape, model.layers[0]
@@ -252,7 +252,7 @@ def test_split_attention_merges_in_its_last_split_and_leaves_the_counters_at_zer
 
 
 def test_step_matches_transformers():
-    from floorlab.hf import HFDecoder
+    from floorlab.engine.hf import HFDecoder
 
     model = _model(GQA_TIED)
     hf = HFDecoder.from_decoder(model)
@@ -359,12 +359,12 @@ def test_bad_inputs_are_refused():
 def test_missing_triton_and_cpu_without_interpreter_say_how_to_fix():
     script = (
         "import sys, torch\n"
-        "from floorlab.model import build_model\n"
-        "from floorlab.shapes import Qwen3Shape\n"
+        "from floorlab.engine.model import build_model\n"
+        "from floorlab.core.shapes import Qwen3Shape\n"
         "model = build_model(Qwen3Shape(64, 96, 1, 4, 2, 16, 97, True), dtype=torch.float32, max_context=8)\n"
-        "import floorlab.kernels as k\n"
+        "import floorlab.engine.kernels as k\n"
         "try:\n    k.triton_step(model)\nexcept RuntimeError as e:\n    print('CPU:', e)\n"
-        "for name in [m for m in sys.modules if m.startswith(('triton', 'floorlab.kernels.'))]:\n"
+        "for name in [m for m in sys.modules if m.startswith(('triton', 'floorlab.engine.kernels.'))]:\n"
         "    del sys.modules[name]\n"
         "    vars(k).pop(name.rpartition('.')[2], None)\n"
         "sys.modules['triton'] = None\n"
@@ -400,7 +400,7 @@ def test_bf16_step_matches_plain_on_the_real_layer_shape():
 
 @pytest.mark.gpu
 def test_graph_replay_is_bit_identical_at_buckets_1_and_8():
-    from floorlab.graphs import GraphRunner
+    from floorlab.engine.graphs import GraphRunner
 
     model = build_model(SMALL, device="cuda", max_batch=8, max_context=64)
     runner = GraphRunner(model, buckets=(1, 8), step_fn=triton_step(model))
@@ -414,8 +414,8 @@ def test_graph_replay_is_bit_identical_at_buckets_1_and_8():
 
 
 def test_kernel_sweep_runs_on_a_tiny_shape(tmp_path, capsys):
-    from floorlab.kernel_sweep import main
-    from floorlab.results import load_json
+    from floorlab.tools.sweep import main
+    from floorlab.core.runs import load_json
 
     assert main(["--tiny", "--batches", "1", "--configs", "1", "--out", str(tmp_path / "sweep.json")]) == 0
     result = load_json(tmp_path / "sweep.json")
@@ -432,7 +432,7 @@ def test_kernel_sweep_runs_on_a_tiny_shape(tmp_path, capsys):
 
 @pytest.mark.parametrize("batch", [1, 8])
 def test_layer_kernel_table_times_each_kernel_with_the_steps_own_config(batch):
-    from floorlab.kernel_sweep import layer_kernel_rows
+    from floorlab.studies.kernels import layer_kernel_rows
 
     model = _model(GQA_TIED, max_batch=8)
     config = default_config(batch, max_context=model.max_context, **shape_kwargs(GQA_TIED))
@@ -447,8 +447,8 @@ def test_layer_kernel_table_times_each_kernel_with_the_steps_own_config(batch):
 
 def test_layer_kernel_table_shares_one_counter_buffer_as_the_step_does(monkeypatch):
     """A split GEMV that adds its splits up itself must not zero fresh counters at every launch of the table."""
-    from floorlab.kernel_sweep import layer_kernel_rows
-    from floorlab.kernels import matvec
+    from floorlab.studies.kernels import layer_kernel_rows
+    from floorlab.engine.kernels import matvec
 
     made = []
     real = matvec.gemv_counts
@@ -465,10 +465,11 @@ def test_layer_kernel_table_shares_one_counter_buffer_as_the_step_does(monkeypat
 def test_layer_kernel_table_times_unsplit_gemvs_again_without_the_pdl_wait(monkeypatch):
     """Where PDL is on, each GEMV that does not split K is timed a second time in PDL_NO_WAIT mode;
     a split one is not (its counters need the wait). Without PDL (the interpreter) nothing is."""
-    from floorlab import kernel_sweep, kernels
-    from floorlab.kernel_sweep import format_layer_table, layer_kernel_rows
-    from floorlab.kernels import matvec
-    from floorlab.kernels.runtime import PDL_NO_WAIT
+    from floorlab.tools import sweep as kernel_sweep
+    from floorlab.engine import kernels
+    from floorlab.studies.kernels import format_layer_table, layer_kernel_rows
+    from floorlab.engine.kernels import matvec
+    from floorlab.engine.kernels.runtime import PDL_NO_WAIT
 
     model = _model(GQA_TIED, max_batch=8)
     positions = torch.full((1,), 12, device=DEVICE)
@@ -501,8 +502,8 @@ def test_layer_kernel_table_times_unsplit_gemvs_again_without_the_pdl_wait(monke
 
 
 def test_parity_with_plain_leaves_the_cache_as_the_plain_step_leaves_it():
-    from floorlab.kernel_sweep import parity_with_plain
-    from floorlab.kernels import kernels_unavailable
+    from floorlab.studies.kernels import parity_with_plain
+    from floorlab.engine.kernels import kernels_unavailable
 
     assert kernels_unavailable(DEVICE) == ""
     model = _model(GQA_TIED)

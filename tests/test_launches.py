@@ -4,8 +4,8 @@ import json
 import pytest
 import torch
 
-from floorlab.launches import LaunchCount, count_launches, is_kernel_name, merged_spans
-from floorlab.timelines import Interval, Timeline, kernel_table, steady_timeline
+from floorlab.core.launches import LaunchCount, count_launches, is_kernel_name, merged_spans
+from floorlab.core.timelines import Interval, Timeline, kernel_table, steady_timeline
 
 
 def three_ops():

@@ -9,12 +9,11 @@ import sys
 import pytest
 import torch
 
-from floorlab import card
-from floorlab.bench.engine import NO_GRAPHS
-from floorlab.cli import main
-from floorlab.results import reference_run
-from floorlab.runs import Run
-from floorlab.shapes import Qwen3Shape
+from floorlab.core.runs import Run, reference_run
+from floorlab.core.shapes import Qwen3Shape
+from floorlab.tools import card
+from floorlab.tools.bench.engine import NO_GRAPHS
+from floorlab.tools.cli import main
 
 TINY = Qwen3Shape(hidden_size=64, intermediate_size=128, num_layers=2, num_heads=4, num_kv_heads=2,
                   head_dim=16, vocab_size=256, tie_word_embeddings=True, name="tiny")
@@ -112,6 +111,6 @@ def test_bench_is_still_reachable_both_ways(capsys):
     with pytest.raises(SystemExit) as exit_:
         main(["bench", "--repeats", "0"])
     assert exit_.value.code == 2 and "repeats must be >= 1" in capsys.readouterr().err
-    done = subprocess.run([sys.executable, "-m", "floorlab.bench", "--help"], capture_output=True,
+    done = subprocess.run([sys.executable, "-m", "floorlab.tools.bench", "--help"], capture_output=True,
                           text=True, timeout=120)
     assert done.returncode == 0 and "--skip-fused" in done.stdout

@@ -53,7 +53,7 @@ def test_library_code_a_chapter_shows_fits_the_page():
     import re
 
     import floorlab
-    from floorlab.prose import COLUMN, source
+    from floorlab.core.prose import COLUMN, source
 
     namespace = dict(vars(floorlab))
     for path in (ROOT / "lib" / "floorlab").rglob("*.py"):
@@ -61,7 +61,7 @@ def test_library_code_a_chapter_shows_fits_the_page():
             parts = path.relative_to(ROOT / "lib").with_suffix("").parts
             module = importlib.import_module(".".join(parts))
             namespace.update(vars(module))
-            namespace[path.stem] = module  # `from floorlab.kernels import matvec` in a chapter
+            namespace[path.stem] = module  # `from floorlab.engine.kernels import matvec` in a chapter
     shown = {(chapter.name, name.strip()) for chapter in CHAPTERS
              for cell in nbformat.read(chapter, as_version=4).cells if cell.cell_type == "code"
              for call in re.findall(r"show_source\(([^)]*)\)", cell.source)
@@ -75,17 +75,17 @@ def test_library_code_a_chapter_shows_fits_the_page():
 def test_source_by_name_reads_a_module_without_importing_it():
     import sys
 
-    from floorlab.prose import source
+    from floorlab.core.prose import source
 
-    loaded = sys.modules.pop("floorlab.kernels.runtime", None)
+    loaded = sys.modules.pop("floorlab.engine.kernels.runtime", None)
     try:
-        text = source("floorlab.kernels.runtime.pdl_wait")
-        assert "floorlab.kernels.runtime" not in sys.modules
+        text = source("floorlab.engine.kernels.runtime.pdl_wait")
+        assert "floorlab.engine.kernels.runtime" not in sys.modules
     finally:
         if loaded is not None:
-            sys.modules["floorlab.kernels.runtime"] = loaded
+            sys.modules["floorlab.engine.kernels.runtime"] = loaded
     assert text.startswith("@triton.jit\ndef pdl_wait(") and "gdc_wait()" in text
     with pytest.raises(ValueError, match="no top-level function or class 'nope'"):
-        source("floorlab.kernels.runtime.nope")
+        source("floorlab.engine.kernels.runtime.nope")
     with pytest.raises(ValueError, match="no module"):
         source("floorlab.nothing_here.f")

@@ -5,9 +5,9 @@ import pytest
 import torch
 from transformers import Qwen3Config, Qwen3ForCausalLM
 
-from floorlab.hf import HFDecoder
-from floorlab.model import build_model
-from floorlab.shapes import Qwen3Shape
+from floorlab.core.shapes import Qwen3Shape
+from floorlab.engine.hf import HFDecoder
+from floorlab.engine.model import build_model
 
 MAX_REL_ERR = 1e-4
 STEPS = 16

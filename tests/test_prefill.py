@@ -8,37 +8,39 @@ import math
 import pytest
 import torch
 
-from floorlab.device import MatmulRate, measure_bandwidths, measure_matmul_tflops
-from floorlab.model import build_model, with_context
-from floorlab.prefill import (
+from floorlab.core.bandwidth import MatmulRate, measure_bandwidths, measure_matmul_tflops
+from floorlab.core.intensity import (
+    attainable_tflops,
+    fixed_cost_knee_tokens,
+    flops_per_token,
+    intensity,
+    knee_intensity,
+    observed_knee_tokens,
+    prefill_bound_ms,
+    prefill_flops,
+    roofline_knee_tokens,
+)
+from floorlab.core.roofline import bytes_per_step, decode_floor, floor_ms, prefill_bytes
+from floorlab.core.runs import Run
+from floorlab.core.shapes import Qwen3Shape, get_shape
+from floorlab.engine.model import build_model, with_context
+from floorlab.studies.prefill import (
     ContextPoint,
     Knees,
     PrefillPoint,
-    attainable_tflops,
     find_knees,
-    fixed_cost_knee_tokens,
-    flops_per_token,
     format_contexts,
     format_sweep,
-    intensity,
-    knee_intensity,
     kv_share,
     measure_decode_contexts,
     measure_prefill,
-    observed_knee_tokens,
     padded_share,
     powers_of_two,
-    prefill_bound_ms,
-    prefill_flops,
     prompt_stream,
-    roofline_knee_tokens,
     stored_contexts,
     stored_sweep,
     stream_shapes,
 )
-from floorlab.roofline import bytes_per_step, decode_floor, floor_ms, prefill_bytes
-from floorlab.runs import Run
-from floorlab.shapes import Qwen3Shape, get_shape
 
 SMALL = get_shape("qwen3-0.6b")
 TINY = Qwen3Shape(64, 128, 2, 4, 2, 16, 100, True, name="tiny")

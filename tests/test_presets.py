@@ -3,9 +3,9 @@ import pytest
 import torch
 from transformers import Qwen3Config, Qwen3ForCausalLM
 
-from floorlab.hf import build_hf
-from floorlab.model import build_model
-from floorlab.shapes import PRESETS, Qwen3Shape, get_shape, shape_from_hf_config
+from floorlab.core.shapes import PRESETS, Qwen3Shape, get_shape, shape_from_hf_config
+from floorlab.engine.hf import build_hf
+from floorlab.engine.model import build_model
 
 TINY = Qwen3Shape(hidden_size=64, intermediate_size=128, num_layers=2, num_heads=4, num_kv_heads=2,
                   head_dim=16, vocab_size=500, tie_word_embeddings=False, name="tiny")

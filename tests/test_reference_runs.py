@@ -2,10 +2,10 @@
 checks that judge the reference data correctly, and timelines drawn in the steady state."""
 import pytest
 
-from floorlab import challenges as ch
-from floorlab.results import reference_run
-from floorlab.roofline import decode_floor, gap_verdict, per_launch_us, what_if_ms
-from floorlab.shapes import get_shape
+from floorlab.core.roofline import decode_floor, gap_verdict, per_launch_us, what_if_ms
+from floorlab.core.runs import reference_run
+from floorlab.core.shapes import get_shape
+from floorlab.studies import below_the_floor
 
 RUNS = ("h200-below-the-floor", "h200-fast-card", "h200-bench", "h200-prefill", "h200-serving",
         "h200-shared-buffers", "h200-bigger-models", "h200-kernels")
@@ -37,8 +37,8 @@ def test_chapter_and_bench_give_one_configuration_one_floor():
 
 def test_the_stored_kernel_sweep_floors_every_step_by_the_one_rule():
     """Each timed step's floor is bytes_per_step over the sweep's bandwidth: the 8B's untied table once."""
-    from floorlab.kernel_sweep import stored_sweep
-    from floorlab.roofline import bytes_per_step, floor_ms
+    from floorlab.core.roofline import bytes_per_step, floor_ms
+    from floorlab.studies.kernels import stored_sweep
 
     sweep = stored_sweep()
     rows = [r for r in sweep["step_rows"] + sweep["variant_rows"] if "floor_ms" in r]
@@ -80,10 +80,10 @@ def test_the_laptop_studys_ten_ops_are_rejected_on_the_stored_h200_run():
                            busy_ms=run.facts["busy_ms"]) == "dispatch"
     assert dispatch  # the H200's eager step waits on its host
     kw = dict(gap_ms=gap, num_layers=layers, counted_per_layer=counted, dispatch=dispatch)
-    assert ch.check_ops_per_layer(10, per_launch_us(gap, 10 * layers), True, **kw) \
+    assert below_the_floor.check_ops_per_layer(10, per_launch_us(gap, 10 * layers), True, **kw) \
         .startswith("not yet")
     right_us = per_launch_us(gap, counted * layers)
-    assert ch.check_ops_per_layer(counted, right_us, True, **kw).startswith("right")
+    assert below_the_floor.check_ops_per_layer(counted, right_us, True, **kw).startswith("right")
 
 
 @pytest.mark.parametrize("name, path", [("h200-below-the-floor", "graph replay"),
@@ -100,8 +100,9 @@ def test_stored_replay_timelines_start_at_their_first_kernel(name, path):
 def test_the_stored_kernel_sweep_ran_the_defaults_and_no_variant_beat_one_by_a_percent():
     """As the README says: each stored default is today's default_config, and no one-change variant of
     its step was more than 1% faster in the same run (every replay bit-identical)."""
-    from floorlab.kernel_sweep import VARIANT_MAX_CONTEXT, step_variants, stored_sweep
-    from floorlab.kernels import default_config, shape_kwargs
+    from floorlab.engine.kernels import default_config, shape_kwargs
+    from floorlab.studies.kernels import stored_sweep
+    from floorlab.tools.sweep_steps import VARIANT_MAX_CONTEXT, step_variants
 
     sweep = stored_sweep()
     for preset in ("qwen3-0.6b", "qwen3-8b"):

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from floorlab import paths
-from floorlab.results import load_json, reference_figure, reference_run, run_stamp, save_json
+from floorlab.core import paths
+from floorlab.core.runs import load_json, reference_figure, reference_run, run_stamp, save_json
 
 
 @dataclass
@@ -66,11 +66,11 @@ def reference_dirs(tmp_path, monkeypatch):
 
 
 def stored_run(card):
-    from floorlab.device import Bandwidth, Bandwidths
-    from floorlab.roofline import decode_floor
-    from floorlab.runs import Run, measured_row
-    from floorlab.shapes import get_shape
-    from floorlab.timing import Timing
+    from floorlab.core.bandwidth import Bandwidth, Bandwidths
+    from floorlab.core.roofline import decode_floor
+    from floorlab.core.runs import Run, measured_row
+    from floorlab.core.shapes import get_shape
+    from floorlab.core.timing import Timing
 
     bw = Bandwidths(copy=Bandwidth("copy", 370.0, 360.0, 380.0, 10, "cuda"),
                     read=Bandwidth("read", 380.0, 375.0, 385.0, 10, "cuda"))
@@ -92,7 +92,7 @@ def test_reference_run_loads_the_default_as_a_typed_run(reference_dirs):
 
 
 def test_a_run_round_trips_through_json(tmp_path):
-    from floorlab.runs import Run
+    from floorlab.core.runs import Run
 
     run = stored_run("NVIDIA H200")
     assert Run.load(run.save(tmp_path / "r.json")) == run

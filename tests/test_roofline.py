@@ -4,7 +4,7 @@ from dataclasses import dataclass
 
 import pytest
 
-from floorlab.roofline import (
+from floorlab.core.roofline import (
     BelowFloorError,
     BelowFloorWarning,
     achieved_gbps,
@@ -39,7 +39,7 @@ class StandInShape:
 
 def qwen3_06b():
     try:
-        from floorlab.shapes import get_shape
+        from floorlab.core.shapes import get_shape
     except ImportError:
         return StandInShape()
     return get_shape("qwen3-0.6b")
@@ -133,7 +133,7 @@ def test_check_floor_rejects_zero_floor():
 
 
 def test_what_if_keeps_the_seed_arithmetic_and_the_issue_bound():
-    from floorlab.roofline import what_if_ms
+    from floorlab.core.roofline import what_if_ms
     assert round(what_if_ms(7.80, saved_ms=floor_ms(1.19e9, 380) / 2), 2) == 6.23
     assert what_if_ms(11.4, saved_ms=1.5, issue_ms=11.0) == 11.0
     with pytest.raises(ValueError, match="step_ms"):
@@ -141,7 +141,7 @@ def test_what_if_keeps_the_seed_arithmetic_and_the_issue_bound():
 
 
 def test_diagnose_gap_names_the_candidate_the_numbers_support():
-    from floorlab.roofline import diagnose_gap
+    from floorlab.core.roofline import diagnose_gap
     assert "consistent with launch overhead" in diagnose_gap(eager_ms=7.80, floor_ms=3.13, launches=280)
     host = diagnose_gap(eager_ms=11.4, floor_ms=0.283, launches=1036, issue_ms=11.0, busy_ms=3.0)
     assert "waits for the CPU" in host and "kernels are the next cost" in host
@@ -150,7 +150,7 @@ def test_diagnose_gap_names_the_candidate_the_numbers_support():
 
 
 def test_an_untied_input_table_counts_only_the_gathered_rows():
-    from floorlab.shapes import get_shape
+    from floorlab.core.shapes import get_shape
 
     big = get_shape("qwen3-8b")
     table = big.vocab_size * big.hidden_size * 2
@@ -163,8 +163,8 @@ def test_an_untied_input_table_counts_only_the_gathered_rows():
 
 
 def test_one_floor_policy_larger_bandwidth_and_prompt_plus_one():
-    from floorlab.roofline import decode_floor, floor_bandwidth
-    from floorlab.shapes import get_shape
+    from floorlab.core.roofline import decode_floor, floor_bandwidth
+    from floorlab.core.shapes import get_shape
 
     shape = get_shape("qwen3-0.6b")
     assert floor_bandwidth({"copy": 4247.5, "read": 4281.3}) == (4281.3, "read")
@@ -177,8 +177,8 @@ def test_one_floor_policy_larger_bandwidth_and_prompt_plus_one():
 
 
 def test_the_floor_says_what_the_engine_reads_beyond_it():
-    from floorlab.roofline import decode_floor
-    from floorlab.shapes import get_shape
+    from floorlab.core.roofline import decode_floor
+    from floorlab.core.shapes import get_shape
 
     f = decode_floor(get_shape("qwen3-0.6b"), batch=1, prompt_tokens=32, bandwidths={"read": 4000.0},
                      cache_tokens=128)
@@ -189,13 +189,13 @@ def test_the_floor_says_what_the_engine_reads_beyond_it():
 @pytest.mark.parametrize("issue_ms", [None, 0.0, 5.0, 8.9, 16.93, 100.0])
 @pytest.mark.parametrize("saved_ms", [0.0, 0.1, 4.0, 20.0])
 def test_a_what_if_never_predicts_a_slower_step(issue_ms, saved_ms):
-    from floorlab.roofline import what_if_ms
+    from floorlab.core.roofline import what_if_ms
 
     assert what_if_ms(8.91, saved_ms=saved_ms, issue_ms=issue_ms) <= 8.91
 
 
 def test_the_fixed_cost_model_takes_the_floor_out_of_busy_time_once():
-    from floorlab.roofline import (crossover_gbps, kernels_per_layer_budget,
+    from floorlab.core.roofline import (crossover_gbps, kernels_per_layer_budget,
                                    overhead_us_per_kernel, predicted_ms)
 
     # 512 kernels busy 1.73 ms over a 0.275 ms floor: each costs (1.73-0.275)/512 ms beyond its bytes
@@ -207,7 +207,7 @@ def test_the_fixed_cost_model_takes_the_floor_out_of_busy_time_once():
 
 
 def test_the_verdict_follows_who_is_busy_not_a_loose_threshold():
-    from floorlab.roofline import diagnose_gap, gap_verdict
+    from floorlab.core.roofline import diagnose_gap, gap_verdict
 
     # a CPU step: 36.6 µs per launch, but the operators fill 181 of 197 ms
     cpu = dict(eager_ms=197.0, floor_ms=155.0, launches=1138, busy_ms=181.0)

@@ -1,4 +1,4 @@
-"""Tests for floorlab.serving and the padding guard: the stream's arithmetic and the bucket choice
+"""Tests for floorlab.studies.serving and the padding guard: the stream's arithmetic and the bucket choice
 on any machine, the padding trap through the eager twin of the runner on a CPU and through
 the graphs on a CUDA GPU."""
 import itertools
@@ -10,32 +10,30 @@ from types import SimpleNamespace
 import pytest
 import torch
 
-from floorlab import challenges as ch
-from floorlab import graphs
-from floorlab.graphs import EagerFallbackWarning, GraphMemory, PaddedEagerRunner, keep_padding_rows
-from floorlab.measure import Source
-from floorlab.model import build_model, prefill_random
-from floorlab.roofline import decode_floor
-from floorlab.runs import Row, Run
-from floorlab.serving import (
+from floorlab.core import checks
+from floorlab.core.roofline import decode_floor
+from floorlab.core.runs import Row, Run
+from floorlab.core.timing import Timing, time_once
+from floorlab.engine import graphs
+from floorlab.engine.buckets import EagerFallbackWarning, PaddedEagerRunner, keep_padding_rows
+from floorlab.engine.graphs import GraphMemory
+from floorlab.engine.measure import Source
+from floorlab.engine.model import build_model, prefill_random
+from floorlab.studies import serving_buckets, serving_trap
+from floorlab.studies.serving import (
     CPU_SHAPE,
-    BucketCosts,
     GraphMemoryReport,
     GraphSide,
     StreamCost,
     StreamStep,
-    best_buckets,
-    check_padding_trap,
     linear_fit,
     ms_per_row,
-    overwritten_values,
     request_stream,
-    score_buckets,
     serve_stream,
     stored_run,
-    values_padding_writes,
 )
-from floorlab.timing import Timing, time_once
+from floorlab.studies.serving_buckets import BucketCosts, best_buckets, score_buckets
+from floorlab.studies.serving_trap import check_padding_trap, overwritten_values, values_padding_writes
 
 BUCKETS = (1, 2, 4, 8, 16)
 MAX_BATCH, MAX_CONTEXT, PROMPT = 20, 32, 8
@@ -152,21 +150,21 @@ def test_the_bucket_check_judges_budget_and_speed():
     hist, budget = {1: 6, 3: 3, 5: 2, 12: 1, 19: 1}, 60.0
     kw = dict(budget_mb=budget, max_bucket=20)
     best = best_buckets(hist, COSTS, **kw)
-    assert ch.check_bucket_choice(None, hist, COSTS, **kw) == ch.NOT_ATTEMPTED
-    assert ch.check_bucket_choice(best.buckets, hist, COSTS, **kw).startswith("right")
-    assert ch.check_bucket_choice((1,), hist, COSTS, **kw).startswith("not yet")
-    assert "over the" in ch.check_bucket_choice((1, 8, 12, 16, 19, 20), hist, COSTS, **kw)
-    assert "no bucket can be" in ch.check_bucket_choice((24,), hist, COSTS, **kw)
-    assert "tuple" in ch.check_bucket_choice("8", hist, COSTS, **kw)
-    answer = ch.answer_bucket_choice(hist, COSTS, **kw)
+    assert serving_buckets.check_bucket_choice(None, hist, COSTS, **kw) == checks.NOT_ATTEMPTED
+    assert serving_buckets.check_bucket_choice(best.buckets, hist, COSTS, **kw).startswith("right")
+    assert serving_buckets.check_bucket_choice((1,), hist, COSTS, **kw).startswith("not yet")
+    assert "over the" in serving_buckets.check_bucket_choice((1, 8, 12, 16, 19, 20), hist, COSTS, **kw)
+    assert "no bucket can be" in serving_buckets.check_bucket_choice((24,), hist, COSTS, **kw)
+    assert "tuple" in serving_buckets.check_bucket_choice("8", hist, COSTS, **kw)
+    answer = serving_buckets.answer_bucket_choice(hist, COSTS, **kw)
     assert str(best.buckets) in answer
 
 
 def test_the_overwrite_check():
-    assert ch.check_overwritten(None, 10, 10) == ch.NOT_ATTEMPTED
-    assert ch.check_overwritten(10, 10, 10).startswith("right")
-    assert ch.check_overwritten(12, 10, 10).startswith("not yet")
-    assert ch.check_overwritten("10", 10, 10).startswith("not yet")
+    assert serving_trap.check_overwritten(None, 10, 10) == checks.NOT_ATTEMPTED
+    assert serving_trap.check_overwritten(10, 10, 10).startswith("right")
+    assert serving_trap.check_overwritten(12, 10, 10).startswith("not yet")
+    assert serving_trap.check_overwritten("10", 10, 10).startswith("not yet")
 
 
 # ---------------------------------------------------------------- the guard, on a CPU
@@ -343,7 +341,7 @@ def test_graph_side_survives_a_stored_run(tmp_path):
 
 
 def test_stored_run_is_none_until_one_is_stored(monkeypatch, tmp_path):
-    from floorlab import paths
+    from floorlab.core import paths
 
     monkeypatch.setattr(paths, "REFERENCE_DIR", tmp_path)
     assert stored_run() is None
@@ -352,7 +350,7 @@ def test_stored_run_is_none_until_one_is_stored(monkeypatch, tmp_path):
 # ---------------------------------------------------------------- GPU: the graphs themselves
 
 def _mid_shape():
-    from floorlab.shapes import Qwen3Shape
+    from floorlab.core.shapes import Qwen3Shape
 
     return Qwen3Shape(hidden_size=512, intermediate_size=1536, num_layers=4, num_heads=8,
                       num_kv_heads=4, head_dim=64, vocab_size=8192, tie_word_embeddings=True,
@@ -363,7 +361,7 @@ def _mid_shape():
 def served():
     """A bf16 model with 20 rows prefilled and graphs at 1..16 in one pool (memory measured
     against own pools too)."""
-    from floorlab.serving import capture_runner
+    from floorlab.studies.serving import capture_runner
 
     model = build_model(_mid_shape(), device="cuda", dtype=torch.bfloat16, max_batch=MAX_BATCH,
                         max_context=MAX_CONTEXT)

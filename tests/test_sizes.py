@@ -3,14 +3,17 @@ one model at a time, and the fixed-cost model that carries one size to the other
 import pytest
 import torch
 
-from floorlab import challenges as ch
-from floorlab import doctor, memory, paths, sizes
-from floorlab.device import Bandwidth, Bandwidths
-from floorlab.memory import check_fits, count_on_meta, model_bytes
-from floorlab.prose import COLUMN
-from floorlab.roofline import bytes_per_step
-from floorlab.runs import Run, row_key
-from floorlab.shapes import PRESETS, Qwen3Shape, get_shape
+from floorlab.core import checks, memory, paths
+from floorlab.core.bandwidth import Bandwidth, Bandwidths
+from floorlab.core.memory import check_fits, model_bytes
+from floorlab.core.prose import COLUMN
+from floorlab.core.roofline import bytes_per_step
+from floorlab.core.runs import Run, row_key
+from floorlab.core.shapes import PRESETS, Qwen3Shape, get_shape
+from floorlab.engine.meta import count_on_meta
+from floorlab.studies import bigger_models
+from floorlab.studies import bigger_models as sizes
+from floorlab.tools import doctor
 
 TINY_A = Qwen3Shape(64, 128, 2, 4, 2, 16, 500, False, name="tiny-a")
 TINY_B = Qwen3Shape(128, 256, 3, 4, 2, 32, 500, True, name="tiny-b")
@@ -175,24 +178,24 @@ def test_at_the_layer_bytes_found_eager_is_the_threshold_times_a_replay(bench_si
 
 def test_the_graphs_matter_check_covers_starter_right_and_wrong(bench_sizes):
     model = sizes.fit_cost_model(bench_sizes)
-    answer = ch.graphs_matter_answer(model, PRESETS, threshold=sizes.THRESHOLD)
+    answer = bigger_models.graphs_matter_answer(model, PRESETS, threshold=sizes.THRESHOLD)
     gb = answer.layer_bytes / 1e9
-    assert ch.check_graphs_matter(None, None, answer) == ch.NOT_ATTEMPTED
-    assert ch.check_graphs_matter(gb, answer.first_preset, answer).startswith("right")
-    assert ch.check_graphs_matter(gb * 1.5, answer.first_preset, answer).startswith("not yet")
-    assert ch.check_graphs_matter(gb, "qwen3-0.6b", answer).startswith("not yet")
-    assert ch.check_graphs_matter("1.3 GB", answer.first_preset, answer).startswith("not yet")
-    text = ch.answer_graphs_matter(model, answer, bench_sizes)
+    assert bigger_models.check_graphs_matter(None, None, answer) == checks.NOT_ATTEMPTED
+    assert bigger_models.check_graphs_matter(gb, answer.first_preset, answer).startswith("right")
+    assert bigger_models.check_graphs_matter(gb * 1.5, answer.first_preset, answer).startswith("not yet")
+    assert bigger_models.check_graphs_matter(gb, "qwen3-0.6b", answer).startswith("not yet")
+    assert bigger_models.check_graphs_matter("1.3 GB", answer.first_preset, answer).startswith("not yet")
+    text = bigger_models.answer_graphs_matter(model, answer, bench_sizes)
     assert f"{gb:.2f} GB per layer" in text and "qwen3-32b" in text
 
 
 def test_a_cheap_host_names_the_first_size_where_graphs_stop_mattering():
     model = sizes.CostModel(preset="qwen3-8b", bandwidth_gbps=4300.0, kernels_per_layer=19.0,
                             overhead_us=3.0, issue_ms_per_layer=0.1)
-    answer = ch.graphs_matter_answer(model, PRESETS, threshold=1.1)
+    answer = bigger_models.graphs_matter_answer(model, PRESETS, threshold=1.1)
     # (0.1 ÷ 1.1 − 19 × 3 µs) × 4300 GB/s = 0.146 GB: past qwen3-1.7b's 0.10, short of 4b's 0.20
     assert answer.first_preset == "qwen3-4b"
-    assert ch.check_graphs_matter(answer.layer_bytes / 1e9, "Qwen3-4B", answer).startswith("right")
+    assert bigger_models.check_graphs_matter(answer.layer_bytes / 1e9, "Qwen3-4B", answer).startswith("right")
 
 
 @pytest.mark.gpu
@@ -227,8 +230,8 @@ def test_a_size_too_big_for_the_gpu_is_skipped_without_allocating():
 
 
 def test_the_stored_bench_prints_chosen_paths_without_its_targets():
-    from floorlab.bench import format_summary
-    from floorlab.results import reference_run
+    from floorlab.core.runs import reference_run
+    from floorlab.tools.bench import format_summary
 
     text = format_summary(reference_run("h200-bench"), paths=("fused graph", "triton graph"),
                           targets=False)
@@ -239,8 +242,8 @@ def test_the_stored_bench_prints_chosen_paths_without_its_targets():
 
 def test_a_stored_sizes_run_keeps_the_floor_policy_and_its_graphs():
     """Runs once the H200 run of the chapter is stored (lib/floorlab/reference/<REFERENCE>.json)."""
-    from floorlab.results import reference_run
-    from floorlab.roofline import decode_floor
+    from floorlab.core.roofline import decode_floor
+    from floorlab.core.runs import reference_run
 
     try:
         run = reference_run(sizes.REFERENCE)

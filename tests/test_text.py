@@ -5,8 +5,8 @@ import torch
 from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
 from transformers import PreTrainedTokenizerFast, Qwen3Config, Qwen3ForCausalLM
 
-from floorlab import text
-from floorlab.shapes import Qwen3Shape
+from floorlab.core.shapes import Qwen3Shape
+from floorlab.engine import text
 
 VOCAB = 512
 CORPUS = ["the floor is bytes over bandwidth", "a graph replays the launches it recorded",

@@ -4,7 +4,7 @@ import json
 import pytest
 import torch
 
-from floorlab.timing import StepTimes, Timing, time_ms, time_with_issue, unsynchronised_time_ms
+from floorlab.core.timing import StepTimes, Timing, time_ms, time_with_issue, unsynchronised_time_ms
 
 
 class Counter:

@@ -14,7 +14,7 @@ CHAPTER = "below-the-floor.ipynb"
 CHECK = """
 import pathlib, sys
 import floorlab
-from floorlab import paths, reference_figure, reference_run
+from floorlab.core import paths, reference_figure, reference_run
 site = pathlib.Path(sys.argv[1]).resolve()
 assert pathlib.Path(floorlab.__file__).resolve().is_relative_to(site), floorlab.__file__
 assert reference_run('h200-below-the-floor').kind == 'chapter:below-the-floor'
@@ -76,7 +76,7 @@ def test_a_chapter_runs_from_another_folder_with_the_installed_wheel(installed, 
 
 
 def test_the_checkout_keeps_readers_figures_in_figures():
-    from floorlab import paths
+    from floorlab.core import paths
 
     assert paths.source_checkout() == ROOT
     assert (ROOT / "figures" / "README.md").is_file()

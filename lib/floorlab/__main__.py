@@ -1,6 +1,6 @@
 """`python -m floorlab measure | doctor | bench`: the book's commands."""
 import sys
 
-from floorlab.cli import main
+from floorlab.tools.cli import main
 
 sys.exit(main())

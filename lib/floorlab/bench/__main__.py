@@ -1,6 +1,0 @@
-"""`python -m floorlab.bench`: measure, print the table, write the JSON."""
-import sys
-
-from .cli import main
-
-sys.exit(main())

@@ -1,0 +1,223 @@
+"""Core wing: measured bandwidth and matmul rate, the denominators of every floor in the book.
+
+Bandwidth is measured, never looked up: a large copy (bytes read + bytes written) and a large
+reduction (bytes read), on buffers far larger than any cache, timed with timing.time_ms.
+GB means 1e9 bytes.
+"""
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+
+import torch
+
+from floorlab.core.device import resolve_device
+from floorlab.core.prose import sig
+from floorlab.core.roofline import floor_bandwidth
+from floorlab.core.timing import time_ms
+
+MIB = 2**20
+BANDWIDTH_KINDS = ("copy", "read")
+CUDA_DEFAULT_SIZE_MB = 1024
+CPU_DEFAULT_SIZE_MB = 256
+_BUFFER_DTYPE = torch.float32
+
+
+@dataclass
+class Bandwidth:
+    """A measured bandwidth: median and p10/p90 in GB/s, bytes moved per repeat."""
+
+    kind: str
+    gbps: float
+    p10_gbps: float
+    p90_gbps: float
+    bytes_per_rep: int
+    device: str
+
+    def __str__(self) -> str:
+        return (
+            f"{self.kind} bandwidth {self.gbps:.1f} GB/s (p10-p90 {self.p10_gbps:.1f}-"
+            f"{self.p90_gbps:.1f}, {self.bytes_per_rep / 1e9:.2f} GB per repeat) on {self.device}"
+        )
+
+    def to_dict(self) -> dict:
+        """Plain dict, ready for JSON."""
+        return asdict(self)
+
+
+@dataclass
+class Bandwidths:
+    """Both measured bandwidths of one run; the floor divides by the larger (floor_gbps)."""
+
+    copy: Bandwidth
+    read: Bandwidth
+
+    @property
+    def floor_gbps(self) -> float:
+        """GB/s the floor uses: the larger measured bandwidth."""
+        return floor_bandwidth(self.as_gbps())[0]
+
+    @property
+    def floor_kind(self) -> str:
+        """Which measurement floor_gbps came from: "copy" or "read"."""
+        return floor_bandwidth(self.as_gbps())[1]
+
+    def drift_note(self, later: "Bandwidths", *, tolerance: float = 0.2) -> str:
+        """A warning when a later measurement's floor bandwidth differs by more than tolerance, else ''."""
+        change = later.floor_gbps / self.floor_gbps - 1
+        if abs(change) <= tolerance:
+            return ""
+        return (f"warning: the bandwidth moved from {self.floor_gbps:.1f} to {later.floor_gbps:.1f} "
+                f"GB/s ({change:+.0%}) while this notebook ran; something else is using the "
+                "machine, so re-run before trusting these ratios.")
+
+    def as_gbps(self) -> dict[str, float]:
+        """{"copy": GB/s, "read": GB/s}."""
+        return {"copy": self.copy.gbps, "read": self.read.gbps}
+
+    def __str__(self) -> str:
+        return f"{self.copy}\n{self.read}"
+
+    def to_dict(self) -> dict:
+        """Plain dict, ready for JSON."""
+        return {"copy": self.copy.to_dict(), "read": self.read.to_dict()}
+
+    @classmethod
+    def from_dict(cls, data: dict) -> "Bandwidths":
+        """Rebuild from to_dict() output."""
+        return cls(copy=Bandwidth(**data["copy"]), read=Bandwidth(**data["read"]))
+
+
+def _default_size_mb(device: torch.device, kind: str) -> int:
+    if device.type != "cuda":
+        return CPU_DEFAULT_SIZE_MB
+    free_bytes, _ = torch.cuda.mem_get_info(device)
+    buffers = 2 if kind == "copy" else 1
+    fitting_mb = int(free_bytes // (4 * buffers * MIB))
+    return max(1, min(CUDA_DEFAULT_SIZE_MB, fitting_mb))
+
+
+def measure_bandwidth(device=None, *, kind: str = "copy", size_mb: float | None = None,
+                      repeats: int = 20) -> Bandwidth:
+    """Measure memory bandwidth in GB/s: kind="copy" counts read+write, kind="read" a reduction.
+
+    size_mb is the source buffer in MiB (default 1024 on CUDA, 256 on CPU).
+    """
+    if kind not in BANDWIDTH_KINDS:
+        raise ValueError(f"kind must be one of {BANDWIDTH_KINDS}, got {kind!r}")
+    if size_mb is not None and not size_mb > 0:
+        raise ValueError(
+            f"size_mb must be a positive number of MiB, got {size_mb!r}; leave it None for the "
+            f"default ({CUDA_DEFAULT_SIZE_MB} on CUDA, {CPU_DEFAULT_SIZE_MB} on CPU)"
+        )
+    if int(repeats) != repeats or repeats < 1:
+        raise ValueError(f"repeats must be a whole number >= 1, got {repeats!r}")
+    device = resolve_device(device)
+    if size_mb is None:
+        size_mb = _default_size_mb(device, kind)
+
+    element_bytes = torch.empty((), dtype=_BUFFER_DTYPE).element_size()
+    numel = max(1, int(size_mb * MIB) // element_bytes)
+    nbytes = numel * element_bytes
+    src = torch.ones(numel, dtype=_BUFFER_DTYPE, device=device)
+
+    if kind == "copy":
+        dst = torch.empty_like(src)
+        dst.fill_(0)
+        bytes_per_rep = 2 * nbytes
+
+        def step():
+            dst.copy_(src)
+    else:
+        out = torch.empty((), dtype=_BUFFER_DTYPE, device=device)
+        bytes_per_rep = nbytes
+
+        def step():
+            torch.sum(src, dim=0, out=out)
+
+    timing = time_ms(step, warmup=3, repeats=repeats, device=device)
+    step = src = None  # free the buffers before the cache is emptied
+    if device.type == "cuda":
+        torch.cuda.empty_cache()
+    return Bandwidth(
+        kind=kind,
+        gbps=bytes_per_rep / (timing.median_ms * 1e-3) / 1e9,
+        p10_gbps=bytes_per_rep / (timing.p90_ms * 1e-3) / 1e9,
+        p90_gbps=bytes_per_rep / (timing.p10_ms * 1e-3) / 1e9,
+        bytes_per_rep=bytes_per_rep,
+        device=str(device),
+    )
+
+
+def measure_bandwidths(device=None, *, repeats: int = 20, size_mb: float | None = None) -> Bandwidths:
+    """Measure the copy and the read bandwidth back to back (see measure_bandwidth)."""
+    return Bandwidths(copy=measure_bandwidth(device, kind="copy", repeats=repeats, size_mb=size_mb),
+                      read=measure_bandwidth(device, kind="read", repeats=repeats, size_mb=size_mb))
+
+
+# ---- the compute roof: what a large matrix product reaches on this device ------------------
+
+CUDA_MATMUL_SIZE = 8192  # 1.1e12 FLOPs per product: about a millisecond on a data-centre card
+CPU_MATMUL_SIZE = 1024
+
+
+@dataclass
+class MatmulRate:
+    """A measured matrix-product rate: median and p10/p90 in TFLOP/s (1e12 FLOP/s)."""
+
+    tflops: float
+    p10_tflops: float
+    p90_tflops: float
+    size: int
+    dtype: str
+    device: str
+
+    def __str__(self) -> str:
+        return (f"matmul {sig(self.tflops)} TFLOP/s (p10-p90 {sig(self.p10_tflops)}-"
+                f"{sig(self.p90_tflops)}, {self.size}×{self.size} {self.dtype}) on {self.device}")
+
+    def to_dict(self) -> dict:
+        """Plain dict, ready for JSON."""
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict) -> "MatmulRate":
+        """Rebuild from to_dict() output."""
+        return cls(**data)
+
+
+def measure_matmul_tflops(device=None, *, dtype: torch.dtype | None = None, size: int | None = None,
+                          repeats: int = 10) -> MatmulRate:
+    """Measure the FLOP/s one square matrix product reaches, in TFLOP/s: the compute roof.
+
+    dtype defaults to bf16 on CUDA and float32 on a CPU; pass the model's dtype to measure
+    the roof its products run under. size is the side of the matrices (8192 on CUDA,
+    1024 on a CPU). A product of n×n matrices counts 2·n³ FLOPs.
+    """
+
+    device = resolve_device(device)
+    if dtype is None:
+        dtype = torch.bfloat16 if device.type == "cuda" else torch.float32
+    if size is None:
+        size = CUDA_MATMUL_SIZE if device.type == "cuda" else CPU_MATMUL_SIZE
+    if isinstance(size, bool) or int(size) != size or size < 1:
+        raise ValueError(f"size must be a whole number >= 1 (the matrices' side), got {size!r}")
+    if int(repeats) != repeats or repeats < 1:
+        raise ValueError(f"repeats must be a whole number >= 1, got {repeats!r}")
+    size = int(size)
+    gen = torch.Generator(device=device).manual_seed(0)
+    a = torch.randn(size, size, device=device, dtype=dtype, generator=gen)
+    b = torch.randn(size, size, device=device, dtype=dtype, generator=gen)
+    out = torch.empty(size, size, device=device, dtype=dtype)
+
+    def product():
+        torch.mm(a, b, out=out)
+
+    timing = time_ms(product, warmup=3, repeats=repeats, device=device)
+    a = b = out = product = None  # free the matrices before the cache is emptied
+    if device.type == "cuda":
+        torch.cuda.empty_cache()
+    flops = 2 * size**3
+    return MatmulRate(tflops=flops / (timing.median_ms * 1e-3) / 1e12,
+                      p10_tflops=flops / (timing.p90_ms * 1e-3) / 1e12,
+                      p90_tflops=flops / (timing.p10_ms * 1e-3) / 1e12,
+                      size=size, dtype=str(dtype).removeprefix("torch."), device=str(device))

@@ -1,0 +1,93 @@
+"""Core wing: facts about the device the book measures on, and which device that is.
+
+The name, memory, compute capability and software versions of a GPU or the host CPU, and
+one answer to "which device" (default_device, resolve_device) that every measurement shares.
+"""
+from __future__ import annotations
+
+import os
+import platform
+import re
+from importlib import metadata
+
+import torch
+
+
+def default_device() -> torch.device:
+    """The device the book measures on: cuda if a GPU is visible, else cpu."""
+    return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+
+
+def resolve_device(device) -> torch.device:
+    """A torch.device for 'cuda' or 'cpu'; None means the default device. Clear error for a missing GPU."""
+    if device is None:
+        return default_device()
+    device = torch.device(device)
+    if device.type == "cuda" and not torch.cuda.is_available():
+        raise ValueError(
+            "device is 'cuda' but no CUDA GPU is visible; pass device='cpu' or leave device=None"
+        )
+    if device.type not in ("cuda", "cpu"):
+        raise ValueError(f"device must be 'cuda' or 'cpu', got {str(device)!r}")
+    return device
+
+
+def _package_version(name: str) -> str | None:
+    try:
+        return metadata.version(name)
+    except metadata.PackageNotFoundError:
+        return None
+
+
+def _cpu_name() -> str:
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+def _host_memory_gb() -> float | None:
+    try:
+        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 1e9
+    except (ValueError, OSError, AttributeError):
+        return None
+
+
+def describe_device(device=None) -> dict:
+    """Facts about the device and software: kind, name, memory_gb (1e9 bytes), versions."""
+    device = resolve_device(device)
+    facts = {
+        "kind": device.type,
+        "name": None,
+        "memory_gb": None,
+        "compute_capability": None,
+        "cpu_count": os.cpu_count(),
+        "torch": torch.__version__,
+        "transformers": _package_version("transformers"),
+        "cuda": torch.version.cuda,
+        "python": platform.python_version(),
+    }
+    if device.type == "cuda":
+        index = device.index if device.index is not None else torch.cuda.current_device()
+        props = torch.cuda.get_device_properties(index)
+        facts["name"] = props.name
+        facts["memory_gb"] = round(props.total_memory / 1e9, 1)
+        facts["compute_capability"] = f"{props.major}.{props.minor}"
+    else:
+        facts["name"] = _cpu_name()
+        memory = _host_memory_gb()
+        facts["memory_gb"] = round(memory, 1) if memory is not None else None
+        facts["torch_threads"] = torch.get_num_threads()
+    return facts
+
+
+def device_slug(device_facts: dict) -> str:
+    """A file-name-safe name for the device, e.g. 'nvidia-h200' or 'cpu-amd-epyc'."""
+    name = re.sub(r"[^a-z0-9]+", "-", str(device_facts.get("name") or "").lower()).strip("-")
+    if device_facts.get("kind") == "cpu":
+        return f"cpu-{name}" if name else "cpu"
+    return name or str(device_facts.get("kind") or "device")

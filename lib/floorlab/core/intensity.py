@@ -1,0 +1,148 @@
+"""Core wing: the roofline's arithmetic for prefill: FLOPs, arithmetic intensity and the knees.
+
+A decode step multiplies one token through every weight it reads, about one FLOP per
+byte in bf16. A prefill multiplies all of its prompt's tokens through the same weights,
+read once, so its FLOPs per byte grow with the prompt until the card's arithmetic, not
+its memory, sets the pace: the knee of the roofline. A multiply-add counts as 2 FLOPs;
+TFLOP/s means 1e12 FLOP/s and GB/s 1e9 bytes a second, as everywhere in the book.
+"""
+from __future__ import annotations
+
+import math
+from typing import Callable, Iterable
+
+from floorlab.core.roofline import floor_ms, prefill_bytes
+
+LEVELLED = 2.0  # time per token within this multiple of its lowest has stopped falling
+STILL_FALLING = -0.5  # a last log-log slope steeper than this: the sweep ended before levelling
+
+
+# ---- the arithmetic ---------------------------------------------------------------------
+
+def flops_per_token(shape, context_tokens: int) -> int:
+    """FLOPs one token costs when it attends to context_tokens tokens.
+
+    2 per parameter it multiplies through (shape.matmul_param_count()), plus attention:
+    q·k and the weighted sum of v, 2 · 2 · heads · head_dim per layer and attended token.
+    """
+    if int(context_tokens) != context_tokens or context_tokens < 0:
+        raise ValueError(f"context_tokens must be a whole number >= 0, got {context_tokens!r}")
+    attention = 4 * shape.num_layers * shape.num_heads * shape.head_dim * int(context_tokens)
+    return 2 * shape.matmul_param_count() + attention
+
+
+def prefill_flops(shape, prompt_tokens: int, batch: int = 1) -> int:
+    """FLOPs of a causal prefill: every token through every matrix, token t attending to t + 1."""
+    if int(prompt_tokens) != prompt_tokens or prompt_tokens < 1:
+        raise ValueError(f"prompt_tokens must be a whole number >= 1, got {prompt_tokens!r}")
+    n = int(prompt_tokens)
+    attended = n * (n + 1) // 2  # 1 + 2 + ... + n
+    per_row = n * 2 * shape.matmul_param_count()
+    per_row += 4 * shape.num_layers * shape.num_heads * shape.head_dim * attended
+    return int(batch) * per_row
+
+
+def intensity(flops: float, bytes_moved: float) -> float:
+    """Arithmetic intensity in FLOPs per byte moved."""
+    if not bytes_moved > 0:
+        raise ValueError(f"bytes_moved must be greater than 0, got {bytes_moved!r}")
+    return flops / bytes_moved
+
+
+def knee_intensity(peak_tflops: float, bandwidth_gbps: float) -> float:
+    """FLOPs per byte where the compute roof meets the bandwidth slope: peak ÷ bandwidth."""
+    if not peak_tflops > 0 or not bandwidth_gbps > 0:
+        raise ValueError(f"peak_tflops and bandwidth_gbps must be greater than 0, got "
+                         f"{peak_tflops!r} and {bandwidth_gbps!r}; pass measured values")
+    return peak_tflops * 1e12 / (bandwidth_gbps * 1e9)
+
+
+def attainable_tflops(flops_per_byte: float, *, peak_tflops: float, bandwidth_gbps: float) -> float:
+    """The roofline: the most TFLOP/s work of that intensity can reach, min(peak, bandwidth × it)."""
+    return min(peak_tflops, bandwidth_gbps * 1e9 * flops_per_byte / 1e12)
+
+
+def achieved_tflops(flops: float, ms: float) -> float:
+    """TFLOP/s that doing flops in ms milliseconds amounts to."""
+    if not ms > 0:
+        raise ValueError(f"ms must be greater than 0, got {ms!r}; pass a measured time")
+    return flops / (ms * 1e-3) / 1e12
+
+
+def _first_tokens(reaches: Callable[[int], bool], limit: int = 2**24) -> int:
+    """The smallest whole n >= 1 for which reaches(n) holds, reaches growing with n."""
+    high = 1
+    while not reaches(high):
+        high *= 2
+        if high > limit:
+            raise ValueError(f"no prompt up to {limit:,} tokens gets there; check the inputs")
+    low = high // 2  # reaches(low) is False, or low is 0
+    while high - low > 1:
+        mid = (low + high) // 2
+        low, high = (low, mid) if reaches(mid) else (mid, high)
+    return high
+
+
+def roofline_knee_tokens(shape, *, peak_tflops: float, bandwidth_gbps: float,
+                         dtype_bytes: int = 2) -> int:
+    """The shortest prompt whose prefill is compute-bound: intensity >= peak ÷ bandwidth."""
+    knee = knee_intensity(peak_tflops, bandwidth_gbps)
+    return _first_tokens(lambda n: intensity(prefill_flops(shape, n),
+                                             prefill_bytes(shape, n, dtype_bytes=dtype_bytes)) >= knee)
+
+
+def fixed_cost_knee_tokens(shape, *, peak_tflops: float, step_ms: float) -> int:
+    """The shortest prompt whose FLOPs need longer than step_ms at peak_tflops.
+
+    step_ms is what one token costs on a path (its floor, or a measured step): below this
+    length a prefill costs about as much as that step, whatever its length.
+    """
+    if not step_ms > 0:
+        raise ValueError(f"step_ms must be greater than 0, got {step_ms!r}")
+    return _first_tokens(lambda n: prefill_flops(shape, n) / (peak_tflops * 1e12) * 1e3 >= step_ms)
+
+
+def observed_knee_tokens(prompt_tokens: Iterable[int], ms_per_token: Iterable[float], *,
+                         within: float = LEVELLED) -> float | None:
+    """The prompt length where time per token stops falling, or None if it never did.
+
+    It is where time per token first comes within `within` × its lowest, interpolated
+    between sweep points on log scales. None when the lowest is the last point and the
+    time per token was still falling steeply there (the sweep ended too soon).
+    """
+    xs, ys = [float(n) for n in prompt_tokens], [float(t) for t in ms_per_token]
+    if len(xs) != len(ys) or len(xs) < 2:
+        raise ValueError("pass at least two prompt lengths and one time per token for each")
+    lowest = min(ys)
+    if ys[-1] == lowest and _log_slope(xs[-2:], ys[-2:]) < STILL_FALLING:
+        return None
+    target = within * lowest
+    if ys[0] <= target:
+        return xs[0]
+    for (x0, y0), (x1, y1) in zip(zip(xs, ys), zip(xs[1:], ys[1:])):
+        if y1 <= target:
+            share = math.log(y0 / target) / math.log(y0 / y1)
+            return math.exp(math.log(x0) + share * math.log(x1 / x0))
+    return None  # unreachable: the lowest point itself is within the target
+
+
+def _log_slope(xs: list[float], ys: list[float]) -> float:
+    return math.log(ys[1] / ys[0]) / math.log(xs[1] / xs[0])
+
+
+def prefill_bound_ms(shape, prompt_tokens: int, *, bandwidth_gbps: float, peak_tflops: float,
+                     dtype_bytes: int = 2) -> float:
+    """The roofline's lower bound on a prefill in ms: the larger of bytes ÷ bandwidth and
+    FLOPs ÷ the compute roof."""
+    moved = prefill_bytes(shape, prompt_tokens, dtype_bytes=dtype_bytes)
+    compute_ms = prefill_flops(shape, prompt_tokens) / (peak_tflops * 1e12) * 1e3
+    return max(floor_ms(moved, bandwidth_gbps), compute_ms)
+
+
+def prefill_workspace_bytes(shape, prompt_tokens: int, dtype_bytes: int = 2) -> int:
+    """Bytes a prefill allocates beyond the weights and the cache, at most: the logits of every
+    token, one layer's activations, and the attention scores if they are materialised."""
+    n = int(prompt_tokens)
+    rows = shape.vocab_size + 2 * shape.intermediate_size + 4 * shape.hidden_size
+    rows += (shape.num_heads + 2 * shape.num_kv_heads) * shape.head_dim
+    return n * rows * dtype_bytes + shape.num_heads * n * n * 4

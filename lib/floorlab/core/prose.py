@@ -1,0 +1,81 @@
+"""Core wing: numbers and code as the chapters print them: fixed notation, honest precision, real source.
+
+Prose numbers are written by MyST's {eval} role in the notebooks; these helpers
+give them one format everywhere, in JupyterLab and in the built site alike.
+"""
+from __future__ import annotations
+
+import inspect
+import math
+import textwrap
+from pathlib import Path
+
+COLUMN = 84  # characters a printed line may take in the site's content column (see _static)
+
+
+def sig(value: float, digits: int = 3) -> str:
+    """value with `digits` significant figures, never in scientific notation: 1331, 7.80, 0.275."""
+    value = float(value)
+    if value == 0 or not math.isfinite(value):
+        return f"{value:g}"
+    decimals = max(digits - 1 - math.floor(math.log10(abs(value))), 0)
+    return f"{value:.{decimals}f}"
+
+
+def fmt_ms(ms: float, digits: int = 3) -> str:
+    """A time in ms as '7.80 ms', '1331 ms' or '0.275 ms'."""
+    return f"{sig(ms, digits)} ms"
+
+
+def fmt_gbps(gbps: float) -> str:
+    """A bandwidth at the precision the arithmetic divides by: '7.4 GB/s', '4347 GB/s'."""
+    return f"{gbps:.1f} GB/s" if gbps < 100 else f"{gbps:.0f} GB/s"
+
+
+def fmt_times(ratio: float) -> str:
+    """A multiple as '2.5×' when large, '1.09×' near 1, where the digits matter."""
+    return f"{ratio:.1f}×" if ratio >= 2 else f"{ratio:.2f}×"
+
+
+def wrap(text: str, width: int = COLUMN) -> str:
+    """Text re-wrapped to the site's column, paragraph by paragraph (lines kept where they break)."""
+    return "\n".join(textwrap.fill(line, width, subsequent_indent="  ") if len(line) > width else line
+                     for line in text.splitlines())
+
+
+def source(obj) -> str:
+    """The source of a library function or class, as it runs, for a chapter to show.
+
+    A Triton kernel (@triton.jit, compiled or interpreted) shows the function it wraps.
+    A dotted name such as "floorlab.engine.kernels.runtime.pdl_wait" is read from its module's
+    file without importing it, so code that needs a missing package (Triton) still shows.
+    """
+    if isinstance(obj, str):
+        return _source_by_name(obj)
+    return textwrap.dedent(inspect.getsource(getattr(obj, "fn", obj)))
+
+
+def _source_by_name(dotted: str) -> str:
+    """The decorators and body of the top-level function or class `dotted` names, from its file."""
+    import ast
+    import importlib.util
+
+    module, _, name = dotted.rpartition(".")
+    spec = importlib.util.find_spec(module) if module else None
+    if spec is None or not spec.origin:
+        raise ValueError(f"no module {module!r} to read {name!r} from; pass a name such as "
+                         "'floorlab.engine.kernels.runtime.pdl_wait'")
+    text = Path(spec.origin).read_text()
+    for node in ast.parse(text).body:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) and node.name == name:
+            first = min([node.lineno] + [d.lineno for d in node.decorator_list])
+            return "\n".join(text.splitlines()[first - 1:node.end_lineno]) + "\n"
+    raise ValueError(f"{module} has no top-level function or class {name!r}")
+
+
+def show_source(*objs):
+    """Display the source of library objects as highlighted code, in JupyterLab and in the site."""
+    from IPython.display import Markdown
+
+    blocks = [f"```python\n{source(obj).rstrip()}\n```" for obj in objs]
+    return Markdown("\n\n".join(blocks))

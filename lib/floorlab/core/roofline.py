@@ -1,0 +1,336 @@
+"""Core wing: roofline arithmetic for one decode step: bytes moved, the floor, the gap.
+
+Plain arithmetic, no torch. GB means 1e9 bytes throughout, so that
+1.19 GB / 380 GB/s = 3.13 ms reads the same in code as on the page.
+"""
+from __future__ import annotations
+
+import math
+import warnings
+from dataclasses import asdict, dataclass
+
+from floorlab.core.prose import fmt_gbps, fmt_ms
+
+BYTES_PER_GB = 1e9
+BELOW_FLOOR_RATIO = 0.95  # a 5% allowance for timer noise before a result counts as below the floor
+
+
+class BelowFloorWarning(UserWarning):
+    """A measurement came in below the roofline floor: the work cannot have happened."""
+
+
+class BelowFloorError(RuntimeError):
+    """A measurement came in below the roofline floor (raised when check_floor is strict)."""
+
+
+def _require_number(name: str, value: float, *, positive: bool, hint: str) -> float:
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        raise ValueError(f"{name} must be a number, got {value!r}; {hint}") from None
+    if math.isnan(number) or math.isinf(number):
+        raise ValueError(f"{name} must be finite, got {value!r}; {hint}")
+    if positive and number <= 0:
+        raise ValueError(f"{name} must be greater than 0, got {value!r}; {hint}")
+    if not positive and number < 0:
+        raise ValueError(f"{name} must not be negative, got {value!r}; {hint}")
+    return number
+
+
+def bytes_per_step(shape, batch_size: int, context_len: int, dtype_bytes: int = 2) -> int:
+    """Bytes one decode step must read: the weights it streams plus the KV cache of every sequence.
+
+    context_len counts the tokens each row attends to (the prompt plus the token being
+    decoded). An untied input embedding counts only the batch_size rows the lookup gathers.
+    """
+    if int(batch_size) != batch_size or batch_size < 1:
+        raise ValueError(f"batch_size must be a whole number >= 1, got {batch_size!r}")
+    if int(context_len) != context_len or context_len < 0:
+        raise ValueError(
+            f"context_len must be a whole number >= 0 (tokens each row attends to), got {context_len!r}"
+        )
+    if dtype_bytes not in (1, 2, 4, 8):
+        raise ValueError(f"dtype_bytes must be 1, 2, 4 or 8 (bf16 is 2), got {dtype_bytes!r}")
+    streamed = getattr(shape, "streamed_weight_bytes", None)
+    weights = int(streamed(batch_size, dtype_bytes) if streamed else shape.weight_bytes(dtype_bytes))
+    kv = int(batch_size) * int(context_len) * int(shape.kv_bytes_per_token(dtype_bytes))
+    return weights + kv
+
+
+def prefill_bytes(shape, prompt_tokens: int, batch: int = 1, dtype_bytes: int = 2) -> int:
+    """Bytes a prefill of batch prompts of prompt_tokens must move: the weights once, for every
+    token at once, plus the KV cache it writes.
+
+    An untied input table counts only the rows the lookup gathers. Activations are left
+    out, so this is a lower bound, as a floor must be.
+    """
+    if int(prompt_tokens) != prompt_tokens or prompt_tokens < 1:
+        raise ValueError(f"prompt_tokens must be a whole number >= 1, got {prompt_tokens!r}")
+    rows = int(batch) * int(prompt_tokens)
+    return bytes_per_step(shape, rows, 0, dtype_bytes) + rows * int(shape.kv_bytes_per_token(dtype_bytes))
+
+
+@dataclass(frozen=True)
+class Floor:
+    """The floor of one configuration: bytes over the larger measured bandwidth, in ms.
+
+    visible_tokens is what the floor counts per row (prompt + the decoded token);
+    cache_tokens, when set, is what the engine's masked attention actually reads per row.
+    """
+
+    preset: str
+    batch: int
+    visible_tokens: int
+    bytes_per_step: int
+    bandwidth_gbps: float
+    bandwidth_kind: str
+    floor_ms: float
+    cache_tokens: int | None = None
+    kv_bytes_per_token: int = 0
+
+    @property
+    def bytes_read_by_engine(self) -> int | None:
+        """Bytes the step reads when attention scans the whole static cache (None if unknown)."""
+        if self.cache_tokens is None:
+            return None
+        extra = self.batch * (self.cache_tokens - self.visible_tokens) * self.kv_bytes_per_token
+        return self.bytes_per_step + max(extra, 0)
+
+    def arithmetic(self) -> str:
+        """The floor as one line of arithmetic, e.g. '1.196 GB ÷ 4347 GB/s (read) = 0.275 ms'."""
+
+        return (f"{self.bytes_per_step / BYTES_PER_GB:.3f} GB ÷ {fmt_gbps(self.bandwidth_gbps)} "
+                f"({self.bandwidth_kind}) = {fmt_ms(self.floor_ms)}")
+
+    def reads_note(self) -> str:
+        """One sentence on what the floor counts against what the engine reads."""
+        read = self.bytes_read_by_engine
+        if read is None or read == self.bytes_per_step:
+            return f"The floor counts {self.visible_tokens} visible tokens per row, as the step reads them."
+        return (f"The floor counts the {self.visible_tokens} tokens each row can see; the engine's "
+                f"masked attention reads all {self.cache_tokens} slots of its static cache, "
+                f"{read / BYTES_PER_GB:.3f} GB per step, {read / self.bytes_per_step - 1:.1%} more.")
+
+    def to_dict(self) -> dict:
+        """Plain dict, ready for JSON."""
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict) -> "Floor":
+        """Rebuild a Floor from to_dict() output."""
+        return cls(**data)
+
+
+def floor_bandwidth(bandwidths) -> tuple[float, str]:
+    """(GB/s, kind) the floor divides by: the larger measured bandwidth, since a floor is a lower bound.
+
+    bandwidths maps a kind ("copy", "read") to GB/s, or to an object with a .gbps, or is a
+    device.Bandwidths.
+    """
+    if hasattr(bandwidths, "as_gbps"):
+        bandwidths = bandwidths.as_gbps()
+    values = {kind: float(getattr(bw, "gbps", bw)) for kind, bw in dict(bandwidths).items()}
+    if not values:
+        raise ValueError("pass at least one measured bandwidth, e.g. {'copy': 4200.0, 'read': 4300.0}")
+    kind = max(values, key=values.get)
+    return values[kind], kind
+
+
+def decode_floor(shape, *, batch: int, prompt_tokens: int, bandwidths,
+                 cache_tokens: int | None = None, dtype_bytes: int = 2) -> Floor:
+    """The floor of one decode step after prompt_tokens, by the book's one policy.
+
+    Bytes: bytes_per_step at prompt_tokens + 1 visible tokens. Bandwidth: the larger of the
+    measured ones (floor_bandwidth). cache_tokens is the static cache length the engine scans.
+    """
+    if int(prompt_tokens) != prompt_tokens or prompt_tokens < 0:
+        raise ValueError(f"prompt_tokens must be a whole number >= 0, got {prompt_tokens!r}")
+    visible = int(prompt_tokens) + 1
+    moved = bytes_per_step(shape, batch, visible, dtype_bytes)
+    gbps, kind = floor_bandwidth(bandwidths)
+    return Floor(preset=getattr(shape, "name", "custom"), batch=int(batch), visible_tokens=visible,
+                 bytes_per_step=moved, bandwidth_gbps=gbps, bandwidth_kind=kind,
+                 floor_ms=floor_ms(moved, gbps), cache_tokens=cache_tokens,
+                 kv_bytes_per_token=int(shape.kv_bytes_per_token(dtype_bytes)))
+
+
+def floor_ms(bytes_moved: float, bandwidth_gbps: float) -> float:
+    """Fastest possible time in ms to move bytes_moved at bandwidth_gbps (GB = 1e9 bytes)."""
+    bytes_moved = _require_number(
+        "bytes_moved", bytes_moved, positive=False,
+        hint="pass the bytes one step reads, e.g. bytes_per_step(shape, 1, 16)",
+    )
+    bandwidth_gbps = _require_number(
+        "bandwidth_gbps", bandwidth_gbps, positive=True,
+        hint="pass a measured bandwidth in GB/s, e.g. measure_bandwidth().gbps",
+    )
+    return bytes_moved / (bandwidth_gbps * BYTES_PER_GB) * 1e3
+
+
+def achieved_gbps(bytes_moved: float, ms: float) -> float:
+    """Bandwidth in GB/s that moving bytes_moved in ms milliseconds amounts to."""
+    bytes_moved = _require_number(
+        "bytes_moved", bytes_moved, positive=False,
+        hint="pass the bytes one step reads, e.g. bytes_per_step(shape, 1, 16)",
+    )
+    ms = _require_number("ms", ms, positive=True, hint="pass a measured time in milliseconds")
+    return bytes_moved / (ms * 1e-3) / BYTES_PER_GB
+
+
+def gap_ms(measured_ms: float, floor_ms: float) -> float:
+    """Time in ms the measurement spends above the floor (negative if it beat the floor)."""
+    measured_ms = _require_number(
+        "measured_ms", measured_ms, positive=False, hint="pass a measured time in milliseconds"
+    )
+    floor = _require_number(
+        "floor_ms", floor_ms, positive=False, hint="pass the floor from floor_ms(bytes, gbps)"
+    )
+    return measured_ms - floor
+
+
+def per_launch_us(gap_ms: float, launches: int) -> float:
+    """Microseconds of the gap that fall to each launch: gap_ms / launches, in us."""
+    gap = _require_number(
+        "gap_ms", gap_ms, positive=False,
+        hint="pass measured_ms - floor_ms; a negative gap means the measurement beat the floor",
+    )
+    launches = _require_number(
+        "launches", launches, positive=True,
+        hint="pass the number of launches per step, e.g. count_launches(...).kernels or 28 * 10",
+    )
+    return gap / launches * 1e3
+
+
+def check_floor(measured_ms: float, floor_ms: float, *, what: str = "decode step",
+                strict: bool = False) -> float:
+    """Return measured_ms / floor_ms; warn (or raise when strict) if the measurement beats the floor."""
+    measured_ms = _require_number(
+        "measured_ms", measured_ms, positive=False, hint="pass a measured time in milliseconds"
+    )
+    floor = _require_number(
+        "floor_ms", floor_ms, positive=True, hint="pass the floor from floor_ms(bytes, gbps)"
+    )
+    ratio = measured_ms / floor
+    if is_below_floor(ratio):
+
+        message = (
+            f"{what}: measured {fmt_ms(measured_ms)} is below the roofline floor of "
+            f"{fmt_ms(floor)} ({ratio:.2g}× the floor). The work cannot have happened in that "
+            "time: look for a timer that does not wait for the device, work that was "
+            "skipped, or a result that was cached."
+        )
+        if strict:
+            raise BelowFloorError(message)
+        warnings.warn(message, BelowFloorWarning, stacklevel=2)
+    return ratio
+
+
+def is_below_floor(ratio: float) -> bool:
+    """True when a measured/floor ratio is below the floor beyond timer noise (BELOW_FLOOR_RATIO)."""
+    return ratio < BELOW_FLOOR_RATIO
+
+
+def what_if_ms(step_ms: float, *, saved_ms: float, issue_ms: float | None = None) -> float:
+    """Step time in ms once a fix removes saved_ms of device work.
+
+    Never below the host's issue time (the device cannot outrun its orders), and never
+    above step_ms: removing work cannot slow a step down, so a noisy issue time is capped.
+    """
+    step_ms = _require_number("step_ms", step_ms, positive=True, hint="pass a measured step time in ms")
+    saved_ms = _require_number("saved_ms", saved_ms, positive=False, hint="pass the ms the fix removes")
+    remaining = max(step_ms - saved_ms, 0.0)
+    if issue_ms is not None:
+        issue_ms = _require_number("issue_ms", issue_ms, positive=False,
+                                   hint="pass time_with_issue(...).issue.median_ms")
+        remaining = max(remaining, issue_ms)
+    return min(remaining, step_ms)
+
+
+DISPATCH_US = (5.0, 20.0)  # what eager PyTorch pays to dispatch one operation, per the laptop study
+NEAR_FLOOR = 1.25  # a step within this multiple of its floor has hardly a gap to explain
+BUSY_SHARE = 0.8  # a host or device busy for this share of the step sets its pace
+
+
+def looks_like_dispatch(per_launch_us: float) -> bool:
+    """True when a gap per launch (µs) is within what one eager dispatch costs (DISPATCH_US)."""
+    return per_launch_us <= DISPATCH_US[1]
+
+
+def gap_verdict(*, eager_ms: float, floor_ms: float, launches: int,
+                issue_ms: float | None = None, busy_ms: float | None = None) -> str:
+    """Which candidate explains the gap: "bytes" (no real gap), "dispatch" or "operators".
+
+    A host that needs most of the step to issue it means dispatch; operators busy for
+    most of the step (on a CPU they are the host) mean the work itself is slow; failing
+    both, the gap per launch is compared with what a dispatch costs.
+    """
+    if eager_ms < NEAR_FLOOR * floor_ms:
+        return "bytes"
+    if issue_ms is not None and issue_ms >= BUSY_SHARE * eager_ms:
+        return "dispatch"
+    if busy_ms is not None and busy_ms >= BUSY_SHARE * eager_ms:
+        return "operators"
+    us = per_launch_us(gap_ms(eager_ms, floor_ms), launches)
+    return "dispatch" if looks_like_dispatch(us) else "operators"
+
+
+def diagnose_gap(*, eager_ms: float, floor_ms: float, launches: int,
+                 issue_ms: float | None = None, busy_ms: float | None = None) -> str:
+    """A few sentences naming which candidate the numbers support: dispatch or slow work."""
+    gap = gap_ms(eager_ms, floor_ms)
+    us = per_launch_us(gap, launches)
+    verdict = gap_verdict(eager_ms=eager_ms, floor_ms=floor_ms, launches=launches,
+                          issue_ms=issue_ms, busy_ms=busy_ms)
+    lines = [f"gap per launch: {gap:.3f} ms ÷ {launches} = {us:.1f} µs "
+             f"(eager dispatch costs {DISPATCH_US[0]:.0f}-{DISPATCH_US[1]:.0f} µs)."]
+    if verdict == "bytes":
+        lines.append(f"The step runs at {eager_ms / floor_ms:.2f}× the floor: there is hardly "
+                     "a gap to explain. Verdict: on this machine the bytes set the pace and "
+                     "the launches are cheap beside them.")
+    elif verdict == "dispatch" and issue_ms is not None and issue_ms >= BUSY_SHARE * eager_ms:
+        share = "as long as" if issue_ms >= eager_ms else f"{issue_ms / eager_ms:.0%} of"
+        lines.append(f"The host needs {issue_ms:.2f} ms just to issue the step, {share} "
+                     f"the {eager_ms:.2f} ms the step takes: the device waits for the CPU. "
+                     "Verdict: the floor holds and the gap is dispatch.")
+        if busy_ms is not None:
+            lines.append(f"The device is busy for {busy_ms:.2f} ms of it, "
+                         f"{busy_ms / floor_ms:.1f}× the floor: after the launches, "
+                         "its own kernels are the next cost.")
+    elif verdict == "dispatch":
+        lines.append("That is about what a dispatch costs. Verdict: the gap is consistent "
+                     "with launch overhead, as in the laptop study.")
+    else:
+        lines.append(f"The operators are busy for {busy_ms:.2f} ms of the {eager_ms:.2f} ms step"
+                     if busy_ms is not None else "That is more than a dispatch costs.")
+        lines.append("Launches cannot fill the gap. Verdict: the time is inside the operators "
+                     "themselves, which run well below the streaming bandwidth.")
+    return "\n".join(lines)
+
+
+# ---- the fixed-cost model of a replayed step: the floor plus a price per kernel -------------
+
+def overhead_us_per_kernel(busy_ms: float, floor_ms: float, kernels: int) -> float:
+    """µs each kernel costs beyond its share of the bytes: (GPU busy − floor) ÷ kernels.
+
+    Busy time already holds every byte the kernels move, so the floor comes off first.
+    """
+    busy_ms = _require_number("busy_ms", busy_ms, positive=True, hint="pass the GPU busy time of one step")
+    floor = _require_number("floor_ms", floor_ms, positive=False, hint="pass the step's floor in ms")
+    kernels = _require_number("kernels", kernels, positive=True, hint="pass the kernels in one step")
+    return max(busy_ms - floor, 0.0) * 1e3 / kernels
+
+
+def predicted_ms(floor_ms: float, kernels: int, overhead_us: float) -> float:
+    """Step time in ms if each of `kernels` adds overhead_us beyond the floor's bytes."""
+    return floor_ms + kernels * overhead_us / 1e3
+
+
+def crossover_gbps(bytes_per_step: int, kernels: int, overhead_us: float) -> float:
+    """Bandwidth in GB/s at which the kernels' fixed cost equals the time to stream the bytes."""
+    return bytes_per_step / (kernels * overhead_us * 1e-6) / BYTES_PER_GB
+
+
+def kernels_per_layer_budget(floor_ms: float, target_multiple: float, overhead_us: float,
+                             num_layers: int) -> float:
+    """Most kernels per layer whose fixed cost keeps a step within target_multiple × the floor."""
+    return (target_multiple - 1.0) * floor_ms * 1e3 / overhead_us / num_layers

@@ -1,0 +1,318 @@
+"""Core wing: one typed record for every measured run: a chapter's run and the bench's run share this layout.
+
+A Run holds the machine and software facts, both measured bandwidths, one Floor
+per configuration, one Row per measured path, and the timelines and launch counts
+behind them. Chapters and the bench write it with save(); reference_run() and
+Run.load() read it back, so the stored H200 runs and a reader's own run are read
+the same way, by attribute, never by string keys only one notebook knows.
+
+The same module saves and loads the JSON: a reference run is a measurement made once on a
+named card and committed to the package (floorlab/reference/<name>.json and figures/<name>.png),
+so a reader without that card sees what it showed, labelled as such.
+"""
+from __future__ import annotations
+
+import dataclasses
+import json
+import platform
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from importlib import metadata
+from pathlib import Path
+
+from floorlab.core import paths
+from floorlab.core.bandwidth import Bandwidths
+from floorlab.core.launches import LaunchCount
+from floorlab.core.roofline import Floor, achieved_gbps, check_floor
+from floorlab.core.timelines import Timeline
+from floorlab.core.timing import StepTimes, Timing
+
+LAYOUT = 2  # bump when the stored layout changes; Run.from_dict refuses other layouts
+STATUSES = ("measured", "absent", "failed")
+CARD_KIND = "measure"  # the kind of a Run that `python -m floorlab measure` writes: one card
+
+
+@dataclass
+class Row:
+    """One decode path at one configuration: its timing, multiple of the floor and checks."""
+
+    path: str
+    preset: str
+    batch: int
+    status: str = "measured"
+    timing: Timing | None = None
+    issue: Timing | None = None
+    x_floor: float | None = None
+    achieved_gbps: float | None = None
+    kernels: int | None = None
+    kernels_per_layer: float | None = None
+    bit_identical: bool | None = None
+    max_abs_diff: float | None = None
+    compile_s: float | None = None
+    note: str = ""
+
+    def __post_init__(self):
+        if self.status not in STATUSES:
+            raise ValueError(f"status must be one of {STATUSES}, got {self.status!r}")
+
+    @property
+    def median_ms(self) -> float | None:
+        """The median step time in ms, or None when the path was not measured."""
+        return self.timing.median_ms if self.timing is not None else None
+
+    @property
+    def measured(self) -> bool:
+        """True when the path ran and was timed."""
+        return self.status == "measured" and self.timing is not None
+
+    def issue_note(self) -> str:
+        """A warning when the host's issue time exceeds the step beyond its spread, else ''."""
+        if self.timing is None or self.issue is None:
+            return ""
+        return StepTimes(step=self.timing, issue=self.issue).note()
+
+    def to_dict(self) -> dict:
+        """Plain dict, ready for JSON."""
+        out = dict(vars(self))
+        out["timing"] = self.timing.to_dict() if self.timing else None
+        out["issue"] = self.issue.to_dict() if self.issue else None
+        return out
+
+    @classmethod
+    def from_dict(cls, data: dict) -> "Row":
+        """Rebuild a Row from to_dict() output."""
+        data = dict(data)
+        for key in ("timing", "issue"):
+            data[key] = Timing.from_dict(data[key]) if data.get(key) else None
+        return cls(**data)
+
+
+def row_key(preset: str, batch: int, path: str) -> str:
+    """'<preset> b<batch> <path>': how a run names the timeline or launch count behind a row."""
+    return f"{preset} b{batch} {path}"
+
+
+def measured_row(path: str, floor: Floor, timing: Timing, *, issue: Timing | None = None,
+                 **fields) -> Row:
+    """A measured Row: the timing against its floor (check_floor warns below it) and its GB/s."""
+    return Row(path=path, preset=floor.preset, batch=floor.batch, timing=timing, issue=issue,
+               x_floor=check_floor(timing.median_ms, floor.floor_ms, what=f"{path} {floor.preset}"),
+               achieved_gbps=achieved_gbps(floor.bytes_per_step, timing.median_ms), **fields)
+
+
+@dataclass
+class Run:
+    """A measured run of a chapter or of the bench, in the book's one layout."""
+
+    kind: str
+    stamp: dict
+    device: dict
+    bandwidths: Bandwidths | None = None
+    floors: list[Floor] = field(default_factory=list)
+    rows: list[Row] = field(default_factory=list)
+    timelines: dict[str, Timeline] = field(default_factory=dict)
+    launches: dict[str, LaunchCount] = field(default_factory=dict)
+    facts: dict = field(default_factory=dict)
+    settings: dict = field(default_factory=dict)
+
+    @property
+    def label(self) -> str:
+        """'<device name>, <date>': how a figure or a sentence names this run."""
+        return f"{self.device.get('name')}, {str(self.stamp.get('date', ''))[:10]}"
+
+    @property
+    def on_gpu(self) -> bool:
+        """True when the run was made on a CUDA device."""
+        return self.device.get("kind") == "cuda"
+
+    def floor(self, preset: str | None = None, batch: int | None = None) -> Floor:
+        """The Floor of a configuration (the only one when the run has one)."""
+        found = [f for f in self.floors if preset in (None, f.preset) and batch in (None, f.batch)]
+        if len(found) != 1:
+            known = ", ".join(f"{f.preset} b{f.batch}" for f in self.floors) or "none"
+            raise KeyError(f"{len(found)} floors match preset={preset!r} batch={batch!r}; "
+                           f"this run has: {known}")
+        return found[0]
+
+    def find(self, path: str, preset: str | None = None, batch: int | None = None) -> Row | None:
+        """The measured Row of a path (and preset, batch), or None."""
+        return next((r for r in self.rows if r.path == path and r.measured
+                     and preset in (None, r.preset) and batch in (None, r.batch)), None)
+
+    def row(self, path: str, preset: str | None = None, batch: int | None = None) -> Row:
+        """The measured Row of a path; KeyError naming the paths this run has otherwise."""
+        found = self.find(path, preset, batch)
+        if found is None:
+            known = sorted({r.path for r in self.rows if r.measured}) or ["none"]
+            raise KeyError(f"no measured row {path!r} (preset={preset!r}, batch={batch!r}); "
+                           f"this run measured: {', '.join(known)}")
+        return found
+
+    def best_row(self) -> Row | None:
+        """The measured row with the shortest median step, or None when nothing was measured."""
+        return min((r for r in self.rows if r.measured), key=lambda r: r.median_ms, default=None)
+
+    def to_dict(self) -> dict:
+        """Plain dict in the book's layout, ready for JSON."""
+        return {
+            "layout": LAYOUT, "kind": self.kind, "stamp": self.stamp, "device": self.device,
+            "bandwidths": self.bandwidths.to_dict() if self.bandwidths else None,
+            "floors": [f.to_dict() for f in self.floors],
+            "rows": [r.to_dict() for r in self.rows],
+            "timelines": {k: t.to_dict() for k, t in self.timelines.items()},
+            "launches": {k: c.to_dict() for k, c in self.launches.items()},
+            "facts": self.facts, "settings": self.settings,
+        }
+
+    @classmethod
+    def from_dict(cls, data: dict) -> "Run":
+        """Rebuild a Run; a file in another layout gets an error saying how to remake it."""
+        if data.get("layout") != LAYOUT:
+            raise ValueError(f"this run is stored in layout {data.get('layout')!r}, but the book "
+                             f"reads layout {LAYOUT}; measure it again to store it anew")
+        return cls(
+            kind=data["kind"], stamp=data["stamp"], device=data["device"],
+            bandwidths=Bandwidths.from_dict(data["bandwidths"]) if data.get("bandwidths") else None,
+            floors=[Floor.from_dict(f) for f in data.get("floors", [])],
+            rows=[Row.from_dict(r) for r in data.get("rows", [])],
+            timelines={k: Timeline.from_dict(t) for k, t in data.get("timelines", {}).items()},
+            launches={k: LaunchCount.from_dict(c) for k, c in data.get("launches", {}).items()},
+            facts=data.get("facts", {}), settings=data.get("settings", {}),
+        )
+
+    def save(self, path) -> Path:
+        """Write the run as JSON at path; returns the path."""
+        return save_json(self.to_dict(), path)
+
+    @classmethod
+    def load(cls, path) -> "Run":
+        """Read a run written by save()."""
+        return cls.from_dict(load_json(path))
+
+
+
+DEFAULT_REFERENCE = "h200-below-the-floor"
+
+
+def _jsonable(obj):
+    """JSON stand-in for obj: dataclasses as dicts, paths and dtypes as strings, arrays as lists."""
+    if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
+        return dataclasses.asdict(obj)
+    if isinstance(obj, Path):
+        return str(obj)
+    kind = type(obj)
+    if kind.__module__.startswith("torch") and kind.__name__ in ("dtype", "device", "Size"):
+        return str(obj) if kind.__name__ != "Size" else list(obj)
+    if hasattr(obj, "to_dict") and callable(obj.to_dict):
+        return obj.to_dict()
+    if hasattr(obj, "tolist") and callable(obj.tolist):  # numpy arrays and scalars, tensors
+        return obj.tolist()
+    if isinstance(obj, (set, frozenset)):
+        return sorted(obj, key=str)
+    raise TypeError(
+        f"save_json cannot store a {kind.__name__}; convert it to a dict, list, number or "
+        "string first (dataclasses, paths, torch dtypes and numpy arrays are converted for you)"
+    )
+
+
+def save_json(obj, path) -> Path:
+    """Write obj as pretty JSON with sorted keys to path (parent folders created); returns the path."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
+        obj = dataclasses.asdict(obj)
+    text = json.dumps(obj, indent=2, sort_keys=True, ensure_ascii=False, default=_jsonable)
+    path.write_text(text + "\n", encoding="utf-8")
+    return path
+
+
+def load_json(path):
+    """The object stored as JSON at path."""
+    path = Path(path)
+    if not path.is_file():
+        raise FileNotFoundError(f"No JSON file at {path}; write one first with save_json(obj, path)")
+    return json.loads(path.read_text(encoding="utf-8"))
+
+
+def _available(folder: Path, suffix: str) -> list[str]:
+    """Names (without suffix) of the files in folder ending in suffix, sorted."""
+    if not folder.is_dir():
+        return []
+    return sorted(p.name[: -len(suffix)] for p in folder.iterdir() if p.name.endswith(suffix))
+
+
+def _missing(what: str, name: str, folder: Path, names: list[str]) -> FileNotFoundError:
+    listed = ", ".join(names) if names else "none yet"
+    return FileNotFoundError(
+        f"No {what} named {name!r} in {folder}. Available: {listed}. "
+        f"Pass one of those names, or record one and save it there."
+    )
+
+
+def reference_run(name: str = DEFAULT_REFERENCE, *, missing_ok: bool = False):
+    """The stored reference run lib/floorlab/reference/<name>.json, as a floorlab.core.runs.Run.
+
+    missing_ok=True returns None when no run of that name is stored yet.
+    """
+    folder = Path(paths.REFERENCE_DIR)
+    name = name[: -len(".json")] if name.endswith(".json") else name
+    path = folder / f"{name}.json"
+    if not path.is_file():
+        if missing_ok:
+            return None
+        raise _missing("reference run", name, folder, _available(folder, ".json"))
+    try:
+        return Run.load(path)
+    except ValueError as err:  # a file stored before the Run layout, or in another one
+        raise ValueError(f"reference run {path} cannot be read as a Run ({err}); until it is "
+                         f"remade on that card, read its raw JSON with "
+                         f"floorlab.core.runs.load_json({str(path)!r})") from None
+
+
+def reference_figure(name: str, *, missing_ok: bool = False) -> Path | None:
+    """Path of the stored reference figure floorlab/reference/figures/<name>.png.
+
+    missing_ok=True returns None when no figure of that name is stored yet.
+    """
+    folder = Path(paths.REFERENCE_FIGURES_DIR)
+    name = name[: -len(".png")] if name.endswith(".png") else name
+    path = folder / f"{name}.png"
+    if not path.is_file():
+        if missing_ok:
+            return None
+        raise _missing("reference figure", name, folder, _available(folder, ".png"))
+    return path
+
+
+def stored_run(name: str):
+    """The stored reference run of that name as a Run, or None while none is stored yet."""
+    try:
+        return reference_run(name)
+    except FileNotFoundError:
+        return None
+
+
+def stored_figure(name: str) -> Path | None:
+    """The stored reference figure of that name, or None while none is stored yet."""
+    try:
+        return reference_figure(name)
+    except FileNotFoundError:
+        return None
+
+
+def _version(package: str) -> str | None:
+    try:
+        return metadata.version(package)
+    except metadata.PackageNotFoundError:
+        return None
+
+
+def run_stamp() -> dict:
+    """When and with what software a run was made: UTC ISO date and versions, no machine names."""
+    return {
+        "date": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "python": platform.python_version(),
+        "torch": _version("torch"),
+        "transformers": _version("transformers"),
+        "floorlab": _version("floorlab"),
+    }

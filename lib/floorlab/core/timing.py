@@ -1,0 +1,254 @@
+"""Core wing: timing a step the honest way: warm up, wait for the device, report a median and a spread.
+
+On CUDA each repeat is timed with a pair of CUDA events, so the time is the
+GPU's own; on the CPU, which is synchronous, a wall clock is enough. The host's
+time to issue a step is taken in the same loop, so the two are comparable.
+"""
+from __future__ import annotations
+
+import statistics
+import time
+from dataclasses import asdict, dataclass, field
+from typing import Callable
+
+import torch
+
+from floorlab.core.device import resolve_device
+from floorlab.core.progress import progress_bar
+from floorlab.core.prose import sig
+
+IN_FLIGHT = 2  # calls the timing loop lets the host queue ahead of the device
+SETTLE_MAX_CALLS = 20  # most extra warm-up calls on a CPU before timing starts anyway
+SETTLE_MAX_S = 2.0  # most seconds of extra warm-up on a CPU: slow calls settle in a few
+SETTLE_TOLERANCE = 0.15  # three calls within 15% of each other count as settled
+NOISY_SPREAD = 0.25  # a p10-p90 band wider than this share of the median is flagged as noisy
+
+
+@dataclass
+class Timing:
+    """Summary of repeated timings, every field in milliseconds."""
+
+    median_ms: float
+    p10_ms: float
+    p90_ms: float
+    min_ms: float
+    max_ms: float
+    samples_ms: list[float] = field(default_factory=list)
+
+    @property
+    def spread_ms(self) -> float:
+        """Width of the p10-p90 band in ms."""
+        return self.p90_ms - self.p10_ms
+
+    @property
+    def noisy(self) -> bool:
+        """True when the p10-p90 band is wider than NOISY_SPREAD of the median."""
+        return self.spread_ms > NOISY_SPREAD * self.median_ms
+
+    def noise_note(self, what: str = "this timing") -> str:
+        """A one-line warning for a noisy timing, else ''."""
+        if not self.noisy:
+            return ""
+
+        return (f"warning: {what} is noisy (p10-p90 {sig(self.p10_ms)}-{sig(self.p90_ms)} ms, "
+                f"{self.spread_ms / self.median_ms:.0%} of the median); something else was "
+                "running. Re-run it before reading much into it.")
+
+    def __str__(self) -> str:
+        return (
+            f"{self.median_ms:.2f} ms (p10-p90 {self.p10_ms:.2f}-{self.p90_ms:.2f}, "
+            f"n={len(self.samples_ms)})"
+        )
+
+    def to_dict(self) -> dict:
+        """Plain dict of every field plus spread_ms, ready for JSON."""
+        out = asdict(self)
+        out["spread_ms"] = self.spread_ms
+        return out
+
+    @classmethod
+    def from_dict(cls, data: dict) -> "Timing":
+        """Rebuild a Timing from to_dict() output."""
+        fields = {k: data[k] for k in ("median_ms", "p10_ms", "p90_ms", "min_ms", "max_ms")}
+        return cls(**fields, samples_ms=list(data.get("samples_ms", [])))
+
+    @classmethod
+    def from_samples(cls, samples_ms: list[float]) -> "Timing":
+        """Build a Timing from raw samples in ms."""
+        if not samples_ms:
+            raise ValueError("need at least one sample; pass repeats >= 1")
+        samples = [float(s) for s in samples_ms]
+        return cls(
+            median_ms=statistics.median(samples),
+            p10_ms=_percentile(samples, 10),
+            p90_ms=_percentile(samples, 90),
+            min_ms=min(samples),
+            max_ms=max(samples),
+            samples_ms=samples,
+        )
+
+
+def _percentile(samples: list[float], q: float) -> float:
+    """Linear-interpolated q-th percentile (the same rule as numpy's default)."""
+    ordered = sorted(samples)
+    if len(ordered) == 1:
+        return ordered[0]
+    pos = (len(ordered) - 1) * q / 100.0
+    lo = int(pos)
+    hi = min(lo + 1, len(ordered) - 1)
+    return ordered[lo] + (ordered[hi] - ordered[lo]) * (pos - lo)
+
+
+def _check_counts(warmup: int, repeats: int) -> None:
+    if int(warmup) != warmup or warmup < 0:
+        raise ValueError(f"warmup must be a whole number >= 0, got {warmup!r}")
+    if int(repeats) != repeats or repeats < 1:
+        raise ValueError(f"repeats must be a whole number >= 1, got {repeats!r}")
+
+
+def _repeat_range(repeats: int, progress: str | None):
+    if progress is None:
+        return range(repeats)
+
+    return progress_bar(range(repeats), label=progress, total=repeats)
+
+
+def _settle(fn: Callable[[], object]) -> int:
+    """On a CPU, call fn until three calls in a row agree within SETTLE_TOLERANCE; returns the calls made.
+
+    A CPU fresh from an install or a compile runs its first calls slow (cold caches,
+    frequency ramps); timing starts once it has settled, or after SETTLE_MAX_CALLS calls
+    or SETTLE_MAX_S seconds, whichever comes first (at least three calls).
+    """
+    recent: list[float] = []
+    start = time.perf_counter()
+    for calls in range(1, SETTLE_MAX_CALLS + 1):
+        t0 = time.perf_counter()
+        fn()
+        recent = (recent + [time.perf_counter() - t0])[-3:]
+        if len(recent) == 3 and max(recent) <= (1 + SETTLE_TOLERANCE) * min(recent):
+            return calls
+        if len(recent) == 3 and time.perf_counter() - start >= SETTLE_MAX_S:
+            return calls
+    return SETTLE_MAX_CALLS
+
+
+def _timed_loop(fn: Callable[[], object], *, warmup: int, repeats: int, device,
+                progress: str | None) -> tuple[list[float], list[float]]:
+    """(step ms, host issue ms) for each of `repeats` back-to-back calls, after warm-up.
+
+    On CUDA each call is bracketed by CUDA events (its time on the device) and by a host
+    clock (the time the host needs to issue it). At most IN_FLIGHT calls are queued
+    ahead of the device, so the host never stalls on a full launch queue and the issue
+    time stays the host's own. On the CPU the two are the same wall-clock time.
+    """
+    _check_counts(warmup, repeats)
+    device = resolve_device(device)
+    on_cuda = device.type == "cuda"
+    for _ in range(warmup):
+        fn()
+    if not on_cuda:
+        _settle(fn)
+        samples = []
+        for _ in _repeat_range(repeats, progress):
+            t0 = time.perf_counter()
+            fn()
+            samples.append((time.perf_counter() - t0) * 1e3)
+        return samples, list(samples)
+
+    torch.cuda.synchronize(device)
+    events = [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True))
+              for _ in range(repeats)]
+    stream = torch.cuda.current_stream(device)
+    issue: list[float] = []
+    for i in _repeat_range(repeats, progress):
+        if i >= IN_FLIGHT:
+            events[i - IN_FLIGHT][1].synchronize()
+        start, end = events[i]
+        start.record(stream)
+        t0 = time.perf_counter()
+        fn()
+        issue.append((time.perf_counter() - t0) * 1e3)
+        end.record(stream)
+    torch.cuda.synchronize(device)
+    return [start.elapsed_time(end) for start, end in events], issue
+
+
+def time_ms(fn: Callable[[], object], *, warmup: int = 3, repeats: int = 20, device=None,
+            progress: str | None = None) -> Timing:
+    """Time fn() repeats times after warm-up; returns a Timing in ms (CUDA events on a GPU)."""
+    steps, _ = _timed_loop(fn, warmup=warmup, repeats=repeats, device=device, progress=progress)
+    return Timing.from_samples(steps)
+
+
+@dataclass
+class StepTimes:
+    """The step's time and the host's time to issue it, from the same loop (both Timings in ms)."""
+
+    step: Timing
+    issue: Timing
+
+    @property
+    def issue_exceeds_step(self) -> bool:
+        """True when issuing took longer than the step beyond its spread: a suspect run."""
+        return self.issue.median_ms > self.step.p90_ms
+
+    @property
+    def issue_share(self) -> float:
+        """Issue time over step time (medians)."""
+        return self.issue.median_ms / self.step.median_ms
+
+    def note(self) -> str:
+        """A warning when the two disagree in a way no steady state allows, else ''."""
+        if not self.issue_exceeds_step:
+            return ""
+        return (f"warning: issuing took {self.issue.median_ms:.2f} ms, longer than the "
+                f"{self.step.median_ms:.2f} ms step (p90 {self.step.p90_ms:.2f}); the host "
+                "was disturbed during this run, so re-run before trusting the what-ifs.")
+
+    def to_dict(self) -> dict:
+        """Plain dict, ready for JSON."""
+        return {"step": self.step.to_dict(), "issue": self.issue.to_dict()}
+
+
+def time_with_issue(fn: Callable[[], object], *, warmup: int = 3, repeats: int = 20, device=None,
+                    progress: str | None = None) -> StepTimes:
+    """Time fn() on the device and its issue on the host in one steady-state loop; returns StepTimes."""
+    steps, issue = _timed_loop(fn, warmup=warmup, repeats=repeats, device=device, progress=progress)
+    return StepTimes(step=Timing.from_samples(steps), issue=Timing.from_samples(issue))
+
+
+def time_once(fn: Callable[[], object], *, device=None) -> float:
+    """ms one call of fn takes, without warm-up (a CUDA event pair on a GPU, a wall clock on a CPU).
+
+    For a sequence of different calls, such as a stream of batches, where each is run once.
+    """
+    device = resolve_device(device)
+    if device.type != "cuda":
+        t0 = time.perf_counter()
+        fn()
+        return (time.perf_counter() - t0) * 1e3
+    torch.cuda.synchronize(device)
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    stream = torch.cuda.current_stream(device)
+    start.record(stream)
+    fn()
+    end.record(stream)
+    end.synchronize()
+    return start.elapsed_time(end)
+
+
+def unsynchronised_time_ms(fn: Callable[[], object], *, repeats: int = 20) -> float:
+    """Median ms of a wall clock around each call, never waiting for the GPU.
+
+    Wrong on purpose: on a GPU it measures how fast the host queues work, not how
+    fast the work runs, so it can beat the roofline floor. The floor test catches it.
+    """
+    if int(repeats) != repeats or repeats < 1:
+        raise ValueError(f"repeats must be a whole number >= 1, got {repeats!r}")
+    samples = []
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        fn()
+        samples.append((time.perf_counter() - t0) * 1e3)
+    return statistics.median(samples)

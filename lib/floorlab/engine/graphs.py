@@ -1,0 +1,276 @@
+"""Engine wing: CUDA graphs for the decode step: capture once per batch bucket, replay with padding.
+
+A decode step launches hundreds of small kernels; a CUDA graph records them once
+and replays them with a single launch. Graphs have fixed shapes, so the runner
+captures one graph per bucket (1, 2, 4, 8, 16 by default), pads a live batch up
+to the nearest bucket, and runs eagerly above the largest one.
+
+Every graph reads its inputs from, and writes its logits to, static buffers: the
+runner copies inputs in before a replay and hands back a clone of the output,
+never a view, so a later replay cannot overwrite logits already returned.
+borrow() lends the view itself for one `with` block; debug=True poisons it (NaN)
+when the block ends and refuses a second caller while the first holds the buffers.
+
+Padding rows are real rows to the graph: they write the KV cache of rows the live
+batch does not use, which may hold other sequences. Every padded step therefore
+runs inside keep_padding_rows, which puts those cache values back afterwards.
+
+The buckets, the padding and the eager runner they share live in engine.buckets.
+"""
+from __future__ import annotations
+
+import gc
+import time
+from typing import Callable, Iterable
+
+import torch
+
+from floorlab.core.progress import progress_bar
+from floorlab.engine.buckets import (
+    DEFAULT_BUCKETS,
+    PAD_POSITION,
+    PAD_TOKEN,
+    BucketRunner,
+    StepFn,
+    check_batch_inputs,
+)
+
+
+class GraphMemory:
+    """GPU memory one captured graph added: bytes allocated (tensors it keeps alive, such as
+    its output) and reserved (segments its memory pool holds), measured around its capture."""
+
+    bucket: int
+    allocated_bytes: int
+    reserved_bytes: int
+    shared_pool: bool
+
+    @property
+    def reserved_mb(self) -> float:
+        """Reserved bytes in MB (1e6 bytes)."""
+        return self.reserved_bytes / 1e6
+
+    @property
+    def allocated_mb(self) -> float:
+        """Allocated bytes in MB (1e6 bytes)."""
+        return self.allocated_bytes / 1e6
+
+    def to_dict(self) -> dict:
+        """Plain dict, ready for JSON."""
+        return dict(vars(self))
+
+    @classmethod
+    def from_dict(cls, data: dict) -> "GraphMemory":
+        """Rebuild a GraphMemory from to_dict() output."""
+        return cls(**data)
+
+
+def _memory_now(device) -> tuple[int, int]:
+    """(allocated, reserved) bytes on device once garbage and cached free blocks are released."""
+    gc.collect()  # torch.cuda.graph collects and empties the cache too: measure after both
+    torch.cuda.synchronize(device)
+    torch.cuda.empty_cache()
+    return torch.cuda.memory_allocated(device), torch.cuda.memory_reserved(device)
+
+
+def capture_graph(fn: Callable[[], object], *, warmup: int = 3, pool=None,
+                  stream: torch.cuda.Stream | None = None):
+    """Record one call of fn into a CUDA graph; returns (graph, output).
+
+    Every graph in the book is recorded here. fn first runs `warmup` times on
+    the capture stream (a fresh side stream unless one is given), as capture
+    requires. The output tensor is static: each replay overwrites it.
+    """
+    side = stream if stream is not None else torch.cuda.Stream()
+    if warmup:
+        side.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(side), torch.no_grad():
+            for _ in range(int(warmup)):
+                fn()
+        torch.cuda.current_stream().wait_stream(side)
+        torch.cuda.synchronize()
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph, pool=pool, stream=side), torch.no_grad():
+        out = fn()  # recorded, not run: the kernels run at replay()
+    return graph, out
+
+
+class GraphRunner(BucketRunner):
+    """Runs a model's decode step through CUDA graphs captured at a few batch buckets.
+
+    `model` needs decode_step(tokens[B], positions[B]) -> logits[B, V], max_batch,
+    device and shape.vocab_size, and cache_slots(rows, position) for padded batches;
+    `step_fn` replaces model.decode_step (for example a torch.compile'd step; compile
+    it without its own CUDA graphs, mode="default"); debug as in BucketRunner.
+    """
+
+    path_name = "graph"
+
+    def __init__(self, model, buckets: Iterable[int] = DEFAULT_BUCKETS, *,
+                 step_fn: StepFn | None = None, debug: bool = False):
+        super().__init__(model, buckets, step_fn=step_fn, debug=debug)
+        self.device = self._device_for(model)
+        self.graphs: dict[int, torch.cuda.CUDAGraph] = {}
+        self.static_outputs: dict[int, torch.Tensor] = {}
+        self.static_tokens: torch.Tensor | None = None
+        self.static_positions: torch.Tensor | None = None
+        self.capture_s: float | None = None
+        self.memory: dict[int, GraphMemory] = {}
+        self.last_max_abs_diff: float | None = None
+
+    @staticmethod
+    def _device_for(model) -> torch.device:
+        """The CUDA device of the model; an error saying how to fix a missing GPU or a CPU model."""
+        if not torch.cuda.is_available():
+            raise RuntimeError(
+                "CUDA graphs need a CUDA GPU and none is visible here, so on this machine "
+                "the book's CPU path shows a stored reference run instead."
+            )
+        device = torch.device(model.device)
+        if device.type != "cuda":
+            raise ValueError(
+                f"GraphRunner needs the model on a CUDA device, but it is on {device}; "
+                "build or move the model with device='cuda'"
+            )
+        if device.index is None:
+            device = torch.device("cuda", torch.cuda.current_device())
+        return device
+
+    @property
+    def captured(self) -> bool:
+        """True once capture() has recorded a graph for every bucket."""
+        return len(self.graphs) == len(self.buckets)
+
+    def capture(self, *, warmup: int = 3, progress: str | None = None,
+                shared_pool: bool = True) -> float:
+        """Warm up and capture one graph per bucket; returns the time taken in seconds (also capture_s).
+
+        Warm-up runs the step at every bucket on a side stream, then graphs are
+        captured on that stream, largest first, into one shared memory pool (or, with
+        shared_pool=False, each into a pool of its own). What each capture added to
+        GPU memory is kept in memory[bucket]. Warm-up writes the KV cache at position
+        0 of rows 0..bucket-1, so afterwards the model's reset_cache() (when it has
+        one) clears it: the runner leaves no garbage.
+        """
+        if int(warmup) != warmup or warmup < 1:
+            raise ValueError(f"warmup must be a whole number >= 1, got {warmup!r}")
+        start_s = time.perf_counter()
+        self.graphs, self.static_outputs, self.memory = {}, {}, {}
+        largest = self.largest_bucket
+        with torch.cuda.device(self.device), torch.no_grad():
+            self.static_tokens = torch.zeros(largest, dtype=torch.long, device=self.device)
+            self.static_positions = torch.zeros(largest, dtype=torch.long, device=self.device)
+
+            side = torch.cuda.Stream(device=self.device)
+            side.wait_stream(torch.cuda.current_stream(self.device))
+            with torch.cuda.stream(side):
+                for bucket in reversed(self.buckets):
+                    for _ in range(int(warmup)):
+                        self.step_fn(self.static_tokens[:bucket], self.static_positions[:bucket])
+            torch.cuda.current_stream(self.device).wait_stream(side)
+            torch.cuda.synchronize(self.device)
+
+            pool = torch.cuda.graph_pool_handle() if shared_pool else None
+            for bucket in _progress(reversed(self.buckets), progress, len(self.buckets)):
+                allocated, reserved = _memory_now(self.device)
+                self.graphs[bucket], self.static_outputs[bucket] = capture_graph(
+                    lambda: self.step_fn(self.static_tokens[:bucket], self.static_positions[:bucket]),
+                    warmup=0, pool=pool, stream=side)
+                allocated_after, reserved_after = _memory_now(self.device)
+                self.memory[bucket] = GraphMemory(bucket, allocated_after - allocated,
+                                                  reserved_after - reserved, shared_pool)
+            torch.cuda.synchronize(self.device)
+        self._reset_model_cache()
+        self.capture_s = time.perf_counter() - start_s
+        return self.capture_s
+
+    def _run_bucket(self, tokens, positions, bucket):
+        self._require_captured()
+        self._load_inputs(tokens, positions, bucket)  # copy in, pad
+        self.graphs[bucket].replay()
+        return self.static_outputs[bucket]
+
+    def replay_fn(self, batch: int) -> Callable[[], None]:
+        """Return a no-argument callable replaying the bucket's graph as-is (for timing and profiling).
+
+        It replays whatever inputs the last step loaded, padding rows included, and
+        without keep_padding_rows: time it after a step whose batch fills the bucket.
+        The callable holds the runner, whose static tokens and positions the graph
+        reads: were the runner freed first, a replay would read memory reused since.
+        """
+        bucket = self.bucket_for(batch)
+        if bucket is None:
+            raise ValueError(
+                f"batch {batch} is above the largest captured bucket {self.largest_bucket}; "
+                "pass a batch <= that bucket or capture larger buckets"
+            )
+        self._require_captured()
+
+        def replay() -> None:
+            self.graphs[bucket].replay()
+
+        return replay
+
+    def check_bit_identical(self, tokens: torch.Tensor, positions: torch.Tensor) -> bool:
+        """Return True when a graph replay gives exactly the eager step's logits (torch.equal).
+
+        B must equal a bucket, so no padding is involved. Both runs write the same
+        KV values at the same (row, position) slots, so their order does not matter.
+        The largest absolute logit difference is kept in last_max_abs_diff.
+        """
+        batch = check_batch_inputs(tokens, positions)
+        if batch not in self.buckets:
+            raise ValueError(
+                f"check_bit_identical needs a batch equal to a bucket {self.buckets}, got {batch}; "
+                "pass tokens and positions with that many rows"
+            )
+        self._require_captured()
+        tokens, positions = tokens.to(self.device), positions.to(self.device)
+        with torch.no_grad():
+            eager = self.step_fn(tokens, positions).clone()
+            self._load_inputs(tokens, positions, batch)
+            self.graphs[batch].replay()
+            graph = self.static_outputs[batch].clone()
+        self.last_max_abs_diff = (eager.float() - graph.float()).abs().max().item()
+        return bool(torch.equal(eager, graph))
+
+    def _load_inputs(self, tokens: torch.Tensor, positions: torch.Tensor, bucket: int) -> None:
+        batch = tokens.shape[0]
+        self.static_tokens[:batch].copy_(tokens)
+        self.static_positions[:batch].copy_(positions)
+        if bucket > batch:
+            self.static_tokens[batch:bucket].fill_(PAD_TOKEN)
+            self.static_positions[batch:bucket].fill_(PAD_POSITION)
+
+    def _require_captured(self) -> None:
+        if not self.captured:
+            raise RuntimeError("this GraphRunner has no graphs yet; call runner.capture() first")
+
+    def _reset_model_cache(self) -> None:
+        reset = getattr(self.model, "reset_cache", None)
+        if reset is None:
+            return
+        before = _buffer_addresses(self.model)
+        reset()
+        after = _buffer_addresses(self.model)
+        moved = [name for name, ptr in before.items() if after.get(name) != ptr]
+        if moved:
+            self.graphs, self.static_outputs = {}, {}
+            raise RuntimeError(
+                f"model.reset_cache() replaced buffers {moved}, so the captured graphs would "
+                "read freed memory; make reset_cache() clear them in place (tensor.zero_())"
+            )
+
+
+def _buffer_addresses(model) -> dict[str, int]:
+    """Device addresses of a torch module's buffers by name; empty for other objects."""
+    if not isinstance(model, torch.nn.Module):
+        return {}
+    return {name: buf.data_ptr() for name, buf in model.named_buffers()}
+
+
+def _progress(items, label: str | None, total: int):
+    if label is None:
+        return items
+
+    return progress_bar(items, label=label, total=total)

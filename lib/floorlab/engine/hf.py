@@ -1,0 +1,107 @@
+"""Engine wing: transformers' Qwen3ForCausalLM with a StaticCache, behind the same interface as floorlab's Qwen3Decoder."""
+from __future__ import annotations
+
+import inspect
+
+import torch
+from transformers import Qwen3Config, Qwen3ForCausalLM, StaticCache
+
+from floorlab.core.shapes import Qwen3Shape, get_shape
+from floorlab.engine.model import Qwen3Decoder, check_limits, greedy_tokens, init_random_
+
+
+def _empty_hf(shape: Qwen3Shape, device, dtype: torch.dtype, attn_implementation: str) -> Qwen3ForCausalLM:
+    """A Qwen3ForCausalLM with uninitialised weights on the device (built on meta, so nothing is allocated twice)."""
+    config = Qwen3Config(**shape.to_hf_config_dict())
+    config._attn_implementation = attn_implementation
+    config.dtype = dtype
+    with torch.device("meta"):
+        model = Qwen3ForCausalLM(config)
+    model = model.to(dtype).to_empty(device=device)
+    if shape.tie_word_embeddings:
+        model.lm_head.weight = model.model.embed_tokens.weight
+    # to_empty left the rotary frequencies uninitialised: rebuild them (in float32, as transformers does)
+    model.model.rotary_emb = type(model.model.rotary_emb)(config).to(device)
+    return model.eval().requires_grad_(False)
+
+
+class HFDecoder:
+    """prefill / decode_step / generate / reset_cache around transformers' model and StaticCache.
+
+    The StaticCache is sized by the batch of the last prefill, keeps one position for all rows and
+    (in transformers 5.2x) writes at its own counter: call decode_step once per position, in order.
+    """
+
+    def __init__(self, model: Qwen3ForCausalLM, shape: Qwen3Shape, *, max_batch: int = 16, max_context: int = 256):
+        self.model, self.shape = model, shape
+        self.max_batch, self.max_context = max_batch, max_context
+        weight = model.model.embed_tokens.weight
+        self.device, self.dtype = weight.device, weight.dtype
+        forward_args = inspect.signature(model.forward).parameters
+        self._cache_arg = "cache" if "cache" in forward_args else "past_key_values"
+        self._pass_cache_position = "cache_position" in forward_args
+        self.cache: StaticCache | None = None
+        self.cache_batch = 0
+
+    @classmethod
+    def from_decoder(cls, ours: Qwen3Decoder, *, attn_implementation: str = "sdpa") -> "HFDecoder":
+        """An HFDecoder computing the same function as ours: same shape, device, dtype, limits and weights."""
+        model = _empty_hf(ours.shape, ours.device, ours.dtype, attn_implementation)
+        model.load_state_dict(ours.hf_state_dict(), strict=True)
+        return cls(model, ours.shape, max_batch=ours.max_batch, max_context=ours.max_context)
+
+    def _check(self, batch: int, tokens: int) -> None:
+        check_limits(batch, tokens, max_batch=self.max_batch, max_context=self.max_context)
+
+    def _forward(self, input_ids, position_ids, cache_position) -> torch.Tensor:
+        kwargs = {self._cache_arg: self.cache, "use_cache": True, "position_ids": position_ids}
+        if self._pass_cache_position:
+            kwargs["cache_position"] = cache_position
+        return self.model(input_ids=input_ids, **kwargs).logits
+
+    @torch.inference_mode()
+    def prefill(self, tokens: torch.Tensor) -> torch.Tensor:
+        """Logits [B, T, vocab] for tokens [B, T] at positions 0..T-1; starts a fresh cache for B rows."""
+        batch, length = tokens.shape
+        self._check(batch, length)
+        if self.cache is None or batch != self.cache_batch:
+            self.cache = StaticCache(config=self.model.config, max_cache_len=self.max_context)
+            self.cache_batch = batch
+        else:
+            self.cache.reset()
+        positions = torch.arange(length, device=self.device)
+        return self._forward(tokens, positions.expand(batch, length), positions)
+
+    @torch.inference_mode()
+    def decode_step(self, tokens: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
+        """Logits [B, vocab] for one token per row; positions must be the same for every row."""
+        batch = tokens.shape[0]
+        self._check(batch, 0)
+        if self.cache is None or batch != self.cache_batch:
+            raise ValueError(f"decode_step got {batch} rows but the cache holds {self.cache_batch}; "
+                             f"call prefill with {batch} rows first (the StaticCache is sized by the prefill)")
+        return self._forward(tokens[:, None], positions[:, None], positions[:1])[:, -1]
+
+    @torch.inference_mode()
+    def generate(self, prompt: torch.Tensor, steps: int) -> torch.Tensor:
+        """Greedy tokens [B, steps] after prompt [B, T]."""
+        batch, length = prompt.shape
+        self._check(batch, length + steps)
+        return greedy_tokens(self, prompt, steps)
+
+    @torch.inference_mode()
+    def reset_cache(self) -> None:
+        """Zero the StaticCache in place (its tensors keep their addresses; they were made in inference mode)."""
+        if self.cache is not None:
+            self.cache.reset()
+
+
+def build_hf(preset_or_shape, *, device="cpu", dtype: torch.dtype = torch.bfloat16, max_batch: int = 16,
+             max_context: int = 256, seed: int = 0, attn_implementation: str = "sdpa") -> HFDecoder:
+    """An HFDecoder with random weights (normal, std 0.02; norms 1) made directly on the device."""
+    shape = get_shape(preset_or_shape)
+    model = _empty_hf(shape, device, dtype, attn_implementation)
+    if torch.device(device).type == "meta":
+        return HFDecoder(model, shape, max_batch=max_batch, max_context=max_context)
+    init_random_(model.named_parameters(), seed=seed, device=device)
+    return HFDecoder(model, shape, max_batch=max_batch, max_context=max_context)

@@ -1,0 +1,80 @@
+"""Engine wing: real text from real weights: the book's engine, a Qwen3 checkpoint and its tokenizer.
+
+Random weights move the same bytes as trained ones, so every timing in the book
+holds for both; with a checkpoint at hand the same engine also writes readable text.
+The folder comes from FLOORLAB_QWEN3_PATH; nothing is fetched from the network
+unless that variable names a hub id instead of a folder.
+"""
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Callable
+
+import torch
+
+from floorlab.engine.model import greedy_tokens
+from floorlab.engine.weights import load_pretrained
+
+WEIGHTS_ENV = "FLOORLAB_QWEN3_PATH"
+HUB_ID = "Qwen/Qwen3-0.6B"
+
+
+def weights_source(environ=None) -> str | None:
+    """The checkpoint folder (or hub id) FLOORLAB_QWEN3_PATH names, or None when it is unset."""
+    value = (os.environ if environ is None else environ).get(WEIGHTS_ENV, "").strip()
+    return value or None
+
+
+def how_to_get_weights() -> str:
+    """One line: how a reader gets the Qwen3-0.6B weights and tells the book where they are."""
+    return (f"No Qwen3-0.6B weights named here. To see real text, download them once "
+            f"(hf download {HUB_ID} --local-dir ~/qwen3-0.6b) and start Jupyter with "
+            f"{WEIGHTS_ENV}=~/qwen3-0.6b.")
+
+
+def load_text_model(source: str | Path, *, device="cpu", dtype: torch.dtype = torch.bfloat16,
+                    max_batch: int = 1, max_context: int = 256):
+    """(Qwen3Decoder, tokenizer) from a checkpoint folder, or from the hub when given a hub id."""
+    from transformers import AutoTokenizer
+
+    folder = Path(str(source)).expanduser()
+    local = folder.is_dir()
+    if not local and str(source).startswith(("/", ".", "~")):
+        raise FileNotFoundError(f"{WEIGHTS_ENV}={source} is not a folder; point it at the folder "
+                                "holding config.json, the *.safetensors and the tokenizer files")
+    model = load_pretrained(folder if local else str(source), device=device, dtype=dtype,
+                            max_batch=max_batch, max_context=max_context)
+    tokenizer = AutoTokenizer.from_pretrained(str(folder if local else source),
+                                              local_files_only=local)
+    return model, tokenizer
+
+
+@dataclass
+class Generation:
+    """A prompt and the greedy continuation the engine wrote for it."""
+
+    prompt: str
+    prompt_ids: list[int]
+    new_ids: list[int]
+    text: str  # the new tokens, decoded
+
+
+def generate_text(model, tokenizer, prompt: str, new_tokens: int = 24, *,
+                  decode_step: Callable | None = None) -> Generation:
+    """Greedy continuation of prompt, new_tokens long, by the engine's prefill and decode step.
+
+    decode_step replaces model.decode_step (for example a GraphRunner's step).
+    """
+    ids = tokenizer(prompt, return_tensors="pt")["input_ids"].to(model.device)
+    if ids.shape[1] + new_tokens > model.max_context:
+        raise ValueError(f"{ids.shape[1]} prompt tokens + {new_tokens} new ones do not fit in "
+                         f"max_context={model.max_context}; shorten the prompt or build the "
+                         "model with a larger max_context")
+    decoder = SimpleNamespace(prefill=model.prefill, decode_step=decode_step or model.decode_step)
+    with torch.no_grad():
+        new = greedy_tokens(decoder, ids, new_tokens)[0].tolist()
+    return Generation(prompt, ids[0].tolist(), new,
+                      tokenizer.decode(new, skip_special_tokens=True))

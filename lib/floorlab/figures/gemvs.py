@@ -1,0 +1,60 @@
+"""Figures wing: one GEMV's achieved bandwidth against its weight size.
+"""
+from __future__ import annotations
+
+import matplotlib
+from matplotlib.figure import Figure
+from matplotlib.ticker import NullLocator
+
+from floorlab.core.prose import fmt_gbps
+from floorlab.figures.style import (
+    INK,
+    SERIES_COLOURS,
+    SERIES_MARKERS,
+    STYLE,
+    legend_and_note,
+    new_figure,
+    save_png,
+)
+
+GEMV_WAYS = {"alone": "one GEMV alone", "serial": "back to back, no PDL",
+             "chained": "back to back, chained with PDL"}
+
+
+def gemv_sizes(rows, read_gbps: float, *, title: str | None = None, path=None,
+               note: str | None = None) -> Figure:
+    """Achieved GB/s of one GEMV against its weight size, one line per way of launching it.
+
+    rows: floorlab.studies.kernels.sweep_sizes rows (bytes and <way>_gbps for alone, serial,
+    chained). A dashed line marks read_gbps, the bandwidth the floor assumes. Returns the Figure.
+    """
+    rows = sorted(rows, key=lambda r: r["bytes"])
+    if not rows:
+        raise ValueError("gemv_sizes needs rows from floorlab.studies.kernels.sweep_sizes, got none")
+    if read_gbps <= 0:
+        raise ValueError(f"read_gbps must be above 0, got {read_gbps}")
+    mb = [r["bytes"] / 1e6 for r in rows]
+    with matplotlib.rc_context(STYLE):
+        fig = new_figure(4.4)
+        ax = fig.subplots()
+        ax.set_xscale("log")
+        handles = []
+        for k, (way, label) in enumerate(GEMV_WAYS.items()):
+            (line,) = ax.plot(mb, [r[f"{way}_gbps"] for r in rows], color=SERIES_COLOURS[k],
+                              marker=SERIES_MARKERS[k], markersize=6, linewidth=1.6, label=label,
+                              gid=way, zorder=3)
+            handles.append(line)
+        ax.axhline(read_gbps, color=INK, linestyle="--", linewidth=1.1, zorder=2)
+        ax.annotate(f"read bandwidth, {fmt_gbps(read_gbps)}", xy=(0.0, read_gbps),
+                    xycoords=("axes fraction", "data"), xytext=(4, -4), textcoords="offset points",
+                    ha="left", va="top", fontsize=9, color=INK)
+        ax.set_xticks(mb, [f"{m:.3g}" for m in mb])
+        ax.xaxis.set_minor_locator(NullLocator())
+        ax.set_ylim(0, read_gbps * 1.12)
+        ax.set_xlabel("weight matrix, MB (log scale; rows × 1024 columns, bf16)")
+        ax.set_ylabel("achieved GB/s")
+        if title:
+            ax.set_title(title, loc="left", color=INK, pad=8)
+        legend_and_note(ax, handles, ncol=2, note=note, below_pt=36)
+        save_png(fig, path)
+    return fig

@@ -1,0 +1,108 @@
+"""Figures wing: the look every figure shares (colours, fonts, sizes) and the small drawing helpers.
+
+The figures wing imports only core. None of its functions touches global matplotlib settings:
+the style lives in a context around each drawing.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+from matplotlib.figure import Figure
+from matplotlib.transforms import offset_copy
+
+from floorlab.core.prose import fmt_times
+
+# Okabe-Ito colours: distinguishable with every common colour-vision deficiency.
+FLOOR_BLUE = "#0072B2"
+REST_ORANGE = "#E69F00"
+CPU_GREY = "#4D4D4D"
+GPU_BLUE = "#0072B2"
+IDLE_RED = "#D55E00"
+IDLE_ALPHA = 0.3
+INK = "#222222"
+MUTED = "#666666"
+
+FIG_WIDTH_IN = 9.0
+ABOVE_FLOOR = "above the floor: launches, gaps, slow kernels"
+DPI = 150
+
+STYLE = {
+    "font.size": 10,
+    "axes.titlesize": 10.5,
+    "axes.labelsize": 10,
+    "axes.edgecolor": MUTED,
+    "axes.labelcolor": INK,
+    "axes.spines.top": False,
+    "axes.spines.right": False,
+    "axes.grid": False,
+    "xtick.color": MUTED,
+    "ytick.color": INK,
+    "xtick.labelcolor": INK,
+    "legend.frameon": False,
+    "legend.fontsize": 9,
+    "savefig.dpi": DPI,
+    "figure.dpi": 100,
+    "figure.facecolor": "white",
+}
+
+
+def new_figure(height_in: float) -> Figure:
+    """A Figure that a notebook shows when returned, but not again at the end of the cell."""
+    import matplotlib.pyplot as plt  # loads the notebook's display backend
+
+    fig = plt.figure(figsize=(FIG_WIDTH_IN, height_in))
+    plt.close(fig)  # pyplot forgets it: shown once, as the returned value
+    return fig
+
+
+def save_png(fig: Figure, path) -> None:
+    """Write fig as a PNG at path (dpi 150, tight box), creating parent folders."""
+    if path is None:
+        return
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=DPI, bbox_inches="tight", facecolor="white")
+
+
+def legend_and_note(ax, handles, *, ncol: int, note: str | None, below_pt: float) -> None:
+    """Put a legend below ax (below_pt points under its bottom edge) and the note under it."""
+    anchor = offset_copy(ax.transAxes, fig=ax.figure, y=-below_pt, units="points")
+    legend = ax.legend(
+        handles=handles, loc="upper left", bbox_to_anchor=(0.0, 0.0),
+        bbox_transform=anchor, ncol=ncol, borderaxespad=0.0, handlelength=1.6,
+        columnspacing=1.6,
+    )
+    if note:
+        ax.annotate(
+            note, xy=(0.0, 0.0), xycoords=legend, xytext=(0, -6),
+            textcoords="offset points", ha="left", va="top",
+            fontsize=8.5, color=MUTED, fontstyle="italic", annotation_clip=False,
+        )
+
+
+def times_floor(ratio: float) -> str:
+    """'2.5× floor' for big ratios, '1.09× floor' near 1, where the digits matter."""
+    return f"{fmt_times(ratio)} floor"
+
+
+# Okabe-Ito colours and distinct markers for the paths of the scaling figure, in drawing order.
+SERIES_COLOURS = ("#D55E00", "#0072B2", "#009E73", "#CC79A7", "#E69F00", "#56B4E9")
+SERIES_MARKERS = ("o", "s", "^", "D", "v", "P")
+
+
+def label_ends(ax, ends) -> None:
+    """Write each line's last multiple beside its last point, nudged apart where they would touch."""
+    pixels = ax.transData.transform([(x, y) for x, y, _ in ends])
+    gap_px = 11 * ax.figure.dpi / 72  # one line of 9-point text
+    placed: list[tuple[float, float]] = []  # (x, y) in pixels of the labels written so far
+    for i in sorted(range(len(ends)), key=lambda i: pixels[i][1]):
+        x_px, y_px = pixels[i]
+        for px, py in placed:
+            if abs(px - x_px) < 1 and y_px < py + gap_px:
+                y_px = py + gap_px
+        placed.append((x_px, y_px))
+        x, y, colour = ends[i]
+        ax.annotate(f"{y:.1f}×" if y >= 2 else f"{y:.2f}×", xy=(x, y),
+                    xytext=(7, (y_px - pixels[i][1]) * 72 / ax.figure.dpi),
+                    textcoords="offset points", ha="left", va="center", fontsize=9,
+                    color=colour)

@@ -1,0 +1,387 @@
+"""Studies wing: one card, several model sizes: each size's floor, eager step and graph replay.
+
+measure_sizes builds one model at a time, checks before allocating that it fits
+(memory.check_fits), measures it and frees it before the next. Sizes reads such a
+run, or the bench's rows of the same engine, size by size. CostModel carries what
+one measured size says to sizes that were not measured: a replay costs the floor
+plus a fixed price per kernel, and an eager step whichever is slower, the host
+issuing its kernels or the device running them.
+"""
+from __future__ import annotations
+
+import gc
+from dataclasses import dataclass, replace
+
+import torch
+
+from floorlab.core import roofline
+from floorlab.core.checks import NOT_ATTEMPTED, checked, read_number
+from floorlab.core.device import describe_device, resolve_device
+from floorlab.core.memory import check_fits
+from floorlab.core.progress import progress_bar
+from floorlab.core.prose import fmt_gbps, fmt_ms
+from floorlab.core.roofline import Floor
+from floorlab.core.runs import Row, Run, reference_run, row_key, run_stamp
+from floorlab.core.shapes import get_shape
+from floorlab.core.timelines import Timeline
+from floorlab.engine.measure import Source, graph_replay, measure_path, profile_path
+from floorlab.engine.model import build_model, prefill_random
+
+KIND = "chapter:bigger-models"
+REFERENCE = "h200-bigger-models"  # the stored run of measure_sizes on an H200
+BENCH_REFERENCE = "h200-bench"
+EAGER, GRAPH = "eager", "graph replay"  # the paths measure_sizes records
+BENCH_EAGER, BENCH_GRAPH = "plain eager", "plain graph"  # the same engine's paths in the bench
+NO_GRAPHS = "not measured: CUDA graphs need a CUDA GPU"
+THRESHOLD = 1.1  # graphs stop mattering once eager takes less than this multiple of a replay
+
+
+def release(device) -> None:
+    """Hand freed model memory back: collect garbage, then empty torch's CUDA cache on a GPU."""
+    gc.collect()
+    if torch.device(device).type == "cuda":
+        torch.cuda.empty_cache()
+
+
+def measure_sizes(presets, *, device, bandwidths, warmup: int, repeats: int,
+                  batch: int = 1, prompt_tokens: int = 32,
+                  max_context: int = 128) -> Run:
+    """Eager and graph replay of each preset in turn, one model in memory at a time.
+
+    A preset that does not fit is skipped before anything is allocated: its rows
+    are absent, and their note names the GB it needs. Without CUDA the graph rows
+    are absent and the eager step is profiled instead of the replay. Returns a Run.
+    """
+    device = resolve_device(device)
+    presets = [get_shape(p) for p in presets]
+    settings = {"presets": [s.name for s in presets],
+                "params": {s.name: s.param_count() for s in presets},
+                "batch": batch, "prompt_tokens": prompt_tokens,
+                "max_context": max_context,
+                "warmup": warmup, "repeats": repeats}
+    run = Run(kind=KIND, stamp=run_stamp(), device=describe_device(device),
+              bandwidths=bandwidths, settings=settings)
+    for shape in progress_bar(presets, label="model sizes", total=len(presets)):
+        floor = roofline.decode_floor(shape, batch=batch,
+                                      prompt_tokens=prompt_tokens,
+                                      bandwidths=bandwidths,
+                                      cache_tokens=max_context)
+        run.floors.append(floor)
+        fit = check_fits(shape, device, max_batch=batch, max_context=max_context)
+        if not fit.ok:
+            run.rows += [Row(path, shape.name, batch, status="absent",
+                             note=fit.message()) for path in (EAGER, GRAPH)]
+            continue
+        try:
+            _measure_size(run, shape, floor, device, warmup=warmup, repeats=repeats,
+                          prompt_tokens=prompt_tokens, max_context=max_context)
+        except torch.cuda.OutOfMemoryError as err:
+            why = " ".join(str(err).split())
+            note = f"failed: out of memory although the check passed ({why})"
+            run.rows += [Row(path, shape.name, batch, status="failed",
+                             note=note[:240]) for path in (EAGER, GRAPH)
+                         if run.find(path, shape.name, batch) is None]
+        finally:
+            release(device)
+    return run
+
+
+def _measure_size(run: Run, shape, floor: Floor, device, *, warmup: int, repeats: int,
+                  prompt_tokens: int, max_context: int) -> None:
+    """Build one model, add its rows and timeline to run; the model is freed when this returns."""
+    batch = floor.batch
+    model = build_model(shape, device=device, max_batch=batch, max_context=max_context)
+    prompt, tokens, positions = prefill_random(model, batch, prompt_tokens)
+
+    def step():
+        return model.decode_step(tokens, positions)
+
+    eager = measure_path(EAGER, step, floor, warmup=warmup, repeats=repeats, device=device,
+                         progress=f"{shape.name} eager")
+    run.rows.append(eager)
+    if device.type != "cuda":
+        run.rows.append(Row(GRAPH, shape.name, batch, status="absent", note=NO_GRAPHS))
+        timeline = profile_path(eager, step, device=device)
+        run.timelines[row_key(shape.name, batch, EAGER)] = replace(
+            timeline, label=f"{EAGER}, {shape.name}")
+        return
+    replay = graph_replay(model, tokens, positions, floor=floor, eager=eager, warmup=warmup,
+                          repeats=repeats, reference=REFERENCE, buckets=(batch,),
+                          restore=lambda: model.prefill(prompt))
+    run.rows.append(replay.graph)
+    run.timelines[row_key(shape.name, batch, GRAPH)] = replace(
+        replay.timeline, label=f"{GRAPH}, {shape.name}")
+
+
+def params_of(run: Run, preset: str) -> int:
+    """Parameters of one of a run's presets: as the run recorded them, else from the preset's shape."""
+    recorded = run.settings.get("params", {}).get(preset)
+    return int(recorded) if recorded else get_shape(preset).param_count()
+
+
+def x_floor_points(run: Run, path: str, *, batch: int = 1) -> list[tuple[int, float]]:
+    """(parameters, multiple of the floor) of each measured row of path, smallest model first."""
+    return sorted((params_of(run, r.preset), r.x_floor) for r in run.rows
+                  if r.path == path and r.batch == batch and r.measured)
+
+
+@dataclass
+class Sizes:
+    """The book's engine at several sizes on one card: eager and graph-replay rows by preset."""
+
+    run: Run
+    source: Source
+    eager_path: str = EAGER
+    graph_path: str = GRAPH
+    batch: int = 1
+    note: str = ""
+
+    @property
+    def presets(self) -> list[str]:
+        """Presets with a measured eager row, smallest first."""
+        names = {r.preset for r in self.run.rows if r.path == self.eager_path and r.measured}
+        return sorted(names, key=lambda name: params_of(self.run, name))
+
+    @property
+    def not_measured(self) -> list[Row]:
+        """The eager rows of presets that were skipped or failed, each with its note."""
+        return [r for r in self.run.rows if r.path == self.eager_path and not r.measured]
+
+    def eager(self, preset: str) -> Row | None:
+        """The eager row of preset, or None."""
+        return self.run.find(self.eager_path, preset, self.batch)
+
+    def graph(self, preset: str) -> Row | None:
+        """The graph-replay row of preset, or None."""
+        return self.run.find(self.graph_path, preset, self.batch)
+
+    def floor(self, preset: str) -> Floor:
+        """The floor of preset at this batch."""
+        return self.run.floor(preset, self.batch)
+
+    def timeline(self, preset: str, path: str | None = None) -> Timeline | None:
+        """The timeline behind a row (the graph replay's unless path is given), or None."""
+        return self.run.timelines.get(row_key(preset, self.batch, path or self.graph_path))
+
+    def speedup(self, preset: str) -> float | None:
+        """Eager time over replay time (medians), or None without both rows."""
+        eager, graph = self.eager(preset), self.graph(preset)
+        return eager.median_ms / graph.median_ms if eager and graph else None
+
+    def verdict(self, preset: str) -> str:
+        """What holds the eager step above its floor (roofline.gap_verdict)."""
+        eager = self.eager(preset)
+        replay, own = self.timeline(preset), self.timeline(preset, self.eager_path)
+        launches = replay.kernels if replay else len(own.cpu) if own else 1
+        on_cpu = replay is None and own is not None  # on a CPU the operators are the host
+        issue = None if on_cpu or eager.issue is None else eager.issue.median_ms
+        return roofline.gap_verdict(eager_ms=eager.median_ms,
+                                    floor_ms=self.floor(preset).floor_ms,
+                                    launches=max(launches, 1), issue_ms=issue,
+                                    busy_ms=own.busy_ms if on_cpu else None)
+
+    def points(self, path: str) -> list[tuple[int, float]]:
+        """(parameters, multiple of the floor) of one path, smallest model first."""
+        return x_floor_points(self.run, path, batch=self.batch)
+
+
+def measured_sizes(run: Run) -> Sizes:
+    """The Sizes of a run measure_sizes just made on this machine."""
+    return Sizes(run, Source(here=True), batch=int(run.settings.get("batch", 1)))
+
+
+def stored_sizes() -> Sizes:
+    """The stored H200 run of measure_sizes; until one exists, the stored bench's plain rows."""
+    try:
+        run = reference_run(REFERENCE)
+    except FileNotFoundError:
+        bench = reference_run(BENCH_REFERENCE)
+        presets = sorted({r.preset for r in bench.rows if r.path == BENCH_EAGER},
+                         key=lambda name: params_of(bench, name))
+        note = (f"No stored run of this chapter exists yet (lib/floorlab/reference/"
+                f"{REFERENCE}.json). Until one is measured on an H200, the sizes below come "
+                f"from the stored bench ({bench.label}), which ran the same engine, eager and "
+                f"replayed, at {' and '.join(presets)} only.")
+        return Sizes(bench, Source(here=False, run=bench), BENCH_EAGER, BENCH_GRAPH, note=note)
+    return Sizes(run, Source(here=False, run=run), batch=int(run.settings.get("batch", 1)))
+
+
+def _billions(params: int) -> str:
+    """'0.60B', '14.8B'; a model under 0.1B in millions, '1.2M'."""
+    if params < 1e8:
+        return f"{params / 1e6:.1f}M"
+    return f"{params / 1e9:.2f}B" if params < 1e10 else f"{params / 1e9:.1f}B"
+
+
+def format_sizes(sizes: Sizes) -> str:
+    """A table for the page: per preset, its floor, eager and replay (× floor), speed-up, verdict."""
+    lines = [f"{'preset':<11}{'params':>7}{'floor':>10}{'eager':>17}{'graph replay':>17}"
+             f"{'speed-up':>10}  gap"]
+
+    def cell(row: Row | None) -> str:
+        if row is None:
+            return "-"
+        return f"{fmt_ms(row.median_ms)} ({row.x_floor:.{1 if row.x_floor >= 10 else 2}f}×)"
+
+    for preset in sizes.presets:
+        speedup = sizes.speedup(preset)
+        lines.append(f"{preset:<11}{_billions(params_of(sizes.run, preset)):>7}"
+                     f"{fmt_ms(sizes.floor(preset).floor_ms):>10}{cell(sizes.eager(preset)):>17}"
+                     f"{cell(sizes.graph(preset)):>17}"
+                     f"{f'{speedup:.2f}×' if speedup else '-':>10}  {sizes.verdict(preset)}")
+    return "\n".join(lines)
+
+
+@dataclass(frozen=True)
+class CostModel:
+    """Step times at any size on one card, fitted on one measured preset.
+
+    A replay costs the floor plus overhead_us per kernel; an eager step costs the slower
+    of the host's issue time and that replay. Kernels and issue time grow with the layers.
+    """
+
+    preset: str
+    bandwidth_gbps: float
+    kernels_per_layer: float
+    overhead_us: float
+    issue_ms_per_layer: float
+    batch: int = 1
+    visible_tokens: int = 33
+
+    def kernels(self, shape) -> int:
+        """Kernels in one step of shape: kernels_per_layer × its layers, rounded."""
+        return round(self.kernels_per_layer * get_shape(shape).num_layers)
+
+    def floor_ms(self, shape) -> float:
+        """The floor of shape on this card, in ms."""
+        moved = roofline.bytes_per_step(get_shape(shape), self.batch, self.visible_tokens)
+        return roofline.floor_ms(moved, self.bandwidth_gbps)
+
+    def graph_ms(self, shape) -> float:
+        """Predicted replay in ms: the floor plus each kernel's fixed cost."""
+        return roofline.predicted_ms(self.floor_ms(shape), self.kernels(shape), self.overhead_us)
+
+    def eager_ms(self, shape) -> float:
+        """Predicted eager step in ms: the host's issue time, or the replay if that is slower."""
+        return max(self.issue_ms_per_layer * get_shape(shape).num_layers, self.graph_ms(shape))
+
+    def speedup(self, shape) -> float:
+        """Predicted eager ÷ replay."""
+        return self.eager_ms(shape) / self.graph_ms(shape)
+
+    def stream_ms_per_layer(self, threshold: float = THRESHOLD) -> float:
+        """ms a layer's bytes must take to stream for eager to fall under threshold × replay.
+
+        Per layer, eager ÷ replay = issue ÷ (stream + kernels × overhead); solved for stream.
+        """
+        fixed_ms = self.kernels_per_layer * self.overhead_us / 1e3
+        return max(self.issue_ms_per_layer / threshold - fixed_ms, 0.0)
+
+    def layer_bytes(self, threshold: float = THRESHOLD) -> float:
+        """Bytes per layer from which eager takes less than threshold × a replay."""
+        return self.stream_ms_per_layer(threshold) * 1e-3 * self.bandwidth_gbps * 1e9
+
+
+def fit_cost_model(sizes: Sizes, preset: str | None = None) -> CostModel:
+    """The CostModel of sizes' card, fitted on preset (default: the largest with a profiled replay)."""
+    fitted = [p for p in sizes.presets if sizes.graph(p) and sizes.timeline(p)]
+    if preset is None:
+        if not fitted:
+            raise ValueError("no preset here has a measured and profiled graph replay to fit on; "
+                             "measure one on a CUDA GPU, or use stored_sizes()")
+        preset = fitted[-1]
+    elif preset not in fitted:
+        raise ValueError(f"{preset} has no measured and profiled graph replay here; "
+                         f"pick one of: {', '.join(fitted) or 'none'}")
+    shape, floor, replay = get_shape(preset), sizes.floor(preset), sizes.timeline(preset)
+    eager = sizes.eager(preset)
+    issue_ms = eager.issue.median_ms if eager.issue is not None else eager.median_ms
+    overhead_us = roofline.overhead_us_per_kernel(replay.busy_ms, floor.floor_ms, replay.kernels)
+    return CostModel(preset=preset, bandwidth_gbps=floor.bandwidth_gbps,
+                     kernels_per_layer=replay.kernels / shape.num_layers, overhead_us=overhead_us,
+                     issue_ms_per_layer=issue_ms / shape.num_layers, batch=floor.batch,
+                     visible_tokens=floor.visible_tokens)
+
+
+# Chapter "Bigger models": the size at which graph replay stops mattering.
+
+@dataclass
+class GraphsMatterAnswer:
+    """Where graphs stop mattering on one card: the bytes per layer, and the first shape there."""
+    threshold: float
+    layer_bytes: float
+    first_preset: str  # "none" when no shape in layer_bytes_by_preset gets there
+    layer_bytes_by_preset: dict[str, int]
+
+
+def graphs_matter_answer(model, presets, *, threshold: float) -> GraphsMatterAnswer:
+    """Bytes per layer at which eager falls under threshold × a replay (sizes.CostModel), and
+    the first of presets (smallest first) whose bf16 layers are that large."""
+    shapes = [get_shape(p) for p in presets]
+    by_preset = {s.name: s.layer_param_count() * 2 for s in shapes}
+    need = model.layer_bytes(threshold)
+    first = next((name for name, size in by_preset.items() if size >= need), "none")
+    return GraphsMatterAnswer(threshold, need, first, by_preset)
+
+
+@checked
+def check_graphs_matter(my_layer_gb, my_first_preset, expected: GraphsMatterAnswer) -> str:
+    """Verdict on the reader's bytes per layer (GB) and the first shape that reaches them."""
+    if my_layer_gb is None or my_first_preset is None:
+        return NOT_ATTEMPTED
+    gb, want_gb = read_number(my_layer_gb, "my_layer_gb"), expected.layer_bytes / 1e9
+    if abs(gb - want_gb) > max(0.10 * want_gb, 0.005):
+        return (f"not yet: per layer, eager ÷ replay = issue time ÷ (stream time + kernels × µs "
+                f"per kernel). Set that to {expected.threshold:g}, solve for the stream time, "
+                "and multiply it by the bandwidth.")
+    if not isinstance(my_first_preset, str):
+        return "not yet: my_first_preset is a preset's name in quotes, or 'none'."
+    if my_first_preset.strip().lower() != expected.first_preset:
+        return ("not yet: set each shape's GB per layer beside yours and write the first that "
+                "reaches it, or 'none' if none does.")
+    where = ("no Qwen3 shape here gets there" if expected.first_preset == "none"
+             else f"{expected.first_preset} is the first shape there")
+    return f"right: {want_gb:.2f} GB per layer, and {where}."
+
+
+def answer_graphs_matter(model, expected: GraphsMatterAnswer, sizes) -> str:
+    """The worked answer: the arithmetic from the fitted preset, then each shape's prediction."""
+
+    fixed_ms = model.kernels_per_layer * model.overhead_us / 1e3
+    layers = get_shape(model.preset).num_layers
+    stream_ms = model.stream_ms_per_layer(expected.threshold)
+    lines = [
+        f"Fitted on {model.preset}, {sizes.source.label}:",
+        f"  issue time per layer  {model.issue_ms_per_layer * layers:.2f} ms ÷ {layers} = "
+        f"{model.issue_ms_per_layer:.3f} ms",
+        f"  fixed cost per layer  {model.kernels_per_layer:.1f} kernels × "
+        f"{model.overhead_us:.2f} µs = {fixed_ms:.3f} ms",
+        f"eager ÷ replay = {model.issue_ms_per_layer:.3f} ÷ (stream + {fixed_ms:.3f}) "
+        f"= {expected.threshold:g} when",
+        f"  stream = {model.issue_ms_per_layer:.3f} ms ÷ {expected.threshold:g} − "
+        f"{fixed_ms:.3f} ms = {stream_ms:.3f} ms per layer",
+        f"  bytes  = {stream_ms:.3f} ms × {fmt_gbps(model.bandwidth_gbps)} = "
+        f"{expected.layer_bytes / 1e9:.2f} GB per layer",
+        "",
+        f"{'preset':<11}{'GB per layer':>14}{'eager ÷ replay, predicted':>27}{'measured':>10}",
+    ]
+    for name, size in expected.layer_bytes_by_preset.items():
+        measured = sizes.speedup(name) if name in sizes.presets else None
+        lines.append(f"{name:<11}{size / 1e9:>14.3f}{model.speedup(name):>26.2f}×"
+                     f"{f'{measured:.2f}×' if measured else '-':>10}")
+    lines.append("")
+    if expected.first_preset == "none":
+        lines.append("No shape of the family gets there: on this card, at batch 1, a replay stays "
+                     f"more than {expected.threshold:g}× as fast as eager at every size. The host "
+                     "pays per layer, so a model that grows by adding layers keeps paying; only "
+                     "wider layers, with more bytes each, let the floor hide the launches.")
+    else:
+        lines.append(f"From {expected.first_preset} on, a layer streams for long enough to hide "
+                     "its own launches, and eager comes within "
+                     f"{expected.threshold:g}× of a replay: there graphs stop mattering.")
+    verdict = sizes.verdict(model.preset)
+    if verdict != "dispatch":
+        lines.append(f"Note: roofline.gap_verdict calls {model.preset}'s eager gap "
+                     f"'{verdict}', not dispatch, so the host's issue time is not what sets "
+                     "the eager step here, and the prediction above leans on it.")
+    return "\n".join(lines)

@@ -1,0 +1,370 @@
+"""Studies wing: the chapter "Serving": a stream of live batches through buckets, what padding
+and eager fallbacks cost, and the memory each graph holds. The padding trap is in serving_trap.
+
+The runner is a GraphRunner on a GPU and a PaddedEagerRunner elsewhere. Both pad the
+same way, so a stream's padding and fallbacks and the trap checks run for real on any
+machine; only the graphs' own times and memory need CUDA, and a CPU reads those from
+the stored run of a named card (stored_run), when one exists. Choosing the buckets lives
+beside it, in serving_buckets.
+"""
+from __future__ import annotations
+
+import random
+import warnings
+from collections import Counter
+from dataclasses import dataclass, field
+
+import torch
+
+from floorlab.core.progress import progress_bar
+from floorlab.core.prose import fmt_ms
+from floorlab.core.roofline import Floor
+from floorlab.core.runs import Row, Run, reference_run
+from floorlab.core.shapes import Qwen3Shape
+from floorlab.core.timelines import Timeline
+from floorlab.core.timing import time_once
+from floorlab.engine.buckets import EagerFallbackWarning
+from floorlab.engine.graphs import GraphMemory, GraphRunner
+from floorlab.engine.measure import Source, measure_path
+from floorlab.studies.serving_buckets import BucketCosts
+
+REFERENCE = "h200-serving"  # the stored run a machine without CUDA shows
+# A small model of the same family: a CPU decodes it in milliseconds, so the stream runs for real.
+CPU_SHAPE = Qwen3Shape(hidden_size=256, intermediate_size=768, num_layers=4, num_heads=4,
+                       num_kv_heads=2, head_dim=64, vocab_size=4096, tie_word_embeddings=True,
+                       name="qwen3-small")
+
+
+def stored_run(name: str = REFERENCE) -> Run | None:
+    """The stored reference run of this chapter, or None when none has been stored yet."""
+    try:
+        return reference_run(name)
+    except FileNotFoundError:
+        return None
+
+
+# ---------------------------------------------------------------- the stream
+
+def request_stream(steps: int, *, largest: int, beyond: int = 4, seed: int = 0) -> list[int]:
+    """Live batch sizes for `steps` decode steps, drawn from 1..largest+beyond with weight 1/B.
+
+    Small batches are the common case, and a few exceed the largest bucket. Seeded: the
+    same arguments give the same stream everywhere.
+    """
+    if int(steps) != steps or steps < 1:
+        raise ValueError(f"steps must be a whole number >= 1, got {steps!r}")
+    if int(largest) != largest or largest < 1 or int(beyond) != beyond or beyond < 0:
+        raise ValueError(f"largest must be >= 1 and beyond >= 0, got {largest!r} and {beyond!r}")
+    sizes = range(1, int(largest) + int(beyond) + 1)
+    return random.Random(seed).choices(sizes, weights=[1 / b for b in sizes], k=int(steps))
+
+
+@dataclass
+class StreamStep:
+    """One step of a stream: its live batch, the bucket it ran in (None: eager) and its time in ms."""
+
+    batch: int
+    bucket: int | None
+    ms: float
+
+    @property
+    def padded_rows(self) -> int:
+        """Rows computed for no request (bucket - batch); 0 for an eager step."""
+        return 0 if self.bucket is None else self.bucket - self.batch
+
+    @property
+    def rows(self) -> int:
+        """Rows the step computed: its bucket, or its batch when it ran eagerly."""
+        return self.batch if self.bucket is None else self.bucket
+
+    @property
+    def padding_ms(self) -> float:
+        """The padded rows' share of the step: padded rows × (ms ÷ rows computed)."""
+        return self.padded_rows * self.ms / self.rows
+
+
+@dataclass
+class StreamCost:
+    """A stream of live batches run through a runner: where its time went, in ms."""
+
+    path: str
+    buckets: tuple[int, ...]
+    steps: list[StreamStep] = field(default_factory=list)
+
+    @property
+    def total_ms(self) -> float:
+        """Time of every step of the stream."""
+        return sum(s.ms for s in self.steps)
+
+    @property
+    def padded_rows(self) -> int:
+        """Padding rows computed over the stream."""
+        return sum(s.padded_rows for s in self.steps)
+
+    @property
+    def computed_rows(self) -> int:
+        """Rows computed over the stream, padding included."""
+        return sum(s.rows for s in self.steps)
+
+    @property
+    def padding_ms(self) -> float:
+        """The padded rows' share of each step, summed: padded rows × step time per row."""
+        return sum(s.padding_ms for s in self.steps)
+
+    @property
+    def fallbacks(self) -> list[StreamStep]:
+        """The steps above the largest bucket, which ran eagerly."""
+        return [s for s in self.steps if s.bucket is None]
+
+    @property
+    def fallback_ms(self) -> float:
+        """Time of the eager fallback steps."""
+        return sum(s.ms for s in self.fallbacks)
+
+    @property
+    def bucket_ms(self) -> float:
+        """Mean time of a step that ran in a bucket (nan when none did)."""
+        timed = [s.ms for s in self.steps if s.bucket is not None]
+        return sum(timed) / len(timed) if timed else float("nan")
+
+    def histogram(self) -> dict[int, int]:
+        """How many steps had each live batch size."""
+        return dict(sorted(Counter(s.batch for s in self.steps).items()))
+
+    def summary(self, ms_per_row: float | None = None) -> str:
+        """A few printed lines: steps, padding (as a share and, given ms_per_row, at its marginal
+        cost) and the eager fallbacks."""
+        n, total = len(self.steps), self.total_ms
+        falls = self.fallbacks
+        lines = [
+            f"{n} steps through {self.path}, buckets {self.buckets}: {fmt_ms(total)} in all",
+            f"padding rows    {self.padded_rows} of {self.computed_rows} computed "
+            f"({self.padded_rows / self.computed_rows:.0%})",
+            f"padding, as a share of each step   {fmt_ms(self.padding_ms)} "
+            f"({self.padding_ms / total:.1%} of the stream)",
+        ]
+        if ms_per_row is not None:
+            marginal = self.padded_rows * ms_per_row
+            lines.append(f"padding, at what a row adds        {self.padded_rows} × "
+                         f"{fmt_ms(ms_per_row)} = {fmt_ms(marginal)} ({marginal / total:.1%})")
+        mean = f", {fmt_ms(self.fallback_ms / len(falls))} each" if falls else ""
+        lines += [f"eager fallbacks {len(falls)} steps above batch {self.buckets[-1]}: "
+                  f"{fmt_ms(self.fallback_ms)}{mean}",
+                  f"                {self.fallback_ms / total:.1%} of the stream; a step in "
+                  f"a bucket took {fmt_ms(self.bucket_ms)} on average"]
+        return "\n".join(lines)
+
+    def to_dict(self) -> dict:
+        """Plain dict, ready for JSON."""
+        return {"path": self.path, "buckets": list(self.buckets),
+                "steps": [vars(s) for s in self.steps]}
+
+    @classmethod
+    def from_dict(cls, data: dict) -> "StreamCost":
+        """Rebuild a StreamCost from to_dict() output."""
+        return cls(data["path"], tuple(data["buckets"]),
+                   [StreamStep(**s) for s in data["steps"]])
+
+
+def serve_stream(runner, batches, tokens: torch.Tensor, positions: torch.Tensor, *, device,
+                 progress: str | None = None) -> StreamCost:
+    """Run each live batch B of the stream through runner.step on rows 0..B-1 of tokens and
+    positions: the whole stream once to warm up, then once more, each step timed on its own."""
+    batches = list(batches)
+    if max(batches) > tokens.shape[0]:
+        raise ValueError(f"the stream reaches batch {max(batches)} but only {tokens.shape[0]} "
+                         "rows were prefilled; prefill at least as many rows as the largest batch")
+    cost = StreamCost(runner.path_name, runner.buckets)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", EagerFallbackWarning)  # counted, not repeated
+        for batch in batches:
+            runner.step(tokens[:batch], positions[:batch])
+        for batch in _progress(batches, progress):
+            ms = time_once(lambda: runner.step(tokens[:batch], positions[:batch]), device=device)
+            cost.steps.append(StreamStep(batch, runner.bucket_for(batch), ms))
+    return cost
+
+
+# ---------------------------------------------------------------- every bucket, eager and graph
+
+def bucket_rows(model, tokens: torch.Tensor, positions: torch.Tensor, floors: dict[int, Floor],
+                *, warmup: int, repeats: int, runner: GraphRunner | None = None
+                ) -> tuple[dict[int, Row], dict[int, Row]]:
+    """Eager and (given a captured runner) graph Rows at every bucket, on the same rows.
+
+    Each graph Row is checked bit for bit against the eager step at its batch.
+    """
+    eager, graph = {}, {}
+    for batch, floor in floors.items():
+        tok, pos = tokens[:batch], positions[:batch]
+        eager[batch] = measure_path("eager", lambda: model.decode_step(tok, pos), floor,
+                                    warmup=warmup, repeats=repeats, device=model.device,
+                                    progress=f"eager, batch {batch}")
+        if runner is not None:
+            row = measure_path("graph", lambda: runner.step(tok, pos), floor, warmup=warmup,
+                               repeats=repeats, device=model.device,
+                               progress=f"graph, batch {batch}")
+            row.bit_identical = runner.check_bit_identical(tok, pos)
+            row.max_abs_diff = runner.last_max_abs_diff
+            graph[batch] = row
+    return eager, graph
+
+
+def speedup_lines(eager: dict[int, Row], graph: dict[int, Row]) -> str:
+    """One printed line per bucket: eager, graph, the speed-up and the multiples of the floor."""
+    lines = [f"{'batch':>5}  {'eager':>10}  {'graph':>10}  {'speed-up':>9}  "
+             f"{'graph ÷ floor':>13}  bit-identical"]
+    for batch, row in graph.items():
+        same = {True: "yes", False: "NO", None: "not checked"}[row.bit_identical]
+        lines.append(f"{batch:>5}  {fmt_ms(eager[batch].median_ms):>10}  "
+                     f"{fmt_ms(row.median_ms):>10}  "
+                     f"{eager[batch].median_ms / row.median_ms:>8.2f}×  "
+                     f"{row.x_floor:>12.2f}×  {same}")
+    return "\n".join(lines)
+
+
+def ms_per_row(rows: dict[int, Row]) -> float:
+    """What one more row adds to a step, in ms: the least-squares slope of median time over batch.
+
+    A row cannot make a step faster, so a negative slope (noise) reads as 0.
+    """
+    return max(linear_fit({b: r.median_ms for b, r in rows.items()})[1], 0.0)
+
+
+def linear_fit(points: dict[int, float]) -> tuple[float, float]:
+    """(intercept, slope) of the least-squares line through {x: y}; slope 0 for a single point."""
+    if not points:
+        raise ValueError("linear_fit needs at least one point")
+    n = len(points)
+    mean_x, mean_y = sum(points) / n, sum(points.values()) / n
+    spread = sum((x - mean_x) ** 2 for x in points)
+    if spread == 0:
+        return mean_y, 0.0
+    slope = sum((x - mean_x) * (y - mean_y) for x, y in points.items()) / spread
+    return mean_y - slope * mean_x, slope
+
+
+# ---------------------------------------------------------------- graph memory
+
+@dataclass
+class GraphMemoryReport:
+    """What each bucket's graph added to GPU memory, captured into one shared pool and each into its own."""
+
+    shared: list[GraphMemory]
+    private: list[GraphMemory]
+
+    @property
+    def shared_mb(self) -> float:
+        """MB reserved by all graphs in one shared pool."""
+        return sum(m.reserved_mb for m in self.shared)
+
+    @property
+    def private_mb(self) -> float:
+        """MB reserved by all graphs, each in its own pool."""
+        return sum(m.reserved_mb for m in self.private)
+
+    def private_mb_at(self) -> dict[int, float]:
+        """{bucket: MB reserved by its graph in a pool of its own}."""
+        return {m.bucket: m.reserved_mb for m in self.private}
+
+    def summary(self) -> str:
+        """A table of MB reserved per graph, own pool against shared pool, with the totals."""
+        shared = {m.bucket: m for m in self.shared}
+        lines = [f"{'bucket':>6}  {'own pool':>9}  {'shared pool':>11}  {'output kept':>11}"]
+        for m in sorted(self.private, key=lambda m: m.bucket):
+            s = shared[m.bucket]
+            lines.append(f"{m.bucket:>6}  {m.reserved_mb:>6.1f} MB  {s.reserved_mb:>8.1f} MB  "
+                         f"{s.allocated_mb:>8.1f} MB")
+        lines.append(f"{'all':>6}  {self.private_mb:>6.1f} MB  {self.shared_mb:>8.1f} MB")
+        return "\n".join(lines)
+
+    def to_dict(self) -> dict:
+        """Plain dict, ready for JSON."""
+        return {"shared": [m.to_dict() for m in self.shared],
+                "private": [m.to_dict() for m in self.private]}
+
+    @classmethod
+    def from_dict(cls, data: dict) -> "GraphMemoryReport":
+        """Rebuild a report from to_dict() output."""
+        return cls([GraphMemory.from_dict(m) for m in data["shared"]],
+                   [GraphMemory.from_dict(m) for m in data["private"]])
+
+
+def capture_runner(model, buckets, *, progress: str | None = None
+                   ) -> tuple[GraphRunner, GraphMemoryReport]:
+    """A GraphRunner captured into one shared pool, and what its graphs hold in memory, measured
+    against the same graphs captured each into a pool of its own (captured first, then freed)."""
+    private = GraphRunner(model, buckets)
+    private.capture(shared_pool=False, progress=progress and f"{progress}, own pools")
+    own = [private.memory[b] for b in private.buckets]
+    del private
+    torch.cuda.empty_cache()
+    runner = GraphRunner(model, buckets)
+    runner.capture(shared_pool=True, progress=progress and f"{progress}, one pool")
+    return runner, GraphMemoryReport([runner.memory[b] for b in runner.buckets], own)
+
+
+def _progress(items, label: str | None):
+    if label is None:
+        return items
+
+    return progress_bar(items, label=label, total=len(items))
+
+
+# ---------------------------------------------------------------- the graph side, here or stored
+
+NO_STORED_RUN = ("CUDA graphs need a CUDA GPU, and no stored run of this chapter on one exists "
+                 "yet, so the graph numbers are absent here. Run the chapter once on a CUDA GPU "
+                 "to measure them (the run is saved to figures/serving.json).")
+
+
+@dataclass
+class GraphSide:
+    """The numbers only a GPU measures: per-bucket eager and graph rows, graph memory, the
+    stream through the graphs and the timelines; from this machine or from a stored run."""
+
+    source: object  # floorlab.engine.measure.Source
+    preset: str
+    floors: dict[int, Floor] = field(default_factory=dict)
+    eager: dict[int, Row] = field(default_factory=dict)
+    graph: dict[int, Row] = field(default_factory=dict)
+    padded: Row | None = None
+    memory: GraphMemoryReport | None = None
+    stream: StreamCost | None = None
+    timelines: dict[str, Timeline] = field(default_factory=dict)
+
+    @property
+    def speedups(self) -> dict[int, float]:
+        """Eager median over graph median at each bucket."""
+        return {b: self.eager[b].median_ms / r.median_ms for b, r in self.graph.items()}
+
+    def costs(self) -> BucketCosts:
+        """Step times and graph memory per bucket, for choosing buckets."""
+        return BucketCosts({b: r.median_ms for b, r in self.graph.items()},
+                           {b: r.median_ms for b, r in self.eager.items()},
+                           self.memory.private_mb_at())
+
+    @classmethod
+    def from_run(cls, run: Run) -> "GraphSide":
+        """The graph side of a stored run of this chapter."""
+
+        rows = [r for r in run.rows if r.measured]
+        return cls(Source(here=False, run=run), run.settings["preset"],
+                   floors={f.batch: f for f in run.floors},
+                   eager={r.batch: r for r in rows if r.path == "eager"},
+                   graph={r.batch: r for r in rows if r.path == "graph"},
+                   padded=next((r for r in rows if r.path == "graph, padded"), None),
+                   memory=GraphMemoryReport.from_dict(run.facts["graph_memory"]),
+                   stream=StreamCost.from_dict(run.facts["stream"]),
+                   timelines=dict(run.timelines))
+
+    def to_run(self, *, stamp: dict, device: dict, bandwidths, settings: dict,
+               facts: dict | None = None) -> Run:
+        """This machine's graph side as a Run (kind chapter:serving), ready to save."""
+        rows = [*self.eager.values(), *self.graph.values()]
+        rows += [self.padded] if self.padded is not None else []
+        return Run(kind="chapter:serving", stamp=stamp, device=device, bandwidths=bandwidths,
+                   floors=list(self.floors.values()), rows=rows, timelines=dict(self.timelines),
+                   facts={"graph_memory": self.memory.to_dict(), "stream": self.stream.to_dict(),
+                          **(facts or {})},
+                   settings={"preset": self.preset, **settings})

@@ -1,0 +1,188 @@
+"""Studies wing: the chapter "Serving", choosing the buckets: step time and graph memory at any
+batch size, a choice's mean step over a distribution of live batches, the best choice within a
+memory budget, and the challenge that asks the reader for one.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from floorlab.core.checks import NOT_ATTEMPTED, checked
+from floorlab.core.prose import fmt_ms
+from floorlab.engine.buckets import bucket_for, check_buckets
+
+BUDGET_TOLERANCE = 0.01  # a bucket choice within 1% of the best mean step counts as the best
+
+
+# ---------------------------------------------------------------- choosing buckets
+
+@dataclass
+class BucketCosts:
+    """Step time and graph memory at any batch size, interpolated from measured buckets.
+
+    graph_ms and eager_ms map a measured batch to its median step in ms; graph_mb maps a
+    bucket to the MB its graph reserves in a pool of its own. Between measured sizes the
+    values are interpolated on a straight line, beyond them extended along the last one.
+    """
+
+    graph_ms: dict[int, float]
+    eager_ms: dict[int, float]
+    graph_mb: dict[int, float]
+
+    def graph_step_ms(self, batch: int) -> float:
+        """ms of a graph replay at this bucket."""
+        return _interpolate(self.graph_ms, batch)
+
+    def eager_step_ms(self, batch: int) -> float:
+        """ms of an eager step at this batch."""
+        return _interpolate(self.eager_ms, batch)
+
+    def memory_mb(self, bucket: int) -> float:
+        """MB a graph at this bucket reserves in a pool of its own (never below 0)."""
+        return max(_interpolate(self.graph_mb, bucket), 0.0)
+
+    def table(self) -> str:
+        """The measured points: per bucket, graph and eager ms and the graph's MB (own pool)."""
+        lines = [f"{'batch':>5}  {'graph':>10}  {'eager':>10}  {'graph memory':>12}"]
+        for b in sorted(self.graph_ms):
+            lines.append(f"{b:>5}  {fmt_ms(self.graph_ms[b]):>10}  "
+                         f"{fmt_ms(self.eager_step_ms(b)):>10}  {self.memory_mb(b):>9.1f} MB")
+        return "\n".join(lines)
+
+
+def _interpolate(points: dict[int, float], x: float) -> float:
+    xs = sorted(points)
+    if len(xs) == 1:
+        return points[xs[0]]
+    if x in points:
+        return points[x]
+    lo, hi = (xs[0], xs[1]) if x < xs[0] else (xs[-2], xs[-1])
+    for a, b in zip(xs, xs[1:]):
+        if a <= x <= b:
+            lo, hi = a, b
+            break
+    return points[lo] + (points[hi] - points[lo]) * (x - lo) / (hi - lo)
+
+
+@dataclass
+class BucketScore:
+    """How a choice of buckets serves a distribution of live batches."""
+
+    buckets: tuple[int, ...]
+    mean_ms: float  # mean step time over the distribution
+    memory_mb: float  # graph memory, each graph in its own pool
+    padded_share: float  # padded rows over computed rows
+    fallback_share: float  # steps that run eagerly
+
+    def __str__(self) -> str:
+        return (f"buckets {self.buckets}: {self.mean_ms:.3f} ms per step, "
+                f"{self.memory_mb:.1f} MB, {self.padded_share:.0%} padded rows, "
+                f"{self.fallback_share:.0%} of steps eager")
+
+
+def score_buckets(buckets, histogram: dict[int, int], costs: BucketCosts) -> BucketScore:
+    """Mean step ms, graph MB (own pools), padded-row share and eager share of a bucket choice."""
+    buckets = check_buckets(buckets)
+    steps = sum(histogram.values())
+    total_ms = padded = rows = falls = 0
+    for batch, count in histogram.items():
+        bucket = bucket_for(batch, buckets)
+        if bucket is None:
+            total_ms += count * costs.eager_step_ms(batch)
+            rows += count * batch
+            falls += count
+        else:
+            total_ms += count * costs.graph_step_ms(bucket)
+            rows += count * bucket
+            padded += count * (bucket - batch)
+    memory = sum(costs.memory_mb(b) for b in buckets)
+    return BucketScore(buckets, total_ms / steps, memory, padded / rows, falls / steps)
+
+
+def best_buckets(histogram: dict[int, int], costs: BucketCosts, *, budget_mb: float,
+                 max_bucket: int) -> BucketScore:
+    """The bucket choice (sizes 1..max_bucket) with the fastest mean step within budget_mb.
+
+    Only sizes that occur are worth a bucket: any other serves the same batches as the
+    next occurring size below it, slower and larger. Each candidate set is kept on a
+    Pareto front of (memory, time), so the search is exact and quick.
+    """
+    sizes = sorted(b for b in histogram if b <= max_bucket)
+
+    def served(lo: int, hi: int) -> float:  # batches in (lo, hi] replayed at bucket hi
+        return sum(n * costs.graph_step_ms(hi) for b, n in histogram.items() if lo < b <= hi)
+
+    def eager_above(lo: int) -> float:
+        return sum(n * costs.eager_step_ms(b) for b, n in histogram.items() if b > lo)
+
+    fronts: dict[int, list[tuple[float, float, tuple[int, ...]]]] = {0: [(0.0, 0.0, ())]}
+    for size in sizes:
+        options = [(mem + costs.memory_mb(size), ms + served(last, size), chosen + (size,))
+                   for last, front in fronts.items() for mem, ms, chosen in front
+                   if mem + costs.memory_mb(size) <= budget_mb]
+        fronts[size] = _pareto(options)
+    finished = [(ms + eager_above(last), chosen) for last, front in fronts.items()
+                for _, ms, chosen in front if chosen]
+    if not finished:
+        raise ValueError(f"no bucket fits a budget of {budget_mb:.1f} MB; raise the budget")
+    return score_buckets(min(finished)[1], histogram, costs)
+
+
+def _pareto(options):
+    """The options no other option beats on both memory and time."""
+    front, best_ms = [], float("inf")
+    for mem, ms, chosen in sorted(options):
+        if ms < best_ms:
+            front.append((mem, ms, chosen))
+            best_ms = ms
+    return front
+
+
+# Serving, challenge 1: buckets for a distribution of live batches, within a memory budget.
+
+@checked
+def check_bucket_choice(my_buckets, histogram: dict[int, int], costs, *, budget_mb: float,
+                        max_bucket: int) -> str:
+    """Verdict on the reader's buckets: within budget, and within BUDGET_TOLERANCE of the best mean step."""
+
+    if my_buckets is None:
+        return NOT_ATTEMPTED
+    if isinstance(my_buckets, (int, str)) or not all(
+            isinstance(b, int) and not isinstance(b, bool) and b >= 1 for b in my_buckets):
+        return ("not yet: write the buckets as a tuple of whole batch sizes, "
+                "for example (2, 8, 20).")
+    if not my_buckets:
+        return "not yet: choose at least one bucket."
+    if max(my_buckets) > max_bucket:
+        return (f"not yet: the model's cache holds {max_bucket} rows, so no bucket can be "
+                f"larger than {max_bucket}.")
+    mine = score_buckets(tuple(my_buckets), histogram, costs)
+    if mine.memory_mb > budget_mb:
+        return (f"not yet: those graphs reserve {mine.memory_mb:.1f} MB, over the "
+                f"{budget_mb:.1f} MB budget; drop a bucket or pick smaller ones.")
+    best = best_buckets(histogram, costs, budget_mb=budget_mb, max_bucket=max_bucket)
+    if mine.mean_ms <= best.mean_ms * (1 + BUDGET_TOLERANCE):
+        return (f"right: {mine.mean_ms:.3f} ms per step on average, within "
+                f"{BUDGET_TOLERANCE:.0%} of the best choice within budget.")
+    hint = ("some steps still run eagerly: what does one of them cost against a replay?"
+            if mine.fallback_share else
+            "no step falls back; now trade padding for the memory you have left.")
+    return (f"not yet: {mine.mean_ms:.3f} ms per step on average; a choice within budget "
+            f"reaches {best.mean_ms:.3f} ms. {hint}")
+
+
+def answer_bucket_choice(histogram: dict[int, int], costs, *, budget_mb: float, max_bucket: int,
+                         default=(1, 2, 4, 8, 16)) -> str:
+    """The worked answer: the best choice within budget, set beside the default buckets."""
+
+    best = best_buckets(histogram, costs, budget_mb=budget_mb, max_bucket=max_bucket)
+    rows = [("best within budget", best), ("the default buckets",
+                                           score_buckets(default, histogram, costs))]
+    lines = [f"{'':20s} {'ms/step':>8s} {'MB':>7s} {'padded':>7s} {'eager':>6s}  buckets"]
+    for name, s in rows:
+        lines.append(f"{name:20s} {s.mean_ms:8.3f} {s.memory_mb:7.1f} {s.padded_share:7.0%} "
+                     f"{s.fallback_share:6.0%}  {s.buckets}")
+    largest = max(b for b in histogram)
+    lines.append(f"Every step up to batch {largest} runs in a graph only if a bucket reaches "
+                 f"{largest}; an eager step costs {costs.eager_step_ms(largest):.2f} ms there "
+                 f"against a replay's {costs.graph_step_ms(largest):.2f} ms.")
+    return "\n".join(lines)

@@ -1,0 +1,374 @@
+"""Studies wing: shared buffers: what a replay overwrites, how two callers corrupt each other, and the fixes.
+
+A captured graph reads its inputs from, and writes its logits to, fixed addresses.
+StandInRunner gives a machine without CUDA the same buffers: its "replay" runs the
+step from the static inputs into the static output, so every hazard of sharing them
+is the same; only the launch cost differs. between() runs two callers in a fixed
+order, the second's whole step between the first's copy-in and its replay, so the
+corruption it shows is deterministic, not a race that happens to lose.
+"""
+from __future__ import annotations
+
+import threading
+import time
+from contextlib import nullcontext
+from dataclasses import dataclass, field
+
+import torch
+
+from floorlab.core.checks import NOT_ATTEMPTED, Unreadable, checked
+from floorlab.engine.buckets import SharedBufferError, StepFn
+from floorlab.engine.graphs import GraphRunner
+
+Request = tuple[torch.Tensor, torch.Tensor]  # (tokens [B], positions [B])
+KEEPS = ("view", "copy", "clone")
+
+
+class StandInGraph:
+    """One bucket's stand-in for torch.cuda.CUDAGraph: replay() runs fn on fixed inputs into a fixed output."""
+
+    def __init__(self, fn: StepFn, tokens: torch.Tensor, positions: torch.Tensor):
+        self.fn, self.tokens, self.positions = fn, tokens, positions
+        self.output = fn(tokens, positions).clone()  # "recording" allocates the output once
+
+    def replay(self) -> None:
+        """Run the step from the static inputs and write its logits into the static output."""
+        self.output.copy_(self.fn(self.tokens, self.positions))
+
+
+class StandInRunner(GraphRunner):
+    """GraphRunner with StandInGraphs in place of CUDA graphs: same static buffers, any device.
+
+    It stands in for a CUDA graph where none exists. It copies inputs in, "replays"
+    and lends or copies out exactly as GraphRunner does (it runs GraphRunner's code),
+    so a caller that shares its buffers sees what a graph's caller would see.
+    """
+
+    @staticmethod
+    def _device_for(model) -> torch.device:
+        return torch.device(model.device)
+
+    def capture(self, *, warmup: int = 1, progress: str | None = None,
+                shared_pool: bool = False) -> float:
+        """Allocate the static inputs and one static output per bucket; returns the seconds taken.
+
+        shared_pool is accepted for GraphRunner's signature: each output here is a tensor of its own."""
+        start_s = time.perf_counter()
+        largest = self.largest_bucket
+        self.static_tokens = torch.zeros(largest, dtype=torch.long, device=self.device)
+        self.static_positions = torch.zeros(largest, dtype=torch.long, device=self.device)
+        self.graphs, self.static_outputs = {}, {}
+        with torch.no_grad():
+            for bucket in reversed(self.buckets):
+                graph = StandInGraph(self.step_fn, self.static_tokens[:bucket],
+                                     self.static_positions[:bucket])
+                self.graphs[bucket], self.static_outputs[bucket] = graph, graph.output
+        self._reset_model_cache()
+        self.capture_s = time.perf_counter() - start_s
+        return self.capture_s
+
+
+def static_runner(model, buckets=(1,), *, debug: bool = False) -> GraphRunner:
+    """A captured runner: a GraphRunner of CUDA graphs on a CUDA model, else a StandInRunner.
+
+    Its graphs get memory pools of their own. In one shared pool a graph captured later
+    may put its output where an earlier graph keeps intermediates, so replaying the
+    earlier graph overwrites the later one's output too: a kept view would then follow
+    every bucket, not only its own (the runner's clone on copy-out guards against both).
+    """
+    kind = GraphRunner if torch.device(model.device).type == "cuda" else StandInRunner
+    runner = kind(model, buckets=buckets, debug=debug)
+    runner.capture(shared_pool=False)
+    return runner
+
+
+def runner_kind(runner: GraphRunner) -> str:
+    """'CUDA graphs' or 'the stand-in (no CUDA here)': how a printed line names a runner."""
+    return "the stand-in (no CUDA here)" if isinstance(runner, StandInRunner) else "CUDA graphs"
+
+
+def request(model, batch: int, position: int, *, seed: int) -> Request:
+    """One caller's decode request: random tokens [batch] at one position, on the model's device."""
+    gen = torch.Generator().manual_seed(seed)
+    tokens = torch.randint(0, model.shape.vocab_size, (batch,), generator=gen)
+    return tokens.to(model.device), torch.full((batch,), position, device=model.device)
+
+
+# ---- the output buffer: a kept view, and the copies that fix it
+
+@dataclass
+class Kept:
+    """What a caller kept of the first request's logits, after later requests ran."""
+
+    keep: str                  # "view" (the bug), "copy" (into the caller's buffer) or "clone"
+    at_the_time: torch.Tensor  # a clone taken while the first result was fresh
+    kept: torch.Tensor         # what the caller kept
+    later: list[torch.Tensor] = field(default_factory=list)  # the later requests' logits
+
+    @property
+    def changed(self) -> bool:
+        """True when the kept logits are no longer those the first request got."""
+        return not torch.equal(self.kept, self.at_the_time)
+
+    @property
+    def poisoned(self) -> bool:
+        """True when the kept logits read NaN (a debug runner poisoned them)."""
+        return bool(torch.isnan(self.kept).any())
+
+    def holds(self) -> int | None:
+        """Which later request's logits the kept tensor now holds (0-based), or None."""
+        found = [i for i, out in enumerate(self.later)
+                 if out.shape == self.kept.shape and torch.equal(out, self.kept)]
+        return found[-1] if found else None
+
+
+def keep_first(runner: GraphRunner, first: Request, later: list[Request], *,
+               keep: str = "view") -> Kept:
+    """Borrow the first request's logits, keep them as `keep` says, run the rest."""
+    if keep not in KEEPS:
+        raise ValueError(f"keep must be one of {KEEPS}, got {keep!r}")
+    with runner.borrow(*first) as logits:
+        at_the_time = logits.clone()
+        if keep == "view":
+            kept = logits                    # the bug: the view outlives its block
+        elif keep == "copy":
+            kept = torch.empty_like(logits)  # the caller's buffer, allocated once
+            kept.copy_(logits)
+        else:
+            kept = logits.clone()
+    results = [runner.step(*request) for request in later]
+    return Kept(keep, at_the_time, kept, results)
+
+
+# ---- the input buffers: two callers, one runner
+
+class LockedRunner:
+    """A runner behind a lock, so one caller at a time holds its static buffers.
+
+    A host lock orders the host only: on CUDA each holder records an event on its
+    stream as it leaves, and the next holder's stream waits for it, so a copy-in on
+    one stream cannot overtake a replay still running on another.
+    """
+
+    def __init__(self, runner: GraphRunner):
+        self.runner = runner
+        self._lock = threading.Lock()
+        self._done: torch.cuda.Event | None = None
+        self.waited = threading.Event()  # set once a caller has had to wait
+
+    def step(self, tokens: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
+        """The runner's step, one caller at a time; logits [B, V], the caller's copy."""
+        if not self._lock.acquire(blocking=False):
+            self.waited.set()
+            self._lock.acquire()
+        try:
+            cuda = self.runner.device.type == "cuda"
+            if cuda and self._done is not None:
+                torch.cuda.current_stream(self.runner.device).wait_event(self._done)
+            out = self.runner.step(tokens, positions)
+            if cuda:
+                self._done = torch.cuda.Event()
+                self._done.record(torch.cuda.current_stream(self.runner.device))
+            return out
+        finally:
+            self._lock.release()
+
+
+@dataclass
+class Between:
+    """What two callers got when B's whole step ran between A's copy-in and A's replay."""
+
+    how: str
+    a: torch.Tensor | None
+    b: torch.Tensor | None
+    a_alone: torch.Tensor
+    b_alone: torch.Tensor
+    b_error: str | None = None
+
+    @property
+    def a_is_own(self) -> bool:
+        """True when A got the logits it gets when it runs alone."""
+        return self.a is not None and torch.equal(self.a, self.a_alone)
+
+    @property
+    def a_got_b(self) -> bool:
+        """True when A got B's logits: the corruption."""
+        return self.a is not None and torch.equal(self.a, self.b_alone)
+
+    @property
+    def b_is_own(self) -> bool:
+        """True when B got its own logits."""
+        return self.b is not None and torch.equal(self.b, self.b_alone)
+
+    def verdict(self) -> str:
+        """One line: what A and B got."""
+        a = "its own logits" if self.a_is_own else ("B's logits" if self.a_got_b else "other logits")
+        if self.b_error is not None:
+            b = "refused (SharedBufferError)"
+        else:
+            b = "its own logits" if self.b_is_own else "other logits"
+        return f"{self.how:<24} A: {a}; B: {b}"
+
+
+def _runner_of(caller) -> GraphRunner:
+    return caller.runner if isinstance(caller, LockedRunner) else caller
+
+
+def _sync(device: torch.device) -> None:
+    if device.type == "cuda":
+        torch.cuda.current_stream(device).synchronize()
+
+
+def between(how: str, caller_a, caller_b, request_a: Request, request_b: Request, *,
+            streams: bool = False, alone: tuple[torch.Tensor, torch.Tensor] | None = None,
+            timeout_s: float = 120.0) -> Between:
+    """Run A and B on two threads, B's whole step between A's copy-in and A's replay.
+
+    caller_a and caller_b are runners (the same one, or one each) or LockedRunners.
+    A pauses right after its copy-in until B has finished, been refused, or queued
+    at A's lock. Each side waits for its device work at each hand-over, so the
+    order is the same on a GPU as on the host; streams=True gives each thread its
+    own CUDA stream. Each request also runs alone first, for comparison, unless
+    alone gives the logits A and B get alone from these same callers.
+    """
+    runner_a = _runner_of(caller_a)
+    device = runner_a.device
+    a_alone, b_alone = alone or (caller_a.step(*request_a), caller_b.step(*request_b))
+    _sync(device)  # the requests and answers exist before either thread's stream reads them
+    lock = caller_a if isinstance(caller_a, LockedRunner) else None
+    loaded, b_done = threading.Event(), threading.Event()
+    out: dict[str, object] = {}
+    load = runner_a._load_inputs
+
+    def wait(event_ok, what: str) -> None:
+        deadline = time.monotonic() + timeout_s
+        while not event_ok():
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"{what} did not happen within {timeout_s:g} s")
+            time.sleep(0.0005)
+
+    def paused_load(tokens, positions, bucket):
+        load(tokens, positions, bucket)
+        if threading.current_thread() is thread_a:
+            _sync(device)
+            loaded.set()
+            wait(lambda: b_done.is_set() or (lock is not None and lock.waited.is_set()),
+                 "B's step (or B queueing at the lock)")
+
+    def on_stream():
+        return torch.cuda.stream(torch.cuda.Stream(device)) if streams else nullcontext()
+
+    def run(name: str, caller, request, before=None):
+        try:
+            if before is not None:
+                before()
+            with on_stream():
+                out[name] = caller.step(*request)
+                _sync(device)
+        except Exception as err:  # handed to the caller below
+            out[name + "_error"] = err
+        finally:
+            if name == "b":
+                b_done.set()
+
+    thread_a = threading.Thread(target=run, args=("a", caller_a, request_a), name="thread A")
+    thread_b = threading.Thread(target=run, name="thread B", args=(
+        "b", caller_b, request_b, lambda: wait(loaded.is_set, "A's copy-in")))
+    runner_a._load_inputs = paused_load
+    try:
+        thread_a.start()
+        thread_b.start()
+        thread_a.join()
+        thread_b.join()
+    finally:
+        del runner_a._load_inputs  # back to the class's method
+    b_error = out.get("b_error")
+    for err in (out.get("a_error"), b_error):
+        if err is not None and not (err is b_error and isinstance(err, SharedBufferError)):
+            raise err  # only B's refusal by a debug runner is a result
+    return Between(how, out.get("a"), out.get("b"), a_alone, b_alone,
+                   None if b_error is None else f"{type(b_error).__name__}: {b_error}")
+
+
+# Chapter "Shared buffers": which snippets keep their logits, and what a kept view holds.
+
+SNIPPETS = {
+    "a": "out = runner.step(tokens, positions)",
+    "b": "with runner.borrow(tokens, positions) as logits:\n    out = logits",
+    "c": "with runner.borrow(tokens, positions) as logits:\n    out = logits.argmax(-1)",
+    "d": "with runner.borrow(tokens, positions) as logits:\n    out = logits[:, :8]",
+    "e": "with runner.borrow(tokens, positions) as logits:\n    out = logits.detach()",
+    "f": ("with runner.borrow(tokens, positions) as logits:\n"
+          "    out = torch.empty_like(logits)\n    out.copy_(logits)"),
+}
+SNIPPET_WHY = {
+    "a": "step() hands back a clone, memory the caller owns",
+    "b": "the view is the static output itself, which the next replay rewrites",
+    "c": "argmax writes a new tensor while the logits are still fresh",
+    "d": "a slice is another view of the same static memory",
+    "e": "detach() drops autograd history but shares the memory",
+    "f": "copy_ moves the logits into memory the caller owns",
+}
+
+
+def snippets_keep(runner, first, second) -> dict[str, bool]:
+    """Run every snippet for the first request, then one second request; which kept their `out`.
+
+    All the snippets replay the same request, so only the second request changes a
+    static output: a snippet keeps its logits when its `out` is unchanged after it.
+    """
+    tokens, positions = first
+    outs = {}
+    for name, code in SNIPPETS.items():
+        scope = {"runner": runner, "torch": torch, "tokens": tokens, "positions": positions}
+        exec(code, scope)  # the book's snippets above, never the reader's text
+        outs[name] = (scope["out"], scope["out"].clone())
+    runner.step(*second)
+    return {name: bool(torch.equal(out, at_the_time)) for name, (out, at_the_time) in outs.items()}
+
+
+def _letters(value, name: str) -> set[str]:
+    if isinstance(value, str):
+        items = [c for c in value.lower() if c.isalpha()]
+    else:
+        try:
+            items = [str(v).strip().lower() for v in value]
+        except TypeError:
+            raise Unreadable(f"not yet: {name} should be letters such as {{'a', 'b'}}, "
+                              f"got {value!r}.") from None
+    unknown = sorted(set(items) - set(SNIPPETS))
+    if unknown:
+        raise Unreadable(f"not yet: {', '.join(unknown)} is not a snippet; pick from "
+                          f"{', '.join(SNIPPETS)}.")
+    return set(items)
+
+
+@checked
+def check_safe_snippets(answer, keeps: dict[str, bool]) -> str:
+    """Verdict on the reader's set of safe snippets, against what each one did in this run."""
+    if answer is None:
+        return NOT_ATTEMPTED
+    chosen = _letters(answer, "my_safe_snippets")
+    safe = {k for k, ok in keeps.items() if ok}
+    if chosen == safe:
+        return f"right: {', '.join(sorted(safe))} keep their logits; the others do not."
+    missed, wrong = sorted(safe - chosen), sorted(chosen - safe)
+    hint = []
+    if wrong:
+        hint.append(f"{', '.join(wrong)} still point into the static output")
+    if missed:
+        hint.append(f"{', '.join(missed)} own their memory")
+    return "not yet: " + "; ".join(hint) + ". Ask of each: whose memory is `out`?"
+
+
+@checked
+def check_kept_holds(answer, expected: str, names) -> str:
+    """Verdict on whose logits the reader predicts a kept view holds."""
+    if answer is None:
+        return NOT_ATTEMPTED
+    if not isinstance(answer, str) or answer.strip().upper() not in names:
+        return f"not yet: answer with one request's name, one of {', '.join(names)}."
+    if answer.strip().upper() == expected:
+        return f"right: the view holds {expected}'s logits."
+    return ("not yet: each bucket has its own static output; which request last "
+            "replayed the bucket the kept view belongs to?")

@@ -1,0 +1,143 @@
+"""Tools wing: `python -m floorlab bench`: the flags, their checks, and where the JSON goes."""
+from __future__ import annotations
+
+import argparse
+import re
+from pathlib import Path
+
+from floorlab.core import paths
+from floorlab.core.device import describe_device, device_slug
+from floorlab.core.runs import Run
+from floorlab.core.shapes import PRESETS
+
+from .run import run_bench
+from .settings import (CPU_PRESETS, CPU_REPEATS, DEFAULT_CONTEXT, GPU_PRESETS, GPU_REPEATS,
+                       MAX_BATCH, MAX_CONTEXT)
+from .table import format_table
+
+
+def default_out_path(device_facts: dict) -> Path:
+    """figures/bench-<device-slug>.json"""
+    return Path(paths.FIGURES_DIR) / f"bench-{device_slug(device_facts)}.json"
+
+
+def _list_arg(text: str) -> list[str]:
+    return [item for item in re.split(r"[,\s]+", text.strip()) if item]
+
+
+def whole_arg(label: str, lowest: int, highest: int | None, example: str):
+    """An argparse type: a whole number from lowest to highest, or an error saying so."""
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(
+                f"{label} must be a whole number such as {example}, got {text!r}") from None
+        if value < lowest or (highest is not None and value > highest):
+            bound = f"from {lowest} to {highest}" if highest is not None else f">= {lowest}"
+            raise argparse.ArgumentTypeError(f"{label} must be {bound}, got {value}")
+        return value
+    return parse
+
+
+_batch = whole_arg(f"batch sizes (the largest graph bucket is {MAX_BATCH})", 1, MAX_BATCH, "1 or 8")
+
+
+def _batch_arg(text: str) -> list[int]:
+    return [_batch(item) for item in _list_arg(text)]
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The argparse parser of `python -m floorlab bench`."""
+    parser = argparse.ArgumentParser(
+        prog="python -m floorlab bench",
+        description="Measure bandwidth, floors and every decode path; print a table, write JSON.")
+    parser.add_argument("--presets", nargs="+", metavar="NAME",
+                        help=f"model shapes (default on a GPU: {' '.join(GPU_PRESETS)}; on the CPU: "
+                             f"{' '.join(CPU_PRESETS)}); known: {', '.join(PRESETS)}")
+    parser.add_argument("--batches", nargs="+", type=_batch_arg, metavar="B",
+                        help="batch sizes (default on a GPU: 1 8; on the CPU: 1)")
+    parser.add_argument("--context", type=whole_arg("context", 1, MAX_CONTEXT, "32"),
+                        default=DEFAULT_CONTEXT,
+                        help=f"prompt tokens already in the cache (default {DEFAULT_CONTEXT})")
+    parser.add_argument("--repeats", type=whole_arg("repeats", 1, None, "30"),
+                        help=f"timed steps per row (default {GPU_REPEATS} on a GPU, "
+                             f"{CPU_REPEATS} on the CPU)")
+    parser.add_argument("--out", type=Path, help="JSON path (default figures/bench-<device>.json)")
+    parser.add_argument("--skip-transformers", action="store_true",
+                        help="leave out the transformers rows and the parity check")
+    parser.add_argument("--transformers-for", nargs="+", metavar="NAME",
+                        help="run transformers' rows only for these presets (default: every preset)")
+    parser.add_argument("--skip-fused", action="store_true", help="leave out the fused (compiled) rows")
+    parser.add_argument("--tuned-fused-for", nargs="+", metavar="NAME",
+                        help="also compile the fused step with Inductor's coordinate-descent tuning and PDL "
+                             "for these presets (minutes of tuning per batch size; default: none)")
+    parser.add_argument("--resume", action="store_true",
+                        help="continue the partial run at --out (made with the same flags on the same card, "
+                             "stopped before its last preset): keep its finished presets, measure the rest")
+    return parser
+
+
+def parse_args(argv=None) -> argparse.Namespace:
+    """Parsed and checked arguments; a bad value exits with a message saying how to fix it."""
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if args.presets:
+        names = [n for item in args.presets for n in _list_arg(item)]
+        unknown = [n for n in names if n not in PRESETS]
+        if unknown or not names:
+            what = f"unknown preset {', '.join(map(repr, unknown))}" if unknown else "no preset given"
+            parser.error(f"{what}; known presets: {', '.join(PRESETS)} "
+                         "(pass one or more, e.g. --presets qwen3-0.6b qwen3-8b)")
+        args.presets = names
+    for flag in ("transformers_for", "tuned_fused_for"):
+        names = getattr(args, flag)
+        if not names:
+            continue
+        names = [n for item in names for n in _list_arg(item)]
+        measured = args.presets or (PRESETS if flag == "transformers_for" else GPU_PRESETS)
+        stray = [n for n in names if n not in measured]
+        if stray:
+            parser.error(f"--{flag.replace('_', '-')} names {', '.join(stray)}, which this run does not measure; "
+                         f"pick from {', '.join(measured)}")
+        setattr(args, flag, names)
+    if args.batches:
+        args.batches = sorted({b for group in args.batches for b in group})
+        if not args.batches:
+            parser.error("--batches got no batch size; pass one or more, e.g. --batches 1 8")
+    if args.out is not None and args.out.is_dir():
+        parser.error(f"--out {args.out} is a folder; pass a file path such as {args.out / 'bench.json'}")
+    if args.out is not None and args.out.suffix != ".json":
+        parser.error(f"--out {args.out} should end in .json, e.g. {args.out.with_suffix('.json')}")
+    return args
+
+
+def _run_to_resume(out: Path) -> Run:
+    """The partial run stored at out, or an exit saying why there is none to resume."""
+    if not out.is_file():
+        raise SystemExit(f"--resume: no bench run at {out}; start one without --resume (and the same "
+                         "--out), then resume it with the same flags")
+    try:
+        return Run.load(out)
+    except (ValueError, KeyError) as err:
+        raise SystemExit(f"--resume: {out} holds no bench run this book can read ({err}); "
+                         "start a new run") from None
+
+
+def main(argv=None) -> int:
+    """Run the bench from the command line; prints the table and the JSON path, returns 0."""
+    args = parse_args(argv)
+    out = args.out or default_out_path(describe_device())
+    previous = _run_to_resume(out) if args.resume else None
+    try:
+        run = run_bench(args.presets, args.batches, args.context, repeats=args.repeats,
+                        skip_transformers=args.skip_transformers, skip_fused=args.skip_fused,
+                        transformers_for=args.transformers_for, tuned_fused_for=args.tuned_fused_for or (),
+                        save_to=out, resume_from=previous)
+    except ValueError as err:
+        if previous is None:
+            raise
+        raise SystemExit(f"--resume {out}: {err}") from None
+    print(format_table(run))
+    print(f"\nJSON written to {out}")
+    return 0

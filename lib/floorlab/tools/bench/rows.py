@@ -1,0 +1,144 @@
+"""Tools wing: measuring one row: time the step with its issue time, set it against the floor, count its kernels.
+
+A path that raises becomes a failed row saying what failed, and a path that
+cannot run here becomes an absent row saying why: one broken path never costs
+the rest of the run.
+"""
+from __future__ import annotations
+
+import warnings
+from dataclasses import dataclass
+from typing import Callable
+
+import torch
+
+from floorlab.core.launches import LaunchCount, count_launches
+from floorlab.core.roofline import BelowFloorWarning, Floor, is_below_floor
+from floorlab.core.runs import Row, row_key
+from floorlab.core.shapes import Qwen3Shape
+from floorlab.engine.measure import measure_path
+
+from .inputs import prefill
+
+NOTE_CHARS = 240  # an error message in a row's note is cut to this length
+GRAPH_COUNT_NOTE = "kernels counted on the eager step the graph replays"
+
+
+@dataclass(frozen=True)
+class Case:
+    """One configuration: a shape at a batch, its floor, where it runs and how many steps to time."""
+
+    shape: Qwen3Shape
+    floor: Floor
+    device: torch.device
+    warmup: int
+    repeats: int
+
+    @property
+    def batch(self) -> int:
+        """Rows per decode step."""
+        return self.floor.batch
+
+    def key(self, path: str) -> str:
+        """'<preset> b<batch> <path>': how the run's launches and timelines name this row."""
+        return row_key(self.shape.name, self.batch, path)
+
+
+def error_text(err: BaseException) -> str:
+    """'Type: message' on one line, cut to NOTE_CHARS."""
+    return f"{type(err).__name__}: {' '.join(str(err).split())}"[:NOTE_CHARS]
+
+
+def _join(*notes: str) -> str:
+    return "; ".join(n for n in notes if n)
+
+
+class Rows:
+    """The rows of a run as they are measured, with the launch count behind each row's kernels."""
+
+    def __init__(self):
+        self.rows: list[Row] = []
+        self.launches: dict[str, LaunchCount] = {}
+
+    def absent(self, case: Case, path: str, reason: str) -> Row:
+        """Record a row saying why path was not measured."""
+        return self._add(Row(path=path, preset=case.shape.name, batch=case.batch,
+                             status="absent", note=reason))
+
+    def failed(self, case: Case, path: str, what: str) -> Row:
+        """Record a row saying what failed ('failed: <what>')."""
+        return self._add(Row(path=path, preset=case.shape.name, batch=case.batch,
+                             status="failed", note=f"failed: {what}"))
+
+    def attempt(self, case: Case, path: str, measure: Callable[[], Row]) -> Row:
+        """Record measure()'s row; an exception becomes a failed row naming it."""
+        try:
+            row = measure()
+        except Exception as err:  # one broken path must not cost the rest of the run
+            return self.failed(case, path, error_text(err))
+        return self._add(row)
+
+    def measure(self, case: Case, path: str, fn: Callable[[], object], *,
+                count_fn: Callable[[], object] | None = None,
+                fallback_fn: Callable[[], object] | None = None, note: str = "", **fields) -> Row:
+        """The measured Row of fn: step and issue ms from one loop, x floor, GB/s, kernels.
+
+        Kernels are counted on count_fn (default fn); when the profiler sees none inside
+        a graph replay they are counted on fallback_fn, the eager step it replays.
+        """
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", BelowFloorWarning)  # said in the row's note instead
+            row = measure_path(path, fn, case.floor, warmup=case.warmup, repeats=case.repeats,
+                               device=case.device, **fields)
+        counted, count_note = self._count(case, count_fn or fn, fallback_fn)
+        if counted is not None:
+            self.launches[case.key(path)] = counted
+            row.kernels, row.kernels_per_layer = counted.kernels, counted.per_layer
+        below = "BELOW THE FLOOR: the timer or the step is suspect" if is_below_floor(
+            row.x_floor) else ""
+        step = row.timing
+        noisy = (f"noisy: p10-p90 is {step.spread_ms / step.median_ms:.0%} of the median"
+                 if step.noisy else "")
+        row.note = _join(below, note, count_note, noisy, row.issue_note())
+        return row
+
+    @staticmethod
+    def _count(case: Case, fn, fallback_fn) -> tuple[LaunchCount | None, str]:
+        layers = case.shape.num_layers
+        counted = count_launches(fn, num_layers=layers, device=case.device)
+        if counted.kernels > 0 and not counted.note:
+            return counted, ""
+        if fallback_fn is not None:
+            return count_launches(fallback_fn, num_layers=layers, device=case.device), GRAPH_COUNT_NOTE
+        return None, counted.note or "the profiler saw no kernels"
+
+    def _add(self, row: Row) -> Row:
+        self.rows.append(row)
+        return row
+
+
+def measure_graph_row(rows: Rows, case: Case, path: str, runner, data, eager_fn, *,
+                      model=None, **fields) -> Row:
+    """The Row of a GraphRunner's step, its replay checked bit for bit against eager_fn's step.
+
+    With model (whose cache moves on with every call), eager and replay each start
+    from a fresh prefill of data's prompt; else runner.check_bit_identical.
+    """
+    prompt, tokens, positions = data
+
+    def step():
+        return runner.step(tokens, positions)
+
+    row = rows.measure(case, path, step, count_fn=runner.replay_fn(case.batch),
+                       fallback_fn=eager_fn, **fields)
+    if model is None:
+        row.bit_identical = runner.check_bit_identical(tokens, positions)
+        row.max_abs_diff = runner.last_max_abs_diff
+        return row
+    prefill(model, prompt)
+    eager = eager_fn().clone()
+    prefill(model, prompt)
+    replay = step()
+    row.bit_identical = bool(torch.equal(eager, replay))
+    row.max_abs_diff = (eager.float() - replay.float()).abs().max().item()
+    return row

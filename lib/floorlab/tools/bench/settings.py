@@ -1,0 +1,142 @@
+"""Tools wing: what one bench run measures: presets, batches, context and step counts, checked once.
+
+Every bad value is refused here with a message that says how to fix it, so the
+command line and run_bench() refuse the same things in the same words.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+from floorlab.core.device import resolve_device
+from floorlab.core.shapes import Qwen3Shape, get_shape
+from floorlab.core.timelines import STEADY_STEPS
+from floorlab.core.timing import SETTLE_MAX_CALLS
+
+GPU_PRESETS = ("qwen3-0.6b", "qwen3-8b")
+CPU_PRESETS = ("qwen3-0.6b",)
+GPU_BATCHES = (1, 8)
+CPU_BATCHES = (1,)
+DEFAULT_CONTEXT = 32
+MAX_BATCH = 16
+MAX_CONTEXT = 8192
+GPU_WARMUP, GPU_REPEATS = 5, 30
+CPU_WARMUP, CPU_REPEATS = 1, 5
+DTYPE = torch.bfloat16
+# decode calls a row makes beyond warm-up and repeats: a CPU settling, a launch count,
+# a steady timeline, bit-identity checks and compiling
+EXTRA_CALLS = SETTLE_MAX_CALLS + 2 + (STEADY_STEPS + 1) + 8
+
+ENGINE_PATHS = ("plain eager", "plain graph", "fused eager", "fused graph", "fused tuned eager",
+                "fused tuned graph", "triton eager", "triton graph")
+HF_PATHS = ("hf eager", "hf graph", "hf compile")
+PATHS = ENGINE_PATHS + HF_PATHS
+
+
+@dataclass(frozen=True)
+class Settings:
+    """One run's checked settings: shapes, batch sizes, prompt tokens, warm-up and timed steps."""
+
+    shapes: tuple[Qwen3Shape, ...]
+    batches: tuple[int, ...]
+    context: int
+    warmup: int
+    repeats: int
+    device: torch.device
+    skip_transformers: bool = False
+    transformers_for: tuple[str, ...] | None = None  # presets with transformers' rows (None: all)
+    skip_fused: bool = False
+    compile_on_cpu: bool = False
+    tuned_fused_for: tuple[str, ...] = ()  # presets with the tuned fused rows (minutes of tuning each)
+
+    @property
+    def on_cuda(self) -> bool:
+        """True when the run measures a CUDA GPU."""
+        return self.device.type == "cuda"
+
+    @property
+    def cache_tokens(self) -> int:
+        """Static cache slots per row the models are built with: context plus a slot per call, in 16s.
+
+        transformers' StaticCache writes each call at its own running count, whatever
+        position it is given, so every decode call of a row takes a fresh slot.
+        """
+        needed = self.context + 1 + self.warmup + self.repeats + EXTRA_CALLS
+        return -(-needed // 16) * 16
+
+    def to_dict(self) -> dict:
+        """Plain dict, ready for JSON (Run.settings)."""
+        return {"presets": [s.name for s in self.shapes], "batches": list(self.batches),
+                "context": self.context, "warmup": self.warmup, "repeats": self.repeats,
+                "dtype": str(DTYPE).replace("torch.", ""), "graph_buckets": list(self.batches),
+                "cache_tokens": self.cache_tokens, "skip_transformers": self.skip_transformers,
+                "transformers_for": list(self.transformers_for) if self.transformers_for else None,
+                "skip_fused": self.skip_fused, "tuned_fused_for": list(self.tuned_fused_for)}
+
+    def transformers_skip_reason(self, preset: str) -> str:
+        """Why transformers' rows are left out for preset, or '' when they run."""
+        if self.skip_transformers:
+            return "skipped (--skip-transformers)"
+        if self.transformers_for is not None and preset not in self.transformers_for:
+            return f"skipped (--transformers-for {' '.join(self.transformers_for)})"
+        return ""
+
+    def tuned_skip_reason(self, preset: str) -> str:
+        """Why the tuned fused rows are left out for preset, or '' when they run."""
+        if preset in self.tuned_fused_for:
+            return ""
+        return ("not asked for: Inductor's tuning takes minutes per batch size; "
+                f"pass --tuned-fused-for {preset}")
+
+
+def _presets_in(names, shapes, what: str) -> tuple[str, ...]:
+    """names as a tuple after checking that each is a preset this run measures."""
+    names = tuple(names)
+    stray = [p for p in names if p not in {s.name for s in shapes}]
+    if stray:
+        raise ValueError(f"{what} names {', '.join(stray)}, which this run does not measure; "
+                         f"pick from {', '.join(s.name for s in shapes)}")
+    return names
+
+
+def _whole(value, name: str, lowest: int, highest: int | None, hint: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < lowest or (
+            highest is not None and value > highest):
+        bound = f"from {lowest} to {highest}" if highest is not None else f">= {lowest}"
+        raise ValueError(f"{name} must be a whole number {bound}, got {value!r}; {hint}")
+    return value
+
+
+def make_settings(presets=None, batches=None, context: int = DEFAULT_CONTEXT, *,
+                  repeats: int | None = None, warmup: int | None = None, device=None,
+                  skip_transformers: bool = False, skip_fused: bool = False,
+                  compile_on_cpu: bool = False, transformers_for=None, tuned_fused_for=()) -> Settings:
+    """Checked Settings; None picks the defaults of the device (GPU: 0.6B and 8B at b1, b8)."""
+    device = resolve_device(device)
+    if device.type == "cuda" and device.index is None:
+        device = torch.device("cuda", torch.cuda.current_device())
+    on_cuda = device.type == "cuda"
+    presets = presets if presets is not None else (GPU_PRESETS if on_cuda else CPU_PRESETS)
+    batches = batches if batches is not None else (GPU_BATCHES if on_cuda else CPU_BATCHES)
+    if not presets or not batches:
+        raise ValueError("pass at least one preset and one batch size, e.g. "
+                         "presets=['qwen3-0.6b'], batches=[1]")
+    shapes = tuple(get_shape(p) for p in presets)
+    if transformers_for is not None:
+        transformers_for = _presets_in(transformers_for, shapes, "transformers_for")
+    tuned_fused_for = _presets_in(tuned_fused_for or (), shapes, "tuned_fused_for")
+    for b in batches:
+        _whole(b, "every batch size", 1, MAX_BATCH, "the largest graph bucket is "
+               f"{MAX_BATCH}; pass sizes such as 1 or 8")
+    _whole(context, "context", 1, MAX_CONTEXT, "it counts the prompt tokens already in the cache")
+    if repeats is not None:
+        _whole(repeats, "repeats", 1, None, "it counts the timed steps per row")
+    if warmup is not None:
+        _whole(warmup, "warmup", 0, None, "it counts the untimed steps before a row is timed")
+    return Settings(
+        shapes=shapes, batches=tuple(sorted(set(batches))), context=context,
+        warmup=warmup if warmup is not None else (GPU_WARMUP if on_cuda else CPU_WARMUP),
+        repeats=repeats or (GPU_REPEATS if on_cuda else CPU_REPEATS), device=device,
+        skip_transformers=skip_transformers, skip_fused=skip_fused, compile_on_cpu=compile_on_cpu,
+        transformers_for=transformers_for, tuned_fused_for=tuned_fused_for)

@@ -1,0 +1,168 @@
+"""Tools wing: the book's targets, checked as ratios measured in the same run; a miss carries its measured cause."""
+from __future__ import annotations
+
+from floorlab.core.roofline import BUSY_SHARE
+from floorlab.core.runs import Row
+
+# (preset, batch, path, most x the floor) and (preset, batch, path, the path it must beat)
+FLOOR_TARGETS = (("qwen3-0.6b", 1, "fused graph", 2.0),
+                 ("qwen3-0.6b", 1, "plain graph", 4.0),
+                 ("qwen3-8b", 1, "fused graph", 1.25),
+                 ("qwen3-0.6b", 1, "triton graph", 2.0),
+                 ("qwen3-8b", 1, "triton graph", 1.15))
+# (preset, path, batch, most x the same path's batch-1 time): a few more rows should cost little
+BATCH_TARGETS = (("qwen3-0.6b", "triton graph", 8, 1.15), ("qwen3-8b", "triton graph", 8, 1.15))
+# (preset, least % of the read bandwidth each of the book's GEMV kernels of one layer reaches)
+GEMV_TARGETS = (("qwen3-0.6b", 75.0),)
+LAYER_GEMVS = ("qkv", "o_proj", "gate_up", "down")
+RACE_TARGETS = (("qwen3-0.6b", 1, "fused graph", "hf graph"),
+                ("qwen3-0.6b", 1, "fused graph", "hf compile"),
+                ("qwen3-0.6b", 1, "plain graph", "hf graph"),
+                ("qwen3-0.6b", 1, "plain graph", "hf compile"))
+
+
+def _find(rows: list[Row], preset: str, batch: int, path: str) -> Row | None:
+    return next((r for r in rows if r.preset == preset and r.batch == batch and r.path == path), None)
+
+
+def _missing(row: Row | None, path: str) -> str:
+    """Why a target could not be judged: the row's own note, or that the run left it out."""
+    if row is None:
+        return f"{path} was not measured in this run"
+    return f"{path} {row.status}: {row.note}" if row.note else f"{path} {row.status}"
+
+
+def _kernels(row: Row) -> str:
+    if row.kernels is None:
+        return "an uncounted number of kernels"
+    return f"{row.kernels} kernels ({row.kernels_per_layer:.1f} per layer)"
+
+
+def _host_bound(row: Row) -> str:
+    """A clause when the host needs most of the step just to issue it, else ''."""
+    if row.issue is None or row.issue.median_ms < BUSY_SHARE * row.median_ms:
+        return ""
+    return (f"the host needs {row.issue.median_ms:.3f} ms to issue its {row.median_ms:.3f} ms "
+            "step, so the device waits for it")
+
+
+def floor_cause(row: Row, limits: dict | None) -> str:
+    """Why a measured row sits where it does above its floor, in words, from the run's limits."""
+    causes = [_host_bound(row)]
+    if limits and limits.get("batch") == row.batch and "gemv_only_x_floor" in limits:
+        if not row.path.startswith("triton"):  # the Triton step has GEMVs of its own
+            causes.append(f"the library's GEMVs alone take {limits['gemv_only_x_floor']:.2f}x "
+                          "the floor")
+        elif isinstance(limits.get("triton_kernels"), list):
+            causes.append(layer_cause(limits["triton_kernels"], limits.get("num_layers", 1)))
+        kernel = limits.get("kernels", {}).get(row.path, {})
+        if kernel.get("overhead_us_per_kernel") is not None:
+            causes.append(f"its {_kernels(row)} cost {kernel['overhead_us_per_kernel']:.1f} µs each "
+                          f"beyond their bytes, with the GPU idle {kernel['gpu_idle_us']:.0f} µs")
+        else:
+            causes.append(f"it runs {_kernels(row)}")
+        return "; ".join(c for c in causes if c) + " (limits)"
+    causes.append(f"it runs {_kernels(row)}; no limits were measured at this batch")
+    return "; ".join(c for c in causes if c)
+
+
+def layer_cause(kernels: list[dict], num_layers: int) -> str:
+    """The book's kernels of one layer in words: µs beyond their bytes, and the kernel that holds most."""
+    layer = [k for k in kernels if k["kernel"] != "lm_head"]
+    worst = sorted(layer, key=lambda k: -k["beyond_us"])[:2]
+    beyond = sum(k["beyond_us"] for k in layer)
+    return (f"its kernels of one layer take {sum(k['us'] for k in layer):.1f} µs, {beyond:.1f} beyond their "
+            f"bytes ({num_layers * beyond / 1e3:.3f} ms over {num_layers} layers), most in "
+            + " and ".join(f"{k['kernel']} ({k['beyond_us']:.1f} µs)" for k in worst))
+
+
+def batch_cause(limits: dict | None, batch: int) -> str:
+    """'; ' + how the book's kernels of one layer grow from batch 1 to batch, or '' without both tables."""
+    limits = limits or {}
+    single, many = limits.get("triton_kernels"), limits.get("triton_kernels_at", {}).get(str(batch))
+    if limits.get("batch") != 1 or not isinstance(single, list) or not isinstance(many, list):
+        return ""
+    at_one = {k["kernel"]: k["us"] for k in single if k["kernel"] != "lm_head"}
+    growth = {k["kernel"]: k["us"] - at_one[k["kernel"]] for k in many if k["kernel"] in at_one}
+    most = sorted(growth, key=lambda name: -growth[name])[:2]
+    layer = sum(k["us"] for k in many if k["kernel"] in at_one)
+    return (f"; its kernels of one layer take {layer:.1f} µs at batch {batch} against "
+            f"{sum(at_one.values()):.1f} at batch 1, most of the growth in "
+            + " and ".join(f"{name} ({growth[name]:+.1f} µs)" for name in most))
+
+
+def _without_wait(gemvs: list[dict]) -> str:
+    """'; launched without the PDL wait ...' from the rows timed without it, or '' when none was."""
+    timed = [k for k in gemvs if k.get("pct_read_no_wait") is not None]
+    if not timed:
+        return ""
+    return ("; launched without the PDL wait (results wrong, timing only) " + ", ".join(
+        f"{k['kernel']} {k['pct_read_no_wait']:.0f}%" for k in timed))
+
+
+def race_cause(row: Row, rival: Row) -> str:
+    """Why row is not faster than rival, in words: kernels and issue time side by side."""
+    causes = [f"{row.path} runs {_kernels(row)} against {rival.path}'s {_kernels(rival)}",
+              _host_bound(row)]
+    if row.x_floor is not None and rival.x_floor is not None:
+        causes.append(f"{row.x_floor:.2f}x against {rival.x_floor:.2f}x the floor")
+    return "; ".join(c for c in causes if c)
+
+
+def evaluate_targets(rows: list[Row], limits: dict[str, dict] | None = None) -> list[dict]:
+    """Each target's value, passed (None when not measured) and a note: the cause of a miss, or why absent."""
+    limits = limits or {}
+    out = []
+    for preset, batch, path, most in FLOOR_TARGETS:
+        row = _find(rows, preset, batch, path)
+        target = {"target": f"{preset} b{batch}: {path} <= {most}x the floor", "preset": preset,
+                  "batch": batch, "path": path, "limit": most, "value": None, "passed": None}
+        if row is None or not row.measured:
+            target["note"] = _missing(row, path)
+        else:
+            target.update(value=row.x_floor, passed=row.x_floor <= most)
+            target["note"] = "" if target["passed"] else (
+                f"missed: {row.x_floor:.2f}x; {floor_cause(row, limits.get(preset))}")
+        out.append(target)
+    for preset, path, batch, most in BATCH_TARGETS:
+        row, single = _find(rows, preset, batch, path), _find(rows, preset, 1, path)
+        target = {"target": f"{preset}: {path} at batch {batch} <= {most}x its batch-1 time", "preset": preset,
+                  "batch": batch, "path": path, "limit": most, "value": None, "passed": None}
+        if row is None or not row.measured or single is None or not single.measured:
+            bad = (row, path) if row is None or not row.measured else (single, path)
+            target["note"] = _missing(*bad)
+        else:
+            ratio = row.median_ms / single.median_ms
+            target.update(value=ratio, passed=ratio <= most)
+            target["note"] = "" if target["passed"] else (
+                f"missed: {row.median_ms:.3f} ms against {single.median_ms:.3f} ms at batch 1; "
+                f"{_kernels(row)}{batch_cause(limits.get(preset), batch)}")
+        out.append(target)
+    for preset, least in GEMV_TARGETS:
+        kernels = limits.get(preset, {}).get("triton_kernels")
+        target = {"target": f"{preset} b1: each of the book's layer GEMVs >= {least:.0f}% of the read bandwidth",
+                  "preset": preset, "batch": 1, "path": "triton kernels", "limit": least, "value": None,
+                  "passed": None}
+        if not isinstance(kernels, list):
+            target["note"] = (kernels or {}).get("error", "the per-kernel table was not measured in this run")
+        else:
+            gemvs = [k for k in kernels if k["kernel"] in LAYER_GEMVS]
+            target.update(value=min(k["pct_read"] for k in gemvs),
+                          passed=all(k["pct_read"] >= least for k in gemvs))
+            target["note"] = "" if target["passed"] else "missed: " + ", ".join(
+                f"{k['kernel']} {k['pct_read']:.0f}%" for k in gemvs) + _without_wait(gemvs)
+        out.append(target)
+    for preset, batch, path, rival_path in RACE_TARGETS:
+        row, rival = _find(rows, preset, batch, path), _find(rows, preset, batch, rival_path)
+        target = {"target": f"{preset} b{batch}: {path} faster than {rival_path}", "preset": preset,
+                  "batch": batch, "path": path, "limit": 1.0, "value": None, "passed": None}
+        if row is None or not row.measured or rival is None or not rival.measured:
+            bad = (row, path) if row is None or not row.measured else (rival, rival_path)
+            target["note"] = _missing(*bad)
+        else:
+            ratio = row.median_ms / rival.median_ms
+            target.update(value=ratio, passed=ratio < 1.0)
+            target["note"] = "" if target["passed"] else (
+                f"missed: {ratio:.2f}x {rival_path}'s time; {race_cause(row, rival)}")
+        out.append(target)
+    return out

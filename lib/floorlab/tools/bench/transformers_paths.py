@@ -1,0 +1,96 @@
+"""Tools wing: transformers' Qwen3ForCausalLM with the engine's weights, three ways: eager, CUDA graph, compiled."""
+from __future__ import annotations
+
+import time
+
+import torch
+
+from floorlab.engine.graphs import GraphRunner
+
+from .engine import NO_GRAPHS
+from .inputs import decode_inputs, free_memory, prefill, sync
+from .rows import Case, Rows, measure_graph_row
+from .settings import Settings
+
+NO_COMPILE_GRAPHS = ("CUDA graphs need a CUDA GPU (mode='reduce-overhead' is torch.compile "
+                     "with CUDA graphs)")
+COMPILE_CALLS = 3  # compile, then Inductor's graph warm-up and recording
+
+
+def measure_transformers(hf, cases: dict[int, Case], settings: Settings, rows: Rows, stage) -> None:
+    """Record transformers' three paths at every batch (graphs and compile only on a GPU)."""
+    compiled = None
+    for b, case in sorted(cases.items()):
+        data = decode_inputs(hf.shape, b, settings.context, settings.device)
+        prompt, tokens, positions = data
+
+        def eager():
+            return hf.decode_step(tokens, positions)
+
+        stage(f"{hf.shape.name} b{b}: hf eager")
+        prefill(hf, prompt)
+        rows.attempt(case, "hf eager", lambda: rows.measure(case, "hf eager", eager))
+        if not settings.on_cuda:
+            rows.absent(case, "hf graph", NO_GRAPHS)
+            rows.absent(case, "hf compile", NO_COMPILE_GRAPHS)
+            continue
+        stage(f"{hf.shape.name} b{b}: hf graph")
+        rows.attempt(case, "hf graph", lambda: _graph_row(rows, case, hf, data, eager))
+        stage(f"{hf.shape.name} b{b}: hf compile")
+        compiled = compiled or compile_hf(hf)
+        prefill(hf, prompt)
+        rows.attempt(case, "hf compile", lambda: _compile_row(rows, case, compiled, tokens, positions))
+    compiled = None  # drop the compiled step, which holds the model
+    if settings.on_cuda:
+        torch._dynamo.reset()
+    free_memory()
+
+
+def _graph_row(rows: Rows, case: Case, hf, data, eager):
+    """transformers' decode step replayed by floorlab's GraphRunner, checked from fresh prefills.
+
+    Runs in inference mode: transformers' cache tensors are inference tensors, which
+    may be reset (and the graph's inputs written) only there.
+    """
+
+    with torch.inference_mode():
+        prefill(hf, data[0])  # transformers' cache is sized by the batch of the last prefill
+        runner = GraphRunner(hf, buckets=(case.batch,))
+        runner.capture()
+        prefill(hf, data[0])
+        row = measure_graph_row(rows, case, "hf graph", runner, data, eager, model=hf,
+                                note="bit-identical: each from a fresh prefill")
+    del runner
+    free_memory()
+    return row
+
+
+def compile_hf(hf):
+    """transformers' decode step under torch.compile(mode="reduce-overhead", fullgraph=True).
+
+    The compiled function is decode_step's body without its inference-mode decorator
+    (the compiler refuses to enter inference mode inside a graph); the caller runs it
+    in inference mode, where transformers' cache tensors live.
+    """
+    body = getattr(type(hf).decode_step, "__wrapped__", None)
+    if body is None:
+        fn = hf.decode_step
+    else:
+        def fn(tokens, positions):
+            return body(hf, tokens, positions)
+    return torch.compile(fn, mode="reduce-overhead", fullgraph=True, dynamic=False)
+
+
+def _compile_row(rows: Rows, case: Case, compiled, tokens, positions):
+    """The compiled step's Row; the seconds of its first COMPILE_CALLS calls kept apart as compile_s."""
+    def step():
+        with torch.inference_mode():
+            torch.compiler.cudagraph_mark_step_begin()
+            return compiled(tokens, positions)
+
+    start = time.perf_counter()
+    for _ in range(COMPILE_CALLS):
+        step()
+    sync(case.device)
+    return rows.measure(case, "hf compile", step, compile_s=time.perf_counter() - start,
+                        note=f"compile_s: first {COMPILE_CALLS} calls (compile, warm-up, record)")

@@ -1,0 +1,87 @@
+"""Tools wing: `python -m floorlab <command>`: measure this card, check this machine, run the bench or the sweep."""
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from floorlab.core import paths
+from floorlab.core.device import describe_device, device_slug
+from floorlab.tools.bench.cli import whole_arg
+
+COMMANDS = {"measure": "measure this card in a minute or two: floor, eager, graph replay",
+            "doctor": "check this machine before a workshop: GPU, memory, versions, run times",
+            "bench": "the full bench of every decode path (pass its flags after 'bench')",
+            "sweep": "the kernel sweep: launch configurations of the book's GEMVs (flags after 'sweep')"}
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The parser of `python -m floorlab`, one sub-command each."""
+    parser = argparse.ArgumentParser(prog="python -m floorlab",
+                                     description="The commands of the book Below the Floor.")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    for name, text in COMMANDS.items():
+        sub.add_parser(name, help=text, description=text, add_help=name not in ("bench", "sweep"))
+    measure = sub.choices["measure"]
+    measure.add_argument("--repeats", type=whole_arg("--repeats", 1, None, "5"),
+                         help="timed steps per path (default 50 on a GPU, 5 on a CPU)")
+    measure.add_argument("--warmup", type=whole_arg("--warmup", 0, None, "1"),
+                         help="untimed steps first (default 10 on a GPU, 1 on a CPU)")
+    measure.add_argument("--fused", action="store_true",
+                         help="also compile and replay the fused and the Triton step (GPU only)")
+    measure.add_argument("--device", choices=("cuda", "cpu"), help="default: cuda when visible")
+    measure.add_argument("--out", type=Path, metavar="DIR",
+                         help="folder for run.json and the figures "
+                              "(default results/measure-<device>/)")
+    measure.add_argument("--submit", type=Path, metavar="DIR",
+                         help="also copy run.json into this shared folder under a unique name")
+    measure.add_argument("--name", help="who measured (optional; put in the submitted file name)")
+    return parser
+
+
+def _check_folder(parser, flag: str, folder: Path | None) -> None:
+    if folder is not None and folder.exists() and not folder.is_dir():
+        parser.error(f"{flag} {folder} is a file; pass a folder, e.g. {flag} {folder.parent}")
+
+
+def measure_main(args, parser) -> int:
+    """Measure, print the table, write the run and its figures, submit a copy when asked."""
+    from floorlab.tools.card import format_card, measure_card, submit_run, write_card
+
+    _check_folder(parser, "--out", args.out)
+    _check_folder(parser, "--submit", args.submit)
+    try:
+        facts = describe_device(args.device)
+    except ValueError as err:
+        parser.error(f"--device {args.device}: {err}")
+    run = measure_card(args.device, warmup=args.warmup, repeats=args.repeats, fused=args.fused)
+    out = args.out or Path(paths.RESULTS_DIR) / f"measure-{device_slug(facts)}"
+    written = write_card(run, out)
+    print(format_card(run))
+    print(f"\nrun and figures written to {out}")
+    if args.submit is not None:
+        print(f"submitted as {submit_run(written['json'], args.submit, args.name)}")
+    return 0
+
+
+def main(argv=None) -> int:
+    """Run one command; returns its exit code."""
+    import sys
+
+    argv = list(sys.argv[1:] if argv is None else argv)
+    parser = build_parser()
+    if argv[:1] == ["bench"]:
+        from floorlab.tools.bench.cli import main as bench_main
+
+        return bench_main(argv[1:])
+    if argv[:1] == ["sweep"]:
+        from floorlab.tools.sweep import main as sweep_main
+
+        return sweep_main(argv[1:])
+    args = parser.parse_args(argv)
+    if args.command is None:
+        parser.error(f"name a command: {', '.join(COMMANDS)} (e.g. python -m floorlab measure)")
+    if args.command == "measure":
+        return measure_main(args, parser)
+    from floorlab.tools.doctor import main as doctor_main
+
+    return doctor_main()

@@ -1,0 +1,169 @@
+"""Tools wing: `python -m floorlab doctor`: will the book run here, and how long will it take?
+
+It reports the GPU torch sees, free memory against what each preset needs (weights
+plus a small KV cache), the versions of what the book runs on, and each chapter's
+run time as measured on the cards in reference/chapter-times.json. Each problem
+gets one line saying how to fix it; the exit code is 1 when one would stop the book.
+"""
+from __future__ import annotations
+
+import platform
+from dataclasses import dataclass
+from importlib import metadata
+
+from floorlab.core import memory, paths
+from floorlab.core.runs import load_json, reference_run
+from floorlab.core.shapes import PRESETS
+
+BOOK_PRESET = "qwen3-0.6b"  # the chapters' model: too little memory for it blocks the book
+CACHE_ROWS, CACHE_TOKENS = 8, 128  # the small KV cache counted on top of the weights
+REQUIRED = ("torch", "transformers", "matplotlib", "jupyter-book", "nbval")
+# needed to read the chapters in JupyterLab, not to run, test or build them
+READING = ("jupyterlab", "jupyterlab-myst")
+MIN_PYTHON = (3, 10)
+CPU_WHEEL = "pip install torch --index-url https://download.pytorch.org/whl/cpu"
+TIMES_FILE = "chapter-times.json"
+STATUS = {"ok": "ok  ", "warn": "WARN", "fail": "FAIL"}
+
+
+@dataclass
+class Check:
+    """One line of the report: what was checked, ok/warn/fail, what was found and how to fix it."""
+
+    name: str
+    status: str
+    found: str
+    fix: str = ""
+
+    def __str__(self) -> str:
+        text = f"{STATUS[self.status]} {self.name:<18} {self.found}"
+        return text + (f"\n{'':<24}fix: {self.fix}" if self.fix else "")
+
+
+def gpu_checks(cuda_available: bool, cuda_build: str | None, gpu_name: str | None) -> list[Check]:
+    """Whether torch sees a GPU, and whether a CUDA build of torch sits on a machine without one."""
+    if cuda_available:
+        return [Check("gpu", "ok", f"{gpu_name} (torch built for CUDA {cuda_build})")]
+    checks = [Check("gpu", "warn", "torch sees no CUDA GPU: the book still runs, measures the CPU "
+                    "for real and shows the stored H200 runs where a cell needs CUDA")]
+    if cuda_build:
+        checks.append(Check("torch build", "warn",
+                            f"torch is built for CUDA {cuda_build} but this machine has no GPU",
+                            f"it works on the CPU, but its download is several GB; for a CPU-only "
+                            f"torch run: {CPU_WHEEL}"))
+    return checks
+
+
+def preset_need_bytes(name: str) -> int:
+    """Bytes a preset needs: bf16 weights plus a KV cache of CACHE_ROWS x CACHE_TOKENS tokens."""
+    return memory.model_bytes(PRESETS[name], max_batch=CACHE_ROWS, max_context=CACHE_TOKENS)
+
+
+def memory_checks(free_bytes: int | None, where: str) -> list[Check]:
+    """One line per preset: does it fit in free_bytes of `where` (GPU or host memory)?"""
+    if free_bytes is None:
+        return [Check("memory", "warn", f"could not read the free {where} memory",
+                      "check it yourself: the 0.6B model needs about "
+                      f"{preset_need_bytes(BOOK_PRESET) / 1e9:.1f} GB")]
+    checks = []
+    for name in PRESETS:
+        need = preset_need_bytes(name)
+        found = f"{need / 1e9:.1f} GB needed, {free_bytes / 1e9:.1f} GB {where} memory free"
+        if need <= free_bytes:
+            checks.append(Check(f"memory {name}", "ok", found))
+        elif name == BOOK_PRESET:
+            checks.append(Check(f"memory {name}", "fail", found,
+                                "the chapters need this model: close other programs (or "
+                                "notebooks) holding memory, or use a machine with more"))
+        else:
+            checks.append(Check(f"memory {name}", "warn", found,
+                                f"leave it out of the bench: python -m floorlab bench --presets "
+                                f"{BOOK_PRESET}"))
+    return checks
+
+
+def versions() -> dict[str, str | None]:
+    """Installed versions of python, REQUIRED and triton (None when a package is missing)."""
+    found = {"python": platform.python_version()}
+    for name in (*REQUIRED, *READING, "triton"):
+        try:
+            found[name] = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            found[name] = None
+    return found
+
+
+def version_checks(found: dict[str, str | None], on_gpu: bool) -> list[Check]:
+    """A line per package: missing required ones fail, JupyterLab's warn; triton is needed only on a GPU."""
+    py = tuple(int(p) for p in found["python"].split(".")[:2])
+    checks = [Check("python", "ok" if py >= MIN_PYTHON else "fail", found["python"],
+                    "" if py >= MIN_PYTHON else
+                    f"the book needs Python {'.'.join(map(str, MIN_PYTHON))} or newer")]
+    for name in REQUIRED:
+        version = found.get(name)
+        checks.append(Check(name, "ok", version) if version else
+                      Check(name, "fail", "not installed", "pip install -r requirements.txt"))
+    for name in READING:
+        version = found.get(name)
+        checks.append(Check(name, "ok", version) if version else
+                      Check(name, "warn", "not installed: the chapters run and the site builds, "
+                            "but JupyterLab cannot show them", "pip install -r requirements.txt"))
+    if found.get("triton"):
+        checks.append(Check("triton", "ok", found["triton"]))
+    elif on_gpu:
+        checks.append(Check("triton", "warn", "not installed",
+                            "the book's own kernels need it: pip install triton"))
+    else:
+        checks.append(Check("triton", "ok", "not installed (needed only on a CUDA GPU)"))
+    return checks
+
+
+def stored_times() -> dict:
+    """The measured run times per card: reference/chapter-times.json, {} when absent."""
+
+    path = paths.REFERENCE_DIR / TIMES_FILE
+    return load_json(path).get("cards", {}) if path.is_file() else {}
+
+
+def time_lines(cards: dict) -> list[str]:
+    """Each recorded chapter's run time on each card, in minutes, with the card and the date."""
+
+    lines = [] if cards else ["  no chapter times stored (.ci/chapter-times records them)"]
+    for card in cards.values():
+        chapters = ", ".join(f"{name} {s / 60:.1f} min" for name, s in card["chapters_s"].items())
+        cores = f"{card['cpu_count']} cores, " if card.get("kind") == "cpu" else ""
+        lines.append(f"  {card['device']} ({cores}{card['date'][:10]}): {chapters}")
+    bench = reference_run("h200-bench")
+    lines.append(f"  the bench (python -m floorlab bench) took {bench.facts['elapsed_s'] / 60:.1f} "
+                 f"min on {bench.label}")
+    return lines
+
+
+def run_checks() -> list[Check]:
+    """Every check on this machine, in the report's order."""
+    import torch
+
+    on_gpu = torch.cuda.is_available()
+    name = torch.cuda.get_device_name() if on_gpu else None
+    return (gpu_checks(on_gpu, torch.version.cuda, name)
+            + memory_checks(memory.free_bytes("cuda" if on_gpu else "cpu"), "GPU" if on_gpu else "host")
+            + version_checks(versions(), on_gpu))
+
+
+def report(checks: list[Check], cards: dict) -> str:
+    """The printed report: the checks, the run times, and the verdict."""
+    lines = [str(c) for c in checks]
+    lines += ["", "run time of each chapter, measured (the bench on the H200):"]
+    lines += time_lines(cards)
+    blocking = [c.name for c in checks if c.status == "fail"]
+    lines.append("")
+    lines.append(f"blocks the book: {', '.join(blocking)}" if blocking else
+                 "nothing blocks the book: build it with jupyter-book build .")
+    return "\n".join(lines)
+
+
+def main() -> int:
+    """Print the report; 0 when nothing blocks the book, 1 otherwise."""
+    checks = run_checks()
+    print(report(checks, stored_times()))
+    return 1 if any(c.status == "fail" for c in checks) else 0
