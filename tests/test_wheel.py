@@ -1,15 +1,23 @@
 """The package works installed outside the repository: a built wheel carries the reference runs and
-figures, and a reader's figures land in the working folder, not in site-packages."""
+figures, declares the packages it needs (and the book's in its [book] extra), and a reader's figures
+land in the working folder, not in site-packages."""
 import os
+import re
 import shutil
 import subprocess
 import sys
+import zipfile
+from email.message import Message
+from email.parser import Parser
 from pathlib import Path
 
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 CHAPTER = "below-the-floor.ipynb"
+PIP = [sys.executable, "-m", "pip", "--disable-pip-version-check", "-q"]
+RUNTIME = {"torch", "transformers", "safetensors", "matplotlib", "tqdm"}
+BOOK = {"jupyter-book", "myst-nb", "nbval", "jupyterlab", "jupyterlab-myst", "ipywidgets"}
 
 CHECK = """
 import pathlib, sys
@@ -27,19 +35,25 @@ print('ok')
 
 
 @pytest.fixture(scope="module")
-def installed(tmp_path_factory):
-    """(site, env): the wheel built from lib/ installed into site, outside the repository."""
+def wheel(tmp_path_factory):
+    """The wheel built from lib/ and pyproject.toml, from a copy so the checkout gets no build/ folder."""
     tmp_path = tmp_path_factory.mktemp("wheel")
-    source = tmp_path / "source"  # build from a copy, so the checkout gets no build/ folder
+    source = tmp_path / "source"
     shutil.copytree(ROOT / "lib", source / "lib",
                     ignore=shutil.ignore_patterns("__pycache__", "*.egg-info"))
     shutil.copy(ROOT / "pyproject.toml", source)
-    wheels, site = tmp_path / "wheels", tmp_path / "site"
-    pip = [sys.executable, "-m", "pip", "--disable-pip-version-check", "-q"]
-    subprocess.run(pip + ["wheel", "--no-deps", "--no-build-isolation", "-w", str(wheels), "."],
+    wheels = tmp_path / "wheels"
+    subprocess.run(PIP + ["wheel", "--no-deps", "--no-build-isolation", "-w", str(wheels), "."],
                    cwd=source, check=True, timeout=120)
-    [wheel] = wheels.glob("floorlab-*.whl")
-    subprocess.run(pip + ["install", "--no-deps", "--target", str(site), str(wheel)], check=True,
+    [built] = wheels.glob("floorlab-*.whl")
+    return built
+
+
+@pytest.fixture(scope="module")
+def installed(wheel, tmp_path_factory):
+    """(site, env): the built wheel installed into site, outside the repository."""
+    site = tmp_path_factory.mktemp("site")
+    subprocess.run(PIP + ["install", "--no-deps", "--target", str(site), str(wheel)], check=True,
                    timeout=120)
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "FLOORLAB_FIGURES")}
     # the wheel first; keep other entries (a machine may bring nbval that way), not the checkout's lib
@@ -47,6 +61,30 @@ def installed(tmp_path_factory):
             if p and Path(p).resolve() != (ROOT / "lib").resolve()]
     env["PYTHONPATH"] = os.pathsep.join([str(site), *kept])
     return site, env
+
+
+def _metadata(wheel: Path) -> Message:
+    with zipfile.ZipFile(wheel) as archive:
+        [name] = [n for n in archive.namelist() if n.endswith(".dist-info/METADATA")]
+        return Parser().parsestr(archive.read(name).decode())
+
+
+def _name(requirement: str) -> str:
+    """The normalised project name a Requires-Dist line starts with ("Jupyter_Book>=1" -> "jupyter-book")."""
+    return re.sub(r"[-_.]+", "-", re.match(r"[A-Za-z0-9._-]+", requirement).group()).lower()
+
+
+def test_the_wheel_declares_what_floorlab_and_the_book_need(wheel):
+    """pip install floorlab brings the runtime packages; floorlab[book] adds what builds and reads the book."""
+    metadata = _metadata(wheel)
+    requires = metadata.get_all("Requires-Dist") or []
+    runtime = {_name(r) for r in requires if "extra ==" not in r}
+    assert RUNTIME <= runtime, f"missing from dependencies in pyproject.toml: {sorted(RUNTIME - runtime)}"
+    assert "book" in (metadata.get_all("Provides-Extra") or []), "pyproject.toml declares no [book] extra"
+    book = {_name(r) for r in requires if re.search(r"""extra\s*==\s*["']book["']""", r)}
+    assert BOOK <= book, f"missing from the book extra in pyproject.toml: {sorted(BOOK - book)}"
+    jupyter_book = next(r for r in requires if _name(r) == "jupyter-book")
+    assert "<2" in jupyter_book.replace(" ", ""), f"the book is built with Jupyter Book 1.x: {jupyter_book}"
 
 
 def test_an_installed_wheel_finds_its_reference_data(installed, tmp_path):
