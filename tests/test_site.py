@@ -1,11 +1,14 @@
 """The site builds (every chapter executes, Sphinx raises no warning) and every page of it reads
-well in a browser: images load, prose numbers render, no error shows, no printed line overflows.
+well in a browser: images load, prose numbers render, no error shows, no printed line overflows,
+and the formulas render from the site's own copy of MathJax with the network off.
 
 The pages come from `_toc.yml`, so a chapter added there is checked without touching this file.
 """
+import importlib.util
 import os
 import re
 from pathlib import Path
+from urllib.parse import urlsplit
 
 import pytest
 import yaml
@@ -151,3 +154,99 @@ def test_the_browser_check_names_each_problem(chromium, tmp_path):
                      "0123456789 0123456789"):
         assert any(expected in problem for problem in problems), (expected, problems)
     assert (tmp_path / "bad.png").stat().st_size > 0
+
+
+# TeX that shows as typed when MathJax did not typeset a formula: its delimiters and common macros.
+RAW_TEX = re.compile(r"\\[\[\]()]|\\(?:text|frac|mathrm)\b")
+MATHJAX_WAIT_MS = 30_000
+# MathJax's startup promise settles once the page's formulas are typeset; then count what it drew
+# and read the article's text outside printed blocks.
+TYPESET_JS = """async (waitMs) => {
+  const mj = window.MathJax;
+  const loaded = Boolean(mj && mj.startup && mj.startup.promise);
+  if (loaded) await Promise.race([mj.startup.promise, new Promise(r => setTimeout(r, waitMs))]);
+  const article = document.querySelector('article') || document.body;
+  const prose = article.cloneNode(true);
+  prose.querySelectorAll('pre').forEach(e => e.remove());
+  document.body.appendChild(prose);
+  const text = prose.innerText;
+  prose.remove();
+  return {loaded, typeset: document.querySelectorAll('mjx-container').length, text};
+}"""
+
+
+def offline_math_problems(chromium, url: str, name: str) -> list[str]:
+    """Open one page with every request but file:, data: and blob: aborted, as in a room without
+    internet, and list what shows that its formulas were not typeset."""
+    tab = chromium.new_page(viewport={"width": LAPTOP_WIDTH_PX, "height": 900})
+    blocked = []
+
+    def no_network(route):
+        if urlsplit(route.request.url).scheme in ("file", "data", "blob"):
+            route.continue_()
+        else:
+            blocked.append(route.request.url)
+            route.abort()
+
+    try:
+        tab.route("**/*", no_network)
+        tab.goto(url, wait_until="load")
+        seen = tab.evaluate(TYPESET_JS, MATHJAX_WAIT_MS)
+    finally:
+        tab.close()
+    problems = []
+    if not seen["loaded"]:
+        problems.append(f"{name}: MathJax did not load with the network off; requests blocked: "
+                        f"{blocked or 'none'}")
+    if not seen["typeset"]:
+        problems.append(f"{name}: no formula was typeset (no mjx-container on the page)")
+    problems += [f"{name}: a formula shows as raw TeX: {raw!r}"
+                 for raw in sorted(set(RAW_TEX.findall(seen["text"])))]
+    return problems
+
+
+def test_the_site_loads_mathjax_from_its_own_files(built_site):
+    text = _page_html(built_site, "intro").read_text()
+    sources = re.findall(r"<script[^>]*\bsrc=\"([^\"]*mathjax[^\"]*)\"", text, flags=re.IGNORECASE)
+    assert sources, "intro: no MathJax script in the page"
+    for src in sources:
+        assert not urlsplit(src).scheme, f"intro: MathJax comes from {src}, not from the site"
+        # a rebuild into the same folder adds Sphinx's checksum query (?v=...)
+        path = urlsplit(src).path
+        assert (built_site.html / path).is_file(), f"intro: MathJax script {path} is not in the built site"
+
+
+@pytest.mark.browser
+def test_formulas_render_without_network(built_site, chromium):
+    problems = offline_math_problems(chromium, _page_html(built_site, "intro").as_uri(), "intro")
+    assert not problems, "\n".join(problems)
+
+
+MATH_PAGE = """<html><head>
+<script>window.MathJax = {"options": {"processHtmlClass": "math"}}</script>
+<script defer src="%s"></script>
+</head><body class="tex2jax_ignore"><article>
+<div class="math">\\[\\text{floor} = \\frac{\\text{bytes moved per step}}{\\text{memory bandwidth}}\\]</div>
+<pre>print("\\frac in code is fine")</pre>
+</article></body></html>"""
+
+
+@pytest.mark.browser
+def test_the_offline_math_check_fails_on_mathjax_from_a_cdn(chromium, tmp_path):
+    page = tmp_path / "cdn.html"
+    page.write_text(MATH_PAGE % "https://cdn.jsdelivr.net/npm/mathjax@3/es5/tex-mml-chtml.js")
+    problems = offline_math_problems(chromium, page.as_uri(), "cdn")
+    assert len(problems) == 6, problems
+    for expected in ("cdn.jsdelivr.net", "no mjx-container", "'\\\\['", "'\\\\text'", "'\\\\frac'"):
+        assert any(expected in problem for problem in problems), (expected, problems)
+
+
+@pytest.mark.browser
+def test_the_offline_math_check_passes_on_the_bundled_mathjax(chromium, tmp_path):
+    spec = importlib.util.find_spec("sphinx-mathjax-offline")
+    if spec is None:
+        pytest.skip("sphinx-mathjax-offline is not installed here; pip install -r requirements.txt brings it")
+    script = Path(spec.origin).parent / "static" / "mathjax" / "tex-chtml.js"
+    page = tmp_path / "bundled.html"
+    page.write_text(MATH_PAGE % script.as_uri())
+    assert offline_math_problems(chromium, page.as_uri(), "bundled") == []
