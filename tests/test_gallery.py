@@ -16,7 +16,7 @@ from floorlab.core.shapes import get_shape
 from floorlab.core.timelines import Interval, Timeline
 from floorlab.core.timing import Timing
 from floorlab.figures import gallery_bars, gallery_scatter
-from floorlab.studies import gallery
+from floorlab.studies import gallery, gallery_cards
 
 
 def bandwidths(gbps):
@@ -70,7 +70,7 @@ def room(tmp_path):
 
 
 def load(folder, tmp_path):
-    return gallery.load_gallery(folder, results_dir=tmp_path / "no-own-runs")
+    return gallery_cards.load_gallery(folder, results_dir=tmp_path / "no-own-runs")
 
 
 def test_cards_are_read_and_ordered_by_bandwidth(room, tmp_path):
@@ -98,8 +98,8 @@ def test_a_bad_file_is_skipped_with_its_reason_and_the_rest_still_load(room, tmp
     (skipped,) = g.skipped
     assert skipped.path.name == "bad.json" and reason in skipped.reason
     assert any("skipped" in line and reason in line for line in g.notes())
-    with pytest.raises(gallery.NotACard, match="it "):
-        gallery.read_card(room / "bad.json")
+    with pytest.raises(gallery_cards.NotACard, match="it "):
+        gallery_cards.read_card(room / "bad.json")
 
 
 def test_unreadable_bytes_and_runs_without_eager_are_skipped(room, tmp_path):
@@ -124,13 +124,13 @@ def test_the_readers_latest_own_run_is_marked_as_theirs(room, tmp_path):
     cpu_run(date="2026-11-01T00:00:00+00:00").save(results / "measure-cpu-old" / "run.json")
     mine = card_run(name="RTX 3060", gbps=300.0, date="2026-12-01T00:00:00+00:00")
     mine.save(results / "measure-rtx-3060" / "run.json")
-    g = gallery.load_gallery(room, results_dir=results)
+    g = gallery_cards.load_gallery(room, results_dir=results)
     assert [c.name for c in g.cards if c.mine] == ["RTX 3060"]
     assert g.own.mine and "yours" in g.own.label
     assert any("not submitted" in line for line in g.notes())
     # once submitted, the gallery's copy is the one marked, not a second card
     mine.save(room / "rtx-3060-submitted.json")
-    g = gallery.load_gallery(room, results_dir=results)
+    g = gallery_cards.load_gallery(room, results_dir=results)
     assert len(g.cards) == 4 and [c.path.name for c in g.cards if c.mine] == ["rtx-3060-submitted.json"]
     assert any("also submitted" in line for line in g.notes())
 
@@ -139,7 +139,7 @@ def test_an_empty_or_missing_folder_falls_back_to_the_stored_run_and_says_so(tmp
     g = load(tmp_path / "nowhere", tmp_path)
     assert g.stored and len(g.cards) == 1 and g.cards[0].origin == "stored"
     assert any("stored reference run" in line for line in g.notes())
-    assert not gallery.load_gallery(tmp_path, results_dir=tmp_path, stored=None).cards
+    assert not gallery_cards.load_gallery(tmp_path, results_dir=tmp_path, stored=None).cards
 
 
 def test_namesakes_get_numbers(room, tmp_path):

@@ -19,7 +19,7 @@ if "TRITON_INTERPRET" not in os.environ and not torch.cuda.is_available():
     os.environ["TRITON_INTERPRET"] = "1"
 
 from floorlab.core.bandwidth import measure_bandwidths  # noqa: E402  (after the interpreter switch)
-from floorlab.core.checks import NOT_ATTEMPTED, check_number  # noqa: E402
+from floorlab.core.checks import NOT_ATTEMPTED, check_number, worked_answer  # noqa: E402
 from floorlab.core.device import default_device, describe_device  # noqa: E402
 from floorlab.core.paths import FIGURES_DIR  # noqa: E402
 from floorlab.core.prose import fmt_gbps, fmt_ms, show_source, wrap  # noqa: E402
@@ -35,5 +35,5 @@ __all__ = [
     "default_device", "describe_device", "floor_ms", "fmt_gbps", "fmt_ms", "get_shape",
     "graph_replay", "measure_bandwidths", "measure_path", "prefill_random", "profile_path",
     "reference_figure", "reference_run", "run_stamp", "show_source", "stacked_bar", "timeline",
-    "wrap",
+    "worked_answer", "wrap",
 ]

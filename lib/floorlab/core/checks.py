@@ -1,12 +1,28 @@
-"""Core wing: the machinery every challenge check shares.
+"""Core wing: the machinery every challenge check shares, and the worked answers kept hidden.
 
 Each check returns a one-line verdict: "not attempted yet", "right", or "not yet" with a
-hint. A check reads the reader's answer with read_number, which turns text, yes/no values,
-percents and NaN into a hint rather than an exception.
+hint. A check reads the reader's answer with read_number or read_bool, which take any number
+type (Python, NumPy or a one-element tensor) and turn text, percents and NaN into a hint
+rather than an exception. A numeric check may name the plausible wrong quantities a reader
+could use instead (copy bandwidth for read bandwidth, say): an answer made with one of them is
+refused with a hint that names it, and where the right and the wrong answer lie closer than the
+tolerance, the check asks for more digits instead of guessing.
+
+A worked answer prints only when the reader asks for it: `with worked_answer(show_answer):`
+around the answer's code keeps its output back unless show_answer is True. The built site sets
+FLOORLAB_SHOW_ANSWERS=1 (see _ext/), so its pages show every answer behind a toggle.
 """
 from __future__ import annotations
 
-from typing import Callable
+import contextlib
+import io
+import math
+import os
+from typing import Callable, Iterator
+
+SHOW_ANSWERS_ENV = "FLOORLAB_SHOW_ANSWERS"
+HIDDEN = ("The worked answer is computed but kept hidden. To see it, set show_answer = True "
+          "in the challenge cell above and run this cell again.")
 
 NOT_ATTEMPTED = "not attempted yet: edit the cell above, then run it and this check again."
 
@@ -15,9 +31,26 @@ class Unreadable(Exception):
     """An answer that is not a usable number; the message says how to write it."""
 
 
+def _is_bool(value) -> bool:
+    """True for Python's and NumPy's booleans (np.True_), and one-element bool tensors."""
+    if isinstance(value, bool) or type(value).__name__ in ("bool_", "bool"):
+        return True
+    dtype = getattr(value, "dtype", None)
+    return dtype is not None and str(dtype) in ("bool", "torch.bool") and getattr(value, "size", 1) in (1, ())
+
+
+def read_bool(value, name: str) -> bool:
+    """The answer as True or False: Python's, NumPy's or a one-element tensor's boolean."""
+    if _is_bool(value):
+        return bool(value)
+    raise Unreadable(f"not yet: {name} should be True or False, got {type(value).__name__} "
+                     f"{value!r}.")
+
+
 def read_number(value, name: str, *, fraction: bool = False) -> float:
-    """The answer as a float; raises Unreadable with a hint for strings, bools, percents or NaN."""
-    if isinstance(value, bool):
+    """The answer as a float from any number type; raises Unreadable with a hint for strings,
+    booleans, percents or NaN."""
+    if _is_bool(value):
         raise Unreadable(f"not yet: {name} is {value}, a yes/no; write a number there.")
     if isinstance(value, str):
         raise Unreadable(f"not yet: {name} is the text {value!r}; write the number itself, "
@@ -27,7 +60,7 @@ def read_number(value, name: str, *, fraction: bool = False) -> float:
     except (TypeError, ValueError):
         raise Unreadable(f"not yet: {name} should be a number, got {type(value).__name__} "
                           f"{value!r}.") from None
-    if number != number or number in (float("inf"), float("-inf")):
+    if not math.isfinite(number):
         raise Unreadable(f"not yet: {name} is {value!r}; write a finite number.")
     if fraction and 1.0 < number <= 100.0:
         raise Unreadable(f"not yet: {name} = {value!r} looks like a percent; write it as a "
@@ -47,17 +80,75 @@ def checked(verdict: Callable[..., str]) -> Callable[..., str]:
 
 
 def close(value: float, expected: float, rel: float) -> bool:
+    """True when value lies within rel (a fraction) of expected."""
     return abs(value - expected) <= rel * abs(expected)
 
 
-# Generic numeric answers (used by the chapter "The floor on a fast card").
+def judge(value: float, expected: float, *, rel: float, wrong: dict[str, float] | None = None
+          ) -> tuple[str, str]:
+    """('right' | 'wrong' | 'precision' | 'far', detail) for a number read from the reader.
+
+    wrong maps a plausible mistake ("copy bandwidth instead of read") to the number it gives.
+    The tolerance around the right answer shrinks to half the distance to the nearest wrong
+    one, so no answer is both; an answer within rel of the right one but outside that narrower
+    band gets 'precision', with the mistake it cannot yet be told apart from."""
+    tight = rel
+    for mistake, other in (wrong or {}).items():
+        if other != expected:
+            tight = min(tight, abs(other - expected) / (2 * abs(expected)))
+    if close(value, expected, tight):
+        return "right", ""
+    for mistake, other in (wrong or {}).items():
+        if other != expected and close(value, other, tight):
+            return "wrong", mistake
+    if close(value, expected, rel):
+        nearest = min((m for m, o in (wrong or {}).items() if o != expected),
+                      key=lambda m: abs(wrong[m] - value))
+        return "precision", nearest
+    return "far", ""
+
 
 @checked
 def check_number(value, expected: float, *, rel: float = 0.05, hint: str, unit: str = "",
-                 name: str = "your answer", fraction: bool = False) -> str:
-    """Verdict on one numeric answer: right within rel, or a hint."""
+                 name: str = "your answer", fraction: bool = False,
+                 wrong: dict[str, float] | None = None) -> str:
+    """Verdict on one numeric answer: right within rel (narrowed so no plausible wrong answer in
+    `wrong` also passes), the named mistake, a request for more digits, or the hint."""
     if value is None:
         return NOT_ATTEMPTED
-    if close(read_number(value, name, fraction=fraction), expected, rel):
-        return f"right: {expected:,.3g}{unit}."
+    verdict, mistake = judge(read_number(value, name, fraction=fraction), expected, rel=rel,
+                             wrong=wrong)
+    if verdict == "right":
+        return f"right: {expected:,.4g}{unit}."
+    if verdict == "wrong":
+        return f"not yet: that is the number you get with {mistake}. {hint}"
+    if verdict == "precision":
+        return (f"not yet: close, but give more digits: at this precision {name} cannot be told "
+                f"apart from the answer made with {mistake}.")
     return f"not yet: {hint}"
+
+
+def answers_shown(show: bool = False) -> bool:
+    """True when worked answers print: asked for (show), or on the built site (the env variable)."""
+    return bool(show) or os.environ.get(SHOW_ANSWERS_ENV) == "1"
+
+
+@contextlib.contextmanager
+def worked_answer(show: bool = False) -> Iterator[None]:
+    """Keep a worked answer's printed output and figures back unless the reader asked for them.
+
+    Wrap the answer's code in `with worked_answer(show_answer):`. The code always runs (so the
+    answer is computed from this run), but what it prints or displays reaches the page only when
+    answers_shown(show); otherwise one line says how to see it."""
+    if answers_shown(show):
+        yield
+        return
+    try:
+        from IPython.utils.capture import capture_output
+    except ImportError:  # plain Python: stdout is all there is
+        with contextlib.redirect_stdout(io.StringIO()):
+            yield
+    else:
+        with capture_output(display=True):
+            yield
+    print(HIDDEN)

@@ -6,6 +6,7 @@ time to issue a step is taken in the same loop, so the two are comparable.
 """
 from __future__ import annotations
 
+import math
 import statistics
 import time
 from dataclasses import asdict, dataclass, field
@@ -74,10 +75,17 @@ class Timing:
 
     @classmethod
     def from_samples(cls, samples_ms: list[float]) -> "Timing":
-        """Build a Timing from raw samples in ms."""
-        if not samples_ms:
-            raise ValueError("need at least one sample; pass repeats >= 1")
-        samples = [float(s) for s in samples_ms]
+        """Build a Timing from raw samples in ms (each finite and not negative)."""
+        if isinstance(samples_ms, (str, bytes)) or not hasattr(samples_ms, "__len__") or not samples_ms:
+            raise ValueError("need a list of at least one sample in ms; pass repeats >= 1")
+        try:
+            samples = [float(s) for s in samples_ms]
+        except (TypeError, ValueError):
+            raise ValueError(f"samples must be numbers of ms, got {list(samples_ms)[:3]!r}...") from None
+        bad = [s for s in samples if not math.isfinite(s) or s < 0]
+        if bad:
+            raise ValueError(f"a time in ms is finite and not negative; got {bad[0]!r} among "
+                             f"{len(samples)} samples: check the clock that made them")
         return cls(
             median_ms=statistics.median(samples),
             p10_ms=_percentile(samples, 10),
@@ -86,6 +94,32 @@ class Timing:
             max_ms=max(samples),
             samples_ms=samples,
         )
+
+
+@dataclass(frozen=True)
+class Comparison:
+    """Two timings set side by side: the ratio of their medians, and whether it means anything."""
+
+    ratio: float  # first median over second median
+    meaningful: bool  # their p10-p90 bands do not overlap
+    noisy: bool  # either timing is noisy (p10-p90 wider than NOISY_SPREAD of its median)
+
+    def says(self, first: str, second: str) -> str:
+        """One sentence: the ratio when it means something, else why it does not."""
+        if self.meaningful:
+            return f"{first} takes {self.ratio:.2f}× the time of {second}"
+        return (f"{first} and {second} differ by less than their spreads ({self.ratio:.2f}× at "
+                "the medians), so this run cannot tell them apart")
+
+
+def compare(first, second) -> Comparison:
+    """The book's one rule for comparing two timings (Timings or Rows): a difference means
+    something only when the two p10-p90 bands do not overlap."""
+    a, b = (getattr(t, "timing", t) for t in (first, second))
+    if a is None or b is None:
+        raise ValueError("compare needs two measured timings; a row that was not measured has none")
+    apart = a.p10_ms > b.p90_ms or b.p10_ms > a.p90_ms
+    return Comparison(ratio=a.median_ms / b.median_ms, meaningful=apart, noisy=a.noisy or b.noisy)
 
 
 def _percentile(samples: list[float], q: float) -> float:
