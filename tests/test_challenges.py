@@ -114,7 +114,8 @@ def test_detector_check_tells_a_working_detector_from_a_blind_one():
     def blind(step, a, b, pos):
         return False
 
-    assert below_the_floor.check_detector(None, model.decode_step, tokens_a, tokens_b, positions) == checks.NOT_ATTEMPTED
+    verdict = below_the_floor.check_detector(None, model.decode_step, tokens_a, tokens_b, positions)
+    assert verdict == checks.NOT_ATTEMPTED
     assert below_the_floor.check_detector(blind, model.decode_step, tokens_a, tokens_b, positions).startswith("not yet")
     assert below_the_floor.check_detector(below_the_floor.answer_detector, model.decode_step, tokens_a, tokens_b,
                              positions).startswith("right")

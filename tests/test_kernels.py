@@ -465,8 +465,7 @@ def test_layer_kernel_table_shares_one_counter_buffer_as_the_step_does(monkeypat
 def test_layer_kernel_table_times_unsplit_gemvs_again_without_the_pdl_wait(monkeypatch):
     """Where PDL is on, each GEMV that does not split K is timed a second time in PDL_NO_WAIT mode;
     a split one is not (its counters need the wait). Without PDL (the interpreter) nothing is."""
-    from floorlab.tools import sweep as kernel_sweep
-    from floorlab.engine import kernels
+    from floorlab.studies import kernels as study
     from floorlab.studies.kernels import format_layer_table, layer_kernel_rows
     from floorlab.engine.kernels import matvec
     from floorlab.engine.kernels.runtime import PDL_NO_WAIT
@@ -485,8 +484,8 @@ def test_layer_kernel_table_times_unsplit_gemvs_again_without_the_pdl_wait(monke
         return real(*args, config=config, pdl=0, **kw)
 
     monkeypatch.setattr(matvec, "launch_gemv", recorded)
-    monkeypatch.setattr(kernels, "pdl_supported", lambda device: True)
-    monkeypatch.setattr(kernel_sweep, "time_attention", lambda *a, **kw: {
+    monkeypatch.setattr(study, "pdl_supported", lambda device: True)
+    monkeypatch.setattr(study, "time_attention", lambda *a, **kw: {
         "us": 1.0, "bytes": 10, "gbps": 0.01, "pct_floor_bw": 0.01})
     split = GemvConfig(rows_per_program=16, block_k=16, split_k=2, dot=True)
     config = default_config(1, max_context=model.max_context, **shape_kwargs(GQA_TIED)).with_gemv("qkv", split)

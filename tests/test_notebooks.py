@@ -89,3 +89,43 @@ def test_source_by_name_reads_a_module_without_importing_it():
         source("floorlab.engine.kernels.runtime.nope")
     with pytest.raises(ValueError, match="no module"):
         source("floorlab.nothing_here.f")
+
+
+def _worked_answer_cells(nb) -> list[int]:
+    """Indices of the cells the site folds behind 'Show the worked answer'."""
+    return [i for i, c in enumerate(nb.cells) if c.cell_type == "code"
+            and c.metadata.get("mystnb", {}).get("code_prompt_show") == "Show the worked answer"]
+
+
+@pytest.mark.parametrize("path", CHAPTERS, ids=lambda p: p.name)
+def test_worked_answers_wait_to_be_asked_for(path):
+    """Every worked answer runs inside worked_answer(show_answer), so JupyterLab prints it only
+    when the reader sets show_answer = True; the site keeps its toggle (hide-cell)."""
+    nb = nbformat.read(path, as_version=4)
+    cells = _worked_answer_cells(nb)
+    for i in cells:
+        cell = nb.cells[i]
+        assert "with fl.worked_answer(show_answer" in cell.source, (
+            f"{path.name} cell {i}: wrap the worked answer in `with fl.worked_answer(show_answer):`")
+        assert "hide-cell" in cell.metadata.get("tags", []), f"{path.name} cell {i}: tag it hide-cell"
+    if cells:
+        assert "show_answer = False" in "\n".join(c.source for c in nb.cells if c.cell_type == "code")
+
+
+def test_no_worked_answer_shows_after_run_all(monkeypatch):
+    """Run a chapter top to bottom as JupyterLab's Run All does: each worked-answer cell prints
+    only the line that says how to see it."""
+    from nbclient import NotebookClient
+
+    from floorlab.core.checks import HIDDEN, SHOW_ANSWERS_ENV
+
+    monkeypatch.delenv(SHOW_ANSWERS_ENV, raising=False)
+    path = ROOT / "chapters" / "gallery.ipynb"  # the quickest chapter with worked answers
+    nb = nbformat.read(path, as_version=4)
+    NotebookClient(nb, timeout=600, resources={"metadata": {"path": str(path.parent)}}).execute()
+    cells = _worked_answer_cells(nb)
+    assert cells, "the gallery chapter has worked answers to check"
+    for i in cells:
+        shown = "".join(o.get("text", "") for o in nb.cells[i].outputs if o.output_type == "stream")
+        rich = [o for o in nb.cells[i].outputs if o.output_type != "stream"]
+        assert shown.strip() == HIDDEN and not rich, f"cell {i} printed its answer: {shown[:200]!r}"

@@ -14,7 +14,7 @@ from floorlab.core import checks
 from floorlab.core.roofline import decode_floor
 from floorlab.core.runs import Row, Run
 from floorlab.core.timing import Timing, time_once
-from floorlab.engine import graphs
+from floorlab.engine import buckets, graphs
 from floorlab.engine.buckets import EagerFallbackWarning, PaddedEagerRunner, keep_padding_rows
 from floorlab.engine.graphs import GraphMemory
 from floorlab.engine.measure import Source
@@ -259,7 +259,7 @@ def test_without_the_guard_padding_overwrites_other_sequences(small, monkeypatch
     def no_guard(*args):
         yield
 
-    monkeypatch.setattr(graphs, "keep_padding_rows", no_guard)
+    monkeypatch.setattr(buckets, "keep_padding_rows", no_guard)
     report = check_padding_trap(PaddedEagerRunner(model, BUCKETS), tokens, positions, 5)
     assert not report.other_rows_kept and not report.passed
 
@@ -402,7 +402,7 @@ def test_gpu_replay_without_the_guard_overwrites_other_sequences(served, monkeyp
     def no_guard(*args):
         yield
 
-    monkeypatch.setattr(graphs, "keep_padding_rows", no_guard)
+    monkeypatch.setattr(buckets, "keep_padding_rows", no_guard)
     report = check_padding_trap(runner, tokens, positions, 5)
     assert not report.other_rows_kept
     assert report.outputs_equal and report.outputs_finite  # the live rows never see it

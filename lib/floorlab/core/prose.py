@@ -1,4 +1,5 @@
-"""Core wing: numbers and code as the chapters print them: fixed notation, honest precision, real source.
+"""Core wing: numbers and code as the chapters print them: fixed notation, honest precision, real
+source.
 
 Prose numbers are written by MyST's {eval} role in the notebooks; these helpers
 give them one format everywhere, in JupyterLab and in the built site alike.

@@ -1,4 +1,5 @@
-"""Core wing: one typed record for every measured run: a chapter's run and the bench's run share this layout.
+"""Core wing: one typed record for every measured run: a chapter's run and the bench's run share
+this layout.
 
 A Run holds the machine and software facts, both measured bandwidths, one Floor
 per configuration, one Row per measured path, and the timelines and launch counts

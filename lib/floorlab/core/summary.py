@@ -1,4 +1,5 @@
-"""Core wing: a run's decode paths side by side, as a page prints them: ms and multiple of the floor.
+"""Core wing: a run's decode paths side by side, as a page prints them: ms and multiple of the
+floor.
 
 The chapters print a stored bench this way, and the bench's own table adds its targets below.
 """

@@ -1,4 +1,5 @@
-"""Core wing: timing a step the honest way: warm up, wait for the device, report a median and a spread.
+"""Core wing: timing a step the honest way: warm up, wait for the device, report a median and a
+spread.
 
 On CUDA each repeat is timed with a pair of CUDA events, so the time is the
 GPU's own; on the CPU, which is synchronous, a wall clock is enough. The host's

@@ -1,4 +1,5 @@
-"""Engine wing: a fused decode step: the same model and weights, compiled so the elementwise work runs in few kernels.
+"""Engine wing: a fused decode step: the same model and weights, compiled so the elementwise work
+runs in few kernels.
 
 The step is written for the compiler, functionally: each RMSNorm one kernel,
 the residual adds folded into the GEMMs that precede them, the q/k norms, RoPE

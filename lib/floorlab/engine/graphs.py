@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import gc
 import time
+from dataclasses import dataclass
 from typing import Callable, Iterable
 
 import torch
@@ -36,6 +37,7 @@ from floorlab.engine.buckets import (
 )
 
 
+@dataclass
 class GraphMemory:
     """GPU memory one captured graph added: bytes allocated (tensors it keeps alive, such as
     its output) and reserved (segments its memory pool holds), measured around its capture."""

@@ -1,4 +1,5 @@
-"""Engine wing: transformers' Qwen3ForCausalLM with a StaticCache, behind the same interface as floorlab's Qwen3Decoder."""
+"""Engine wing: transformers' Qwen3ForCausalLM with a StaticCache, behind the same interface as
+floorlab's Qwen3Decoder."""
 from __future__ import annotations
 
 import inspect

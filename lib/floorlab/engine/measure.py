@@ -1,4 +1,5 @@
-"""Engine wing: the chapters' measurements, one call each: measured here when this machine can, else the
+"""Engine wing: the chapters' measurements, one call each: measured here when this machine can,
+else the
 stored run of a named card, labelled as that card's and never as the reader's.
 
 A chapter cell calls one of these and prints what it returns; the branching between

@@ -1,4 +1,5 @@
-"""Engine wing: a minimal Qwen3 decoder in plain PyTorch ops, with a static KV cache and a graph-capturable decode step."""
+"""Engine wing: a minimal Qwen3 decoder in plain PyTorch ops, with a static KV cache and a graph-
+capturable decode step."""
 from __future__ import annotations
 
 import torch

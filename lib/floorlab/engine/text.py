@@ -1,4 +1,5 @@
-"""Engine wing: real text from real weights: the book's engine, a Qwen3 checkpoint and its tokenizer.
+"""Engine wing: real text from real weights: the book's engine, a Qwen3 checkpoint and its
+tokenizer.
 
 Random weights move the same bytes as trained ones, so every timing in the book
 holds for both; with a checkpoint at hand the same engine also writes readable text.

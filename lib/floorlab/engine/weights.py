@@ -1,4 +1,5 @@
-"""Engine wing: load a Qwen3 checkpoint (safetensors only) from a local folder or the Hugging Face hub."""
+"""Engine wing: load a Qwen3 checkpoint (safetensors only) from a local folder or the Hugging Face
+hub."""
 from __future__ import annotations
 
 import json

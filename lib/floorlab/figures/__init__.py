@@ -7,8 +7,8 @@ from floorlab.figures.bars import stacked_bar
 from floorlab.figures.gallery import gallery_bars, gallery_scatter
 from floorlab.figures.gemvs import gemv_sizes
 from floorlab.figures.roofline import roofline_plot
-from floorlab.figures.scaling import scaling
-from floorlab.figures.timeline import timeline
+from floorlab.figures.sizes import scaling
+from floorlab.figures.timelines import timeline
 
 __all__ = ["gallery_bars", "gallery_scatter", "gemv_sizes", "roofline_plot", "scaling", "stacked_bar",
            "timeline"]

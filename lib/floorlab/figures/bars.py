@@ -21,6 +21,8 @@ from floorlab.figures.style import (
     times_floor,
 )
 
+LABEL_REACH = 0.04  # a whisker longer than this share of the axis moves the label onto the bar's end
+
 
 def _bar_values(bars) -> list[tuple[str, float, float, float]]:
     """(label, median, p10, p90) in ms from {label: Timing or ms} or [(label, Timing or ms)]."""
@@ -120,9 +122,13 @@ def stacked_bar(
             text = f"{fmt_ms(t)} · {times_floor(ratio)}"
             if is_below_floor(ratio):
                 text += " (below the floor: check the timer)"
-            ax.annotate(text, xy=(t + hi, y), xytext=(6, 0), textcoords="offset points",
-                        ha="left", va="center", color=INK, fontsize=9.5, annotation_clip=False,
-                        zorder=5, bbox=dict(boxstyle="square,pad=0.15", fc="white", ec="none"))
+            # at the bar's own end; a whisker longer than a short reach puts the label just above
+            # it, so the number stays beside the bar it describes, not beyond the spread
+            above = hi > LABEL_REACH * xmax
+            ax.annotate(text, xy=(t if above else t + hi, y - 0.2 if above else y), xytext=(6, 0),
+                        textcoords="offset points", ha="left", va="center", color=INK,
+                        fontsize=9.5, annotation_clip=False, zorder=5,
+                        bbox=dict(boxstyle="square,pad=0.15", fc="white", ec="none"))
 
         if one_floor:
             ax.axvline(floor_ms, color=INK, linestyle="--", linewidth=1.2, zorder=4,

@@ -5,6 +5,7 @@ the style lives in a context around each drawing.
 """
 from __future__ import annotations
 
+import textwrap
 from pathlib import Path
 
 from matplotlib.figure import Figure
@@ -25,6 +26,7 @@ MUTED = "#666666"
 FIG_WIDTH_IN = 9.0
 ABOVE_FLOOR = "above the floor: launches, gaps, slow kernels"
 DPI = 150
+NOTE_CHARS_PER_IN = 12  # 8.5-point italic: a note wraps at the figure's width, never past its edge
 
 STYLE = {
     "font.size": 10,
@@ -73,8 +75,9 @@ def legend_and_note(ax, handles, *, ncol: int, note: str | None, below_pt: float
         columnspacing=1.6,
     )
     if note:
+        width = int(ax.figure.get_figwidth() * NOTE_CHARS_PER_IN)
         ax.annotate(
-            note, xy=(0.0, 0.0), xycoords=legend, xytext=(0, -6),
+            "\n".join(textwrap.wrap(note, width)), xy=(0.0, 0.0), xycoords=legend, xytext=(0, -6),
             textcoords="offset points", ha="left", va="top",
             fontsize=8.5, color=MUTED, fontstyle="italic", annotation_clip=False,
         )

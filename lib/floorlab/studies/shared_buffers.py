@@ -1,4 +1,5 @@
-"""Studies wing: shared buffers: what a replay overwrites, how two callers corrupt each other, and the fixes.
+"""Studies wing: shared buffers: what a replay overwrites, how two callers corrupt each other, and
+the fixes.
 
 A captured graph reads its inputs from, and writes its logits to, fixed addresses.
 StandInRunner gives a machine without CUDA the same buffers: its "replay" runs the

@@ -1,4 +1,5 @@
-"""Tools wing: `python -m floorlab <command>`: measure this card, check this machine, run the bench or the sweep."""
+"""Tools wing: `python -m floorlab <command>`: measure this card, check this machine, run the bench
+or the sweep."""
 from __future__ import annotations
 
 import argparse

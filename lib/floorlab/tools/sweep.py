@@ -1,4 +1,5 @@
-"""Tools wing: the kernel sweep, sweep the book's Triton GEMVs over launch configs, then time the kernel step: `python -m floorlab sweep`.
+"""Tools wing: the kernel sweep, sweep the book's Triton GEMVs over launch configs, then time the
+kernel step: `python -m floorlab sweep`.
 
 For each preset's layer shapes (qwen3-0.6b and qwen3-8b) at batch 1 and 8 it times each GEMV
 (with the epilogue the step really runs) over a few configs, inside a CUDA graph of one launch

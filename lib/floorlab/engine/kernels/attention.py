@@ -1,4 +1,5 @@
-"""Engine wing: decode attention over the visible context only, with the q/k RMSNorm, RoPE and KV-cache write in its prologue.
+"""Engine wing: decode attention over the visible context only, with the q/k RMSNorm, RoPE and KV-
+cache write in its prologue.
 
 One program serves one (batch row, KV head, context split): the query heads sharing that KV
 head are its rows (GQA), padded to 16 so q.K^T and p.V run as tensor-core dots. Each split

@@ -1,4 +1,5 @@
-"""Engine wing: launch parameters of the book's Triton kernels: tile sizes, rows per program, warps, splits.
+"""Engine wing: launch parameters of the book's Triton kernels: tile sizes, rows per program,
+warps, splits.
 
 Plain dataclasses without triton, so a sweep can build, print and store them anywhere.
 """

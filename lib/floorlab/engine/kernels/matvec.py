@@ -1,4 +1,5 @@
-"""Engine wing: decode GEMVs y[B, N] = x[B, K] @ W[N, K]^T for B = 1..16, with an RMSNorm prologue and fused epilogues.
+"""Engine wing: decode GEMVs y[B, N] = x[B, K] @ W[N, K]^T for B = 1..16, with an RMSNorm prologue
+and fused epilogues.
 
 Each program computes rows_per_program output rows for every batch row, walking K in block_k
 tiles of contiguous weights, so the grid is cdiv(N, rows_per_program) (x split_k). By default

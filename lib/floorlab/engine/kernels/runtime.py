@@ -1,4 +1,5 @@
-"""Engine wing: where the kernels can run: triton present, interpreter or GPU, and whether PDL (Hopper+) is on."""
+"""Engine wing: where the kernels can run: triton present, interpreter or GPU, and whether PDL
+(Hopper+) is on."""
 from __future__ import annotations
 
 import triton

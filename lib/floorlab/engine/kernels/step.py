@@ -1,4 +1,5 @@
-"""Engine wing: one decode step from the book's own kernels: embedding, five kernels per layer, norm + LM head.
+"""Engine wing: one decode step from the book's own kernels: embedding, five kernels per layer,
+norm + LM head.
 
 Per layer: RMSNorm+QKV GEMV; attention (q/k norm, RoPE, KV write, flash-decoding splits
 merged by the last split to finish); o_proj GEMV + residual; RMSNorm+gate_up GEMV+SwiGLU;

@@ -1,4 +1,5 @@
-"""Tools wing: one command that measures every decode path of the book on this machine: `python -m floorlab bench`.
+"""Tools wing: one command that measures every decode path of the book on this machine: `python -m
+floorlab bench`.
 
 It measures both bandwidths, computes the floor of each configuration, times the
 book's engine (plain, fused with Inductor, fused with Inductor's tuning where asked for,

@@ -1,4 +1,5 @@
-"""Tools wing: the book's engine, eight ways: plain, fused (Inductor), fused with Inductor's tuning, and the
+"""Tools wing: the book's engine, eight ways: plain, fused (Inductor), fused with Inductor's
+tuning, and the
 book's Triton kernels, each eager and replayed in a CUDA graph."""
 from __future__ import annotations
 

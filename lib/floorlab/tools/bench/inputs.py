@@ -1,4 +1,5 @@
-"""Tools wing: the decode inputs every path gets, made the same way on every run, and the memory between paths."""
+"""Tools wing: the decode inputs every path gets, made the same way on every run, and the memory
+between paths."""
 from __future__ import annotations
 
 import gc

@@ -1,4 +1,5 @@
-"""Tools wing: what holds a path above its floor: each GEMV's own bandwidth, kernels per layer, GPU busy and idle.
+"""Tools wing: what holds a path above its floor: each GEMV's own bandwidth, kernels per layer, GPU
+busy and idle.
 
 Each GEMV is timed with its weights from all layers replayed back to back in one
 CUDA graph, so its time is the kernels' own and no cache holds the weights. The

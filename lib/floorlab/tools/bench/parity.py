@@ -1,4 +1,5 @@
-"""Tools wing: parity against a float32 reference: is the engine's bf16 no farther from it than transformers' bf16?
+"""Tools wing: parity against a float32 reference: is the engine's bf16 no farther from it than
+transformers' bf16?
 
 Two bf16 models that each round differently disagree with each other by the sum
 of their errors, so comparing the engine with transformers' bf16 logits blames

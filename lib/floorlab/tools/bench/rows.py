@@ -1,4 +1,5 @@
-"""Tools wing: measuring one row: time the step with its issue time, set it against the floor, count its kernels.
+"""Tools wing: measuring one row: time the step with its issue time, set it against the floor,
+count its kernels.
 
 A path that raises becomes a failed row saying what failed, and a path that
 cannot run here becomes an absent row saying why: one broken path never costs

@@ -1,4 +1,5 @@
-"""Tools wing: the whole bench in one process: bandwidths, floors, then each preset's paths, limits and parity.
+"""Tools wing: the whole bench in one process: bandwidths, floors, then each preset's paths, limits
+and parity.
 
 The run is a floorlab.core.runs.Run (kind "bench"), written to save_to after every
 preset with facts["partial"] true until the last one is done. A partial run can be

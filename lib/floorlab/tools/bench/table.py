@@ -1,4 +1,5 @@
-"""Tools wing: the bench run as text: device and bandwidths, each floor as arithmetic, the rows, parity, limits, targets."""
+"""Tools wing: the bench run as text: device and bandwidths, each floor as arithmetic, the rows,
+parity, limits, targets."""
 from __future__ import annotations
 
 from floorlab.core.prose import wrap

@@ -1,4 +1,5 @@
-"""Tools wing: the book's targets, checked as ratios measured in the same run; a miss carries its measured cause."""
+"""Tools wing: the book's targets, checked as ratios measured in the same run; a miss carries its
+measured cause."""
 from __future__ import annotations
 
 from floorlab.core.roofline import BUSY_SHARE

@@ -1,4 +1,5 @@
-"""Tools wing: transformers' Qwen3ForCausalLM with the engine's weights, three ways: eager, CUDA graph, compiled."""
+"""Tools wing: transformers' Qwen3ForCausalLM with the engine's weights, three ways: eager, CUDA
+graph, compiled."""
 from __future__ import annotations
 
 import time
