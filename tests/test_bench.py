@@ -16,6 +16,7 @@ from floorlab.tools.bench.cli import default_out_path, device_slug, parse_args
 from floorlab.tools.bench.engine import NO_GRAPHS
 from floorlab.tools.bench.inputs import decode_inputs, prefill
 from floorlab.tools.bench.rows import GRAPH_COUNT_NOTE, Case, Rows, measure_graph_row
+from floorlab.tools.bench.run import partial_path
 from floorlab.tools.bench.settings import PATHS, make_settings
 from floorlab.tools.bench.targets import BATCH_TARGETS, FLOOR_TARGETS, GEMV_TARGETS, RACE_TARGETS, evaluate_targets
 
@@ -124,7 +125,7 @@ def test_skip_flags_leave_rows_absent_and_json_is_saved(skipped_run):
     assert run.facts["parity"] == {}
     assert "parity: not checked (--skip-transformers" in format_table(run)
     saved = Run.load(out)
-    assert saved.facts["partial"] is False
+    assert saved.facts["partial"] is False and not partial_path(out).exists()  # the partial moved to out
     assert len(saved.rows) == 2 * len(PATHS)
     assert "bandwidth: copy and read" in saved.facts["stage_s"]
 
@@ -422,7 +423,7 @@ def test_transformers_rows_can_be_kept_to_some_presets(capsys):
 
 
 def _stopped_after_first_preset(tmp_path):
-    """A run of TINY then UNTIED, saved as if its process had ended after TINY."""
+    """A run of TINY then UNTIED, kept beside out as if its process had ended after TINY; (out, run)."""
     out = tmp_path / "bench.json"
     whole = run_bench([TINY, UNTIED], [1], 8, repeats=1, warmup=0, device="cpu", progress=False,
                       skip_transformers=True, skip_fused=True)
@@ -431,7 +432,7 @@ def _stopped_after_first_preset(tmp_path):
     stopped.floors = [f for f in stopped.floors if f.preset == "tiny"]
     stopped.facts["limits"].pop("untied")
     stopped.facts["partial"] = True
-    stopped.save(out)
+    stopped.save(partial_path(out))
     return out, stopped
 
 
@@ -451,8 +452,9 @@ RESUME = dict(repeats=1, warmup=0, device="cpu", progress=False, skip_transforme
 def test_a_resumed_run_keeps_the_finished_presets_and_measures_the_rest(tmp_path, monkeypatch):
     out, stopped = _stopped_after_first_preset(tmp_path)
     monkeypatch.setattr("floorlab.tools.bench.run.measure_bandwidths", _same_bandwidths(stopped, 1.01))
-    run = run_bench([TINY, UNTIED], [1], 8, save_to=out, resume_from=Run.load(out), **RESUME)
+    run = run_bench([TINY, UNTIED], [1], 8, save_to=out, resume_from=Run.load(partial_path(out)), **RESUME)
     assert run.facts["partial"] is False and Run.load(out).facts["partial"] is False
+    assert not partial_path(out).exists()
     assert [r.to_dict() for r in run.rows if r.preset == "tiny"] == [r.to_dict() for r in stopped.rows]
     assert [r.path for r in run.rows if r.preset == "untied"] == list(PATHS)
     assert [(f.preset, f.batch) for f in run.floors] == [("tiny", 1), ("untied", 1)]
@@ -469,11 +471,12 @@ def test_a_resumed_run_keeps_the_finished_presets_and_measures_the_rest(tmp_path
     ("settings", "other settings (repeats: 1 there, 2 here)"),
     ("device", "not on this"),
     ("bandwidth", "more than 3% apart"),
+    ("bandwidth", "otherwise run again without --resume to measure every preset over this card's bandwidth"),
 ])
 def test_a_resume_that_cannot_hold_is_refused_and_leaves_the_file_alone(change, message, tmp_path,
                                                                        monkeypatch):
     out, stopped = _stopped_after_first_preset(tmp_path)
-    previous = Run.load(out)
+    previous = Run.load(partial_path(out))
     kwargs = dict(RESUME)
     if change == "complete":
         previous.facts["partial"] = False
@@ -483,14 +486,14 @@ def test_a_resume_that_cannot_hold_is_refused_and_leaves_the_file_alone(change, 
         previous.device["name"] = "another card"
     monkeypatch.setattr("floorlab.tools.bench.run.measure_bandwidths",
                         _same_bandwidths(stopped, 1.5 if change == "bandwidth" else 1.0))
-    before = out.read_bytes()
+    before = partial_path(out).read_bytes()
     with pytest.raises(ValueError, match=re.escape(message)):
         run_bench([TINY, UNTIED], [1], 8, save_to=out, resume_from=previous, **kwargs)
-    assert out.read_bytes() == before
+    assert partial_path(out).read_bytes() == before and not out.exists()
 
 
 def test_cli_resume_without_a_run_says_how_to_start_one(tmp_path):
     from floorlab.tools.bench.cli import main
 
-    with pytest.raises(SystemExit, match="no bench run at .*start one without --resume"):
+    with pytest.raises(SystemExit, match="no partial bench run at .*start one without --resume"):
         main(["--resume", "--out", str(tmp_path / "none.json"), "--presets", "qwen3-0.6b"])

@@ -15,7 +15,9 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import os
 import platform
+import uuid
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from importlib import metadata
@@ -217,13 +219,25 @@ def _jsonable(obj):
 
 
 def save_json(obj, path) -> Path:
-    """Write obj as pretty JSON with sorted keys to path (parent folders created); returns the path."""
+    """Write obj as pretty JSON with sorted keys to path (parent folders created); returns the path.
+
+    Atomic: a temporary file beside path, then os.replace, so path holds the old file or the new one, never half."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
         obj = dataclasses.asdict(obj)
-    text = json.dumps(obj, indent=2, sort_keys=True, ensure_ascii=False, default=_jsonable)
-    path.write_text(text + "\n", encoding="utf-8")
+    temp = path.with_name(f".{path.name}.{uuid.uuid4().hex[:8]}.tmp")
+    try:
+        with open(os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666), "w",
+                  encoding="utf-8") as stream:
+            json.dump(obj, stream, indent=2, sort_keys=True, ensure_ascii=False, default=_jsonable)
+            stream.write("\n")
+            stream.flush()
+            os.fsync(stream.fileno())
+        os.replace(temp, path)
+    except BaseException:
+        temp.unlink(missing_ok=True)
+        raise
     return path
 
 
@@ -232,7 +246,11 @@ def load_json(path):
     path = Path(path)
     if not path.is_file():
         raise FileNotFoundError(f"No JSON file at {path}; write one first with save_json(obj, path)")
-    return json.loads(path.read_text(encoding="utf-8"))
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except json.JSONDecodeError as err:
+        raise ValueError(f"{path} holds no complete JSON ({err}); it was cut off or is not a "
+                         "JSON file: write it again with save_json(obj, path)") from None
 
 
 def _available(folder: Path, suffix: str) -> list[str]:

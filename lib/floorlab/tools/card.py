@@ -7,7 +7,6 @@ library's own functions; the result is one Run (kind "measure") in the book's la
 """
 from __future__ import annotations
 
-import shutil
 import time
 import uuid
 from pathlib import Path
@@ -20,7 +19,7 @@ from floorlab.core.launches import count_launches
 from floorlab.core.progress import Stages
 from floorlab.core.prose import fmt_ms
 from floorlab.core.roofline import decode_floor
-from floorlab.core.runs import CARD_KIND, Row, Run, run_stamp
+from floorlab.core.runs import CARD_KIND, Row, Run, load_json, run_stamp, save_json
 from floorlab.core.shapes import get_shape
 from floorlab.engine.fused import fused_step
 from floorlab.engine.kernels import triton_step
@@ -182,11 +181,10 @@ def submit_name(run: Run, name: str | None = None) -> str:
 
 
 def submit_run(json_path, folder, name: str | None = None) -> Path:
-    """Copy a run's JSON into a shared folder under submit_name(); returns the new path."""
+    """Copy a run's JSON into a shared folder under submit_name(), atomically; returns the new path."""
     folder = Path(folder)
     if folder.exists() and not folder.is_dir():
         raise NotADirectoryError(f"--submit {folder} is a file; pass the shared folder instead")
     folder.mkdir(parents=True, exist_ok=True)
     target = folder / submit_name(Run.load(json_path), name)
-    shutil.copyfile(json_path, target)
-    return target
+    return save_json(load_json(json_path), target)

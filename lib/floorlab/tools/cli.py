@@ -3,11 +3,12 @@ or the sweep."""
 from __future__ import annotations
 
 import argparse
+import sys
 from pathlib import Path
 
 from floorlab.core import paths
 from floorlab.core.device import describe_device, device_slug
-from floorlab.tools.bench.cli import whole_arg
+from floorlab.tools.bench.cli import unwritable, whole_arg
 
 COMMANDS = {"measure": "measure this card in a minute or two: floor, eager, graph replay",
             "doctor": "check this machine before a workshop: GPU, memory, versions, run times",
@@ -40,22 +41,36 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _check_folder(parser, flag: str, folder: Path | None) -> None:
-    if folder is not None and folder.exists() and not folder.is_dir():
+    """Exit 2 with a message when folder is a file, or cannot be made or written (it is made here)."""
+    if folder is None:
+        return
+    if folder.exists() and not folder.is_dir():
         parser.error(f"{flag} {folder} is a file; pass a folder, e.g. {flag} {folder.parent}")
+    problem = unwritable(folder)
+    if problem:
+        parser.error(f"{flag} {folder}: {problem}; nothing was measured. Pass {flag} with a folder you "
+                     "can write to, or fix this one's permissions")
 
 
 def measure_main(args, parser) -> int:
     """Measure, print the table, write the run and its figures, submit a copy when asked."""
     from floorlab.tools.card import format_card, measure_card, submit_run, write_card
 
-    _check_folder(parser, "--out", args.out)
+    _check_folder(parser, "--out", args.out)  # both folders are made and tried before anything is measured
     _check_folder(parser, "--submit", args.submit)
     try:
         facts = describe_device(args.device)
     except ValueError as err:
         parser.error(f"--device {args.device}: {err}")
-    run = measure_card(args.device, warmup=args.warmup, repeats=args.repeats, fused=args.fused)
     out = args.out or Path(paths.RESULTS_DIR) / f"measure-{device_slug(facts)}"
+    if args.out is None:
+        _check_folder(parser, "--out", out)
+    print(f"measuring {facts.get('name')}; the run is written to {out} when it ends", flush=True)
+    try:
+        run = measure_card(args.device, warmup=args.warmup, repeats=args.repeats, fused=args.fused)
+    except KeyboardInterrupt:
+        print(f"\nstopped before the end: nothing was written, {out} is as it was", file=sys.stderr)
+        return 130
     written = write_card(run, out)
     print(format_card(run))
     print(f"\nrun and figures written to {out}")

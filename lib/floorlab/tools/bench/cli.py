@@ -2,7 +2,10 @@
 from __future__ import annotations
 
 import argparse
+import os
 import re
+import sys
+import tempfile
 from pathlib import Path
 
 from floorlab.core import paths
@@ -10,7 +13,7 @@ from floorlab.core.device import describe_device, device_slug
 from floorlab.core.runs import Run
 from floorlab.core.shapes import PRESETS
 
-from .run import run_bench
+from .run import partial_path, run_bench
 from .settings import (CPU_PRESETS, CPU_REPEATS, DEFAULT_CONTEXT, GPU_PRESETS, GPU_REPEATS,
                        MAX_BATCH, MAX_CONTEXT)
 from .table import format_table
@@ -19,6 +22,21 @@ from .table import format_table
 def default_out_path(device_facts: dict) -> Path:
     """figures/bench-<device-slug>.json"""
     return Path(paths.FIGURES_DIR) / f"bench-{device_slug(device_facts)}.json"
+
+
+def unwritable(folder) -> str:
+    """Why no file can be written into folder (made first where missing), or "" when one can."""
+    folder = Path(folder)
+    if folder.exists() and not folder.is_dir():
+        return "it is a file, not a folder"
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        handle, probe = tempfile.mkstemp(dir=folder, prefix=".floorlab-write-test-")
+        os.close(handle)
+        os.unlink(probe)
+    except OSError as err:
+        return f"it cannot be written ({type(err).__name__}: {err.strerror or err})"
+    return ""
 
 
 def _list_arg(text: str) -> list[str]:
@@ -73,8 +91,9 @@ def build_parser() -> argparse.ArgumentParser:
                         help="also compile the fused step with Inductor's coordinate-descent tuning and PDL "
                              "for these presets (minutes of tuning per batch size; default: none)")
     parser.add_argument("--resume", action="store_true",
-                        help="continue the partial run at --out (made with the same flags on the same card, "
-                             "stopped before its last preset): keep its finished presets, measure the rest")
+                        help="continue the partial run kept beside --out (<out>.partial.json, made with the "
+                             "same flags on the same card, stopped before its last preset): keep its finished "
+                             "presets, measure the rest")
     return parser
 
 
@@ -112,23 +131,45 @@ def parse_args(argv=None) -> argparse.Namespace:
     return args
 
 
-def _run_to_resume(out: Path) -> Run:
-    """The partial run stored at out, or an exit saying why there is none to resume."""
-    if not out.is_file():
-        raise SystemExit(f"--resume: no bench run at {out}; start one without --resume (and the same "
-                         "--out), then resume it with the same flags")
+def _load(path: Path) -> Run:
     try:
-        return Run.load(out)
-    except (ValueError, KeyError) as err:
-        raise SystemExit(f"--resume: {out} holds no bench run this book can read ({err}); "
-                         "start a new run") from None
+        return Run.load(path)
+    except (ValueError, KeyError, TypeError) as err:
+        raise SystemExit(f"--resume: {path} holds no bench run this book can read ({err}); "
+                         "run again without --resume") from None
+
+
+def _run_to_resume(out: Path) -> Run:
+    """The partial run kept beside out (or at out itself, where older runs kept it), or an exit saying why none."""
+    partial = partial_path(out)
+    if partial.is_file():
+        return _load(partial)
+    if out.is_file():
+        run = _load(out)
+        if run.facts.get("partial"):
+            return run
+        raise SystemExit(f"--resume: the bench run at {out} is complete and no partial run is kept beside it "
+                         f"({partial}), so there is nothing to resume; run again without --resume to measure "
+                         f"anew ({out} is replaced only when the new run ends), or pass another --out")
+    raise SystemExit(f"--resume: no partial bench run at {partial}; start one without --resume (and the same "
+                     "--out), then resume it with the same flags")
 
 
 def main(argv=None) -> int:
-    """Run the bench from the command line; prints the table and the JSON path, returns 0."""
+    """Run the bench from the command line; prints the table and the JSON path, returns 0 (130 when stopped)."""
     args = parse_args(argv)
     out = args.out or default_out_path(describe_device())
+    problem = unwritable(out.parent)
+    if problem:
+        build_parser().error(f"--out {out}: the folder {out.parent} will not take the run: {problem}; "
+                             "pass --out with a path in a folder you can write to, or fix this folder's permissions")
     previous = _run_to_resume(out) if args.resume else None
+    partial = partial_path(out)
+    if previous is None and partial.is_file():
+        print(f"a partial run is kept at {partial}; this run replaces it (stop now and pass --resume "
+              "to continue it instead)", flush=True)
+    print(f"measuring: the run is kept at {partial} after each preset and moves to {out} when the "
+          "last one is done", flush=True)
     try:
         run = run_bench(args.presets, args.batches, args.context, repeats=args.repeats,
                         skip_transformers=args.skip_transformers, skip_fused=args.skip_fused,
@@ -138,6 +179,12 @@ def main(argv=None) -> int:
         if previous is None:
             raise
         raise SystemExit(f"--resume {out}: {err}") from None
+    except KeyboardInterrupt:
+        kept = (f"the partial run, every preset finished before the stop, is kept at {partial}; "
+                "continue it with the same flags and --resume" if partial.is_file()
+                else "nothing was measured to keep")
+        print(f"\nstopped before the end: {out} is as it was before this run; {kept}", file=sys.stderr)
+        return 130
     print(format_table(run))
     print(f"\nJSON written to {out}")
     return 0

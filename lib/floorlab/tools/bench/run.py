@@ -1,15 +1,17 @@
 """Tools wing: the whole bench in one process: bandwidths, floors, then each preset's paths, limits
 and parity.
 
-The run is a floorlab.core.runs.Run (kind "bench"), written to save_to after every
-preset with facts["partial"] true until the last one is done. A partial run can be
-resumed (resume_from): its finished presets are kept, the rest are measured, and the
-floors keep its bandwidth once this machine has measured the same within 3%.
+The run is a floorlab.core.runs.Run (kind "bench"). After every preset it is written
+beside save_to, at partial_path(save_to), with facts["partial"] true; only the finished
+run replaces save_to, so a run that stops never costs the one there before. A partial
+run can be resumed (resume_from): its finished presets are kept, the rest are measured,
+and the floors keep its bandwidth once this machine has measured the same within 3%.
 """
 from __future__ import annotations
 
 import time
 from collections import Counter
+from pathlib import Path
 
 import torch
 
@@ -34,6 +36,12 @@ BANDWIDTH_REPEATS = {"cuda": 20, "cpu": 5}
 RESUME_BANDWIDTH_TOLERANCE = 0.03  # a resumed run keeps its floors only where the card measures the same
 
 
+def partial_path(path) -> Path:
+    """Where a bench run bound for path is kept until it ends: <stem>.partial.json beside it."""
+    path = Path(path)
+    return path.with_name(f"{path.stem}.partial{path.suffix or '.json'}")
+
+
 def run_bench(presets=None, batches=None, context: int = DEFAULT_CONTEXT, *,
               repeats: int | None = None, warmup: int | None = None, device=None,
               skip_transformers: bool = False, skip_fused: bool = False, transformers_for=None,
@@ -44,6 +52,8 @@ def run_bench(presets=None, batches=None, context: int = DEFAULT_CONTEXT, *,
     Defaults: qwen3-0.6b and qwen3-8b at batch 1 and 8, 5 warm-up and 30 timed steps on
     a GPU; qwen3-0.6b at batch 1 with 1 and 5 on the CPU, where graph rows are absent.
     tuned_fused_for: presets that also get the fused step compiled with Inductor's tuning.
+    save_to: the finished run's JSON; until the run ends it is written to partial_path(save_to)
+    after every preset (and when it stops), and save_to is left as it was.
     resume_from: a partial bench Run made with the same settings on the same kind of card
     (Run.load of its JSON); its finished presets are kept and only the others are measured.
     """
@@ -61,7 +71,7 @@ def run_bench(presets=None, batches=None, context: int = DEFAULT_CONTEXT, *,
                      "stage_s": stage.seconds})
     rows, start = Rows(), time.perf_counter()
     names = [s.name for s in settings.shapes]
-    earlier_s = resume_from.facts.get("elapsed_s", 0.0) if resume_from is not None else 0.0
+    earlier_s = resume_from.facts.get("elapsed_s", 0.0) if done else 0.0
 
     def checkpoint() -> None:
         run.rows = sorted(rows.rows, key=lambda r: (names.index(r.preset), r.batch,
@@ -70,14 +80,19 @@ def run_bench(presets=None, batches=None, context: int = DEFAULT_CONTEXT, *,
         run.launches = dict(rows.launches)
         run.facts["targets"] = evaluate_targets(run.rows, run.facts["limits"])
         run.facts["elapsed_s"] = earlier_s + time.perf_counter() - start
-        if save_to is not None:
+        if save_to is None:
+            return
+        if run.facts["partial"]:
+            run.save(partial_path(save_to))
+        else:  # the run is whole: only now does it replace the file at save_to
             run.save(save_to)
+            partial_path(save_to).unlink(missing_ok=True)
 
     try:  # nothing is saved until this passes: a refused resume leaves its file as it was
         stage("bandwidth: copy and read")
         run.bandwidths = measure_bandwidths(settings.device,
                                             repeats=BANDWIDTH_REPEATS[settings.device.type])
-        if resume_from is not None:
+        if done:
             _keep_finished(resume_from, done, run, rows, stage)
     except BaseException:
         stage.close()
@@ -134,9 +149,12 @@ def _keep_finished(previous: Run, done: list[str], run: Run, rows: Rows, stage) 
     """Carry the finished presets of `previous` into run, after checking this card's bandwidth."""
     old, new = previous.bandwidths.floor_gbps, run.bandwidths.floor_gbps
     if abs(new / old - 1) > RESUME_BANDWIDTH_TOLERANCE:
-        raise ValueError(f"this card measures {new:.0f} GB/s where the run to resume measured {old:.0f} "
-                         f"(more than {RESUME_BANDWIDTH_TOLERANCE:.0%} apart), so their floors would "
-                         "differ; start a new run")
+        raise ValueError(
+            f"this card measures {new:.0f} GB/s where the run to resume measured {old:.0f} (more than "
+            f"{RESUME_BANDWIDTH_TOLERANCE:.0%} apart), so the floors of the kept presets ({', '.join(done)}) "
+            "and of the rest would stand on different bandwidths. If something else is using the card, "
+            "stop it and resume again; otherwise run again without --resume to measure every preset "
+            "over this card's bandwidth (the finished run at --out stays until the new one ends)")
     here = run.bandwidths
     run.stamp, run.bandwidths = previous.stamp, previous.bandwidths  # every floor over the first run's
     ours = [key for key in set(previous.timelines) | set(previous.launches) if _preset_of(key) in done]
