@@ -90,3 +90,30 @@ def test_doctor_runs_on_this_machine(capsys):
     assert main(["doctor"]) in (0, 1)
     out = capsys.readouterr().out
     assert "torch" in out and "memory qwen3-0.6b" in out
+
+
+def test_the_report_prints_this_cards_plan_and_which_plans_ran_for_real():
+    from floorlab.core.plan import KNOWN_CARDS, plan_for
+
+    t4 = plan_for(KNOWN_CARDS["Colab T4"])
+    text = doctor.report([doctor.Check("gpu", "ok", "Tesla T4")], doctor.stored_times(), t4)
+    assert str(t4).splitlines()[0] in text and "float16" in text
+    assert "no, inferred from compute capability 7.5 alone" in text
+    flat = " ".join(text.split())
+    assert "Plans run on a real card: NVIDIA H200" in flat and "every other card's plan is inferred" in flat
+
+
+def test_a_plan_that_cannot_be_read_is_reported_not_raised(monkeypatch):
+    def broken(device=None):
+        raise RuntimeError("CUDA driver too old")
+
+    monkeypatch.setattr(doctor, "card_plan", broken)
+    found = doctor.this_plan()
+    assert isinstance(found, str) and "CUDA driver too old" in found
+    assert found in doctor.report([], {}, found)
+
+
+def test_doctor_prints_the_plan_of_this_machine(capsys):
+    main(["doctor"])
+    out = capsys.readouterr().out
+    assert "what this card runs" in out and "Plans run on a real card" in " ".join(out.split())

@@ -2,7 +2,8 @@
 
 Both bandwidths, the floor of qwen3-0.6b at batch 1 after a 32-token prompt, eager
 decode with its launches and timeline, and on a CUDA GPU the graph replay (with
-fused=True also the fused and the Triton step, replayed). Every step calls the
+fused=True also the fused and the Triton step, replayed). The card's plan
+(floorlab.core.plan.card_plan) picks the dtype and which of these run. Every step calls the
 library's own functions; the result is one Run (kind "measure") in the book's layout.
 """
 from __future__ import annotations
@@ -16,6 +17,7 @@ import torch
 from floorlab.core.bandwidth import measure_bandwidths
 from floorlab.core.device import describe_device, device_slug, resolve_device
 from floorlab.core.launches import count_launches
+from floorlab.core.plan import card_plan
 from floorlab.core.progress import Stages
 from floorlab.core.prose import fmt_ms
 from floorlab.core.roofline import decode_floor
@@ -26,7 +28,7 @@ from floorlab.engine.kernels import triton_step
 from floorlab.engine.measure import graph_replay, measure_path, profile_path
 from floorlab.engine.model import build_model, prefill_random
 from floorlab.figures import stacked_bar, timeline
-from floorlab.tools.bench.engine import NO_CPU_COMPILE, NO_GRAPHS
+from floorlab.tools.bench.engine import NO_CPU_COMPILE
 from floorlab.tools.bench.rows import error_text
 from floorlab.tools.bench.run import BANDWIDTH_REPEATS
 
@@ -45,9 +47,9 @@ def _inductor_step(model):
     return fused_step(model)
 
 
-def _triton_step(model):
+def _triton_step(model, pdl: bool):
 
-    return triton_step(model)
+    return triton_step(model, pdl=pdl)
 
 
 def _not_run(floor, path: str, note: str, status: str = "absent") -> Row:
@@ -59,6 +61,7 @@ def measure_card(device=None, *, warmup: int | None = None, repeats: int | None 
     """Measure this machine (kind "measure"); defaults: 10 + 50 steps on a GPU, 1 + 5 on a CPU."""
     dev = resolve_device(device)
     on_gpu = dev.type == "cuda"
+    plan = card_plan(dev)
     warmup = warmup if warmup is not None else (GPU_WARMUP if on_gpu else CPU_WARMUP)
     repeats = repeats if repeats is not None else (GPU_REPEATS if on_gpu else CPU_REPEATS)
     if repeats < 1 or warmup < 0:
@@ -70,10 +73,10 @@ def measure_card(device=None, *, warmup: int | None = None, repeats: int | None 
               settings={"preset": get_shape(PRESET).name, "batch": BATCH,
                         "prompt_tokens": PROMPT_TOKENS, "max_context": MAX_CONTEXT,
                         "warmup": warmup, "repeats": repeats, "fused": fused},
-              facts={"stage_s": stage.seconds})
+              facts={"stage_s": stage.seconds, "plan": plan.to_dict()})
     try:
         with torch.no_grad():
-            _measure(run, dev, warmup, repeats, fused, stage)
+            _measure(run, dev, plan, warmup, repeats, fused, stage)
     finally:
         stage.close()
         run.facts["elapsed_s"] = time.perf_counter() - start
@@ -82,7 +85,7 @@ def measure_card(device=None, *, warmup: int | None = None, repeats: int | None 
     return run
 
 
-def _measure(run: Run, dev, warmup: int, repeats: int, fused: bool, stage) -> None:
+def _measure(run: Run, dev, plan, warmup: int, repeats: int, fused: bool, stage) -> None:
     stage("bandwidth")
     run.bandwidths = measure_bandwidths(dev, repeats=BANDWIDTH_REPEATS[dev.type])
     shape = get_shape(PRESET)
@@ -90,7 +93,7 @@ def _measure(run: Run, dev, warmup: int, repeats: int, fused: bool, stage) -> No
                          bandwidths=run.bandwidths, cache_tokens=MAX_CONTEXT)
     run.floors = [floor]
     stage("model")
-    model = build_model(shape, device=dev, max_batch=BATCH, max_context=MAX_CONTEXT)
+    model = build_model(shape, device=dev, dtype=plan.dtype, max_batch=BATCH, max_context=MAX_CONTEXT)
     prompt, tokens, positions = prefill_random(model, BATCH, PROMPT_TOKENS)
 
     def step():
@@ -105,15 +108,19 @@ def _measure(run: Run, dev, warmup: int, repeats: int, fused: bool, stage) -> No
     run.launches["eager"] = counted
     stage("eager timeline")
     run.timelines["eager"] = profile_path(eager, step, device=dev)
-    if dev.type != "cuda":
-        run.rows.append(_not_run(floor, "graph replay", NO_GRAPHS))
+    if not plan.graphs:
+        run.rows.append(_not_run(floor, "graph replay", plan.graphs_note))
         run.rows += [_not_run(floor, p, NO_CPU_COMPILE if fused else "not asked for (--fused)")
                      for p in FUSED_PATHS]
         return
-    makers = {"graph replay": None, "fused replay": _inductor_step, "triton replay": _triton_step}
+    makers = {"graph replay": None, "fused replay": _inductor_step,
+              "triton replay": lambda m: _triton_step(m, plan.pdl)}
     for path, make in makers.items():
         if make is not None and not fused:
             run.rows.append(_not_run(floor, path, "not asked for (--fused)"))
+            continue
+        if path == "triton replay" and plan.triton != "compiled":
+            run.rows.append(_not_run(floor, path, plan.triton_note))
             continue
         stage(path)
         try:

@@ -1,18 +1,22 @@
 """Tools wing: `python -m floorlab doctor`: will the book run here, and how long will it take?
 
 It reports the GPU torch sees, free memory against what each preset needs (weights
-plus a small KV cache), the versions of what the book runs on, and each chapter's
-run time as measured on the cards in reference/chapter-times.json. Each problem
-gets one line saying how to fix it; the exit code is 1 when one would stop the book.
+plus a small KV cache), the versions of what the book runs on, what this card runs
+(floorlab.core.plan.card_plan: dtype, CUDA graphs, Triton, PDL) and which cards' plans have
+run for real, and each chapter's run time as measured on the cards in
+reference/chapter-times.json. Each problem gets one line saying how to fix it; the exit
+code is 1 when one would stop the book.
 """
 from __future__ import annotations
 
 import platform
+import textwrap
 from dataclasses import dataclass
 from importlib import metadata
 
-from floorlab.core import memory, paths
-from floorlab.core.runs import load_json, reference_run
+from floorlab.core import memory
+from floorlab.core.plan import CardPlan, card_plan, real_cards_note, stored_cards
+from floorlab.core.runs import reference_run
 from floorlab.core.shapes import PRESETS
 
 BOOK_PRESET = "qwen3-0.6b"  # the chapters' model: too little memory for it blocks the book
@@ -22,7 +26,6 @@ REQUIRED = ("torch", "transformers", "matplotlib", "jupyter-book", "nbval")
 READING = ("jupyterlab", "jupyterlab-myst")
 MIN_PYTHON = (3, 10)
 CPU_WHEEL = "pip install torch --index-url https://download.pytorch.org/whl/cpu"
-TIMES_FILE = "chapter-times.json"
 STATUS = {"ok": "ok  ", "warn": "WARN", "fail": "FAIL"}
 
 
@@ -120,9 +123,7 @@ def version_checks(found: dict[str, str | None], on_gpu: bool) -> list[Check]:
 
 def stored_times() -> dict:
     """The measured run times per card: reference/chapter-times.json, {} when absent."""
-
-    path = paths.REFERENCE_DIR / TIMES_FILE
-    return load_json(path).get("cards", {}) if path.is_file() else {}
+    return stored_cards()
 
 
 def time_lines(cards: dict) -> list[str]:
@@ -150,9 +151,27 @@ def run_checks() -> list[Check]:
             + version_checks(versions(), on_gpu))
 
 
-def report(checks: list[Check], cards: dict) -> str:
-    """The printed report: the checks, the run times, and the verdict."""
+def plan_lines(plan: CardPlan | str, cards: dict) -> list[str]:
+    """What this card runs (its CardPlan, or why it could not be read), then which plans ran for real."""
+    lines = ["", "what this card runs (floorlab.card_plan()):"]
+    lines += [f"  {line}" for line in str(plan).splitlines()]
+    lines += textwrap.wrap(real_cards_note(cards), 84, initial_indent="  ", subsequent_indent="  ")
+    return lines
+
+
+def this_plan() -> CardPlan | str:
+    """This machine's CardPlan, or one line saying why it could not be read."""
+    try:
+        return card_plan()
+    except Exception as err:  # the doctor reports a broken setup instead of stopping on it
+        return f"could not read this card's plan: {type(err).__name__}: {err}"
+
+
+def report(checks: list[Check], cards: dict, plan: CardPlan | str | None = None) -> str:
+    """The printed report: the checks, this card's plan, the run times, and the verdict."""
     lines = [str(c) for c in checks]
+    if plan is not None:
+        lines += plan_lines(plan, cards)
     lines += ["", "run time of each chapter, measured (the bench on the H200):"]
     lines += time_lines(cards)
     blocking = [c.name for c in checks if c.status == "fail"]
@@ -165,5 +184,5 @@ def report(checks: list[Check], cards: dict) -> str:
 def main() -> int:
     """Print the report; 0 when nothing blocks the book, 1 otherwise."""
     checks = run_checks()
-    print(report(checks, stored_times()))
+    print(report(checks, stored_times(), this_plan()))
     return 1 if any(c.status == "fail" for c in checks) else 0

@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 
 import torch
 
+from floorlab.core.plan import NO_GRAPHS  # noqa: F401  (the note of a card without graphs, re-exported)
 from floorlab.engine.fused import fused_step
 from floorlab.engine.graphs import GraphRunner
 from floorlab.engine.kernels import triton_step
@@ -15,9 +16,8 @@ from floorlab.engine.model import Qwen3Decoder, build_model
 
 from .inputs import decode_inputs, prefill
 from .rows import Case, Rows, error_text, measure_graph_row
-from .settings import DTYPE, Settings
+from .settings import Settings
 
-NO_GRAPHS = "CUDA graphs need a CUDA GPU"
 NO_CPU_COMPILE = "skipped on the CPU: compiling the step here takes minutes"
 NO_CPU_TRITON = "the Triton kernels run on a CUDA GPU (on the CPU only the tests' interpreter runs them)"
 FUSED_GRAPH_NOTE = "bit-identical: replay vs the compiled step"
@@ -63,7 +63,7 @@ def measure_engine(shape, cases: dict[int, Case], settings: Settings, rows: Rows
     """Build the engine and record its four paths at every batch; returns the Engine for what follows."""
     batches = sorted(cases)
     stage(f"{shape.name}: build the model")
-    model = build_model(shape, device=settings.device, dtype=DTYPE, max_batch=max(batches),
+    model = build_model(shape, device=settings.device, dtype=settings.plan.dtype, max_batch=max(batches),
                         max_context=settings.cache_tokens)
     engine = Engine(model, {b: decode_inputs(shape, b, settings.context, settings.device)
                             for b in batches})
@@ -81,9 +81,9 @@ def measure_engine(shape, cases: dict[int, Case], settings: Settings, rows: Rows
 
 
 def _plain_graphs(engine: Engine, cases, settings: Settings, rows: Rows, stage) -> None:
-    if not settings.on_cuda:
+    if not settings.plan.graphs:
         for case in cases.values():
-            rows.absent(case, "plain graph", NO_GRAPHS)
+            rows.absent(case, "plain graph", settings.plan.graphs_note)
         return
 
     stage(f"{engine.model.shape.name}: capture plain graphs")
@@ -115,11 +115,11 @@ def _fused(engine: Engine, cases, settings: Settings, rows: Rows, stage, prefix:
     if why or not (settings.on_cuda or settings.compile_on_cpu):
         for case in cases.values():
             rows.absent(case, eager_path, why or NO_CPU_COMPILE)
-            rows.absent(case, graph_path, why or NO_GRAPHS)
+            rows.absent(case, graph_path, why or settings.plan.graphs_note)
         return
     stage(f"{engine.model.shape.name}: compile the {prefix} step")
     try:
-        compile_s = _compile_fused(engine, sorted(cases), settings.on_cuda, prefix)
+        compile_s = _compile_fused(engine, sorted(cases), settings.plan.graphs, prefix)
     except Exception as err:
         engine.compiled.pop(prefix, None)
         for case in cases.values():
@@ -137,7 +137,7 @@ def _fused(engine: Engine, cases, settings: Settings, rows: Rows, stage, prefix:
             note="compile_s covers every bucket" + options))
         stage(f"{engine.model.shape.name} b{b}: {graph_path}")
         if runner is None:
-            rows.absent(case, graph_path, NO_GRAPHS)
+            rows.absent(case, graph_path, settings.plan.graphs_note)
             continue
         prefill(engine.model, engine.data[b][0])
         rows.attempt(case, graph_path, lambda: measure_graph_row(
@@ -145,8 +145,8 @@ def _fused(engine: Engine, cases, settings: Settings, rows: Rows, stage, prefix:
             steps[eager_path][0], compile_s=compile_s, note=FUSED_GRAPH_NOTE + options))
 
 
-def _compile_fused(engine: Engine, batches: list[int], on_cuda: bool, prefix: str = FUSED) -> float:
-    """Compile a fused step at every batch (and capture its graphs on a GPU) into engine.compiled[prefix].
+def _compile_fused(engine: Engine, batches: list[int], graphs: bool, prefix: str = FUSED) -> float:
+    """Compile a fused step at every batch (and capture its graphs where the plan has them) into compiled[prefix].
 
     Returns the seconds it took.
     """
@@ -154,7 +154,7 @@ def _compile_fused(engine: Engine, batches: list[int], on_cuda: bool, prefix: st
     model = engine.model
     step, runner = fused_step(model, tuned=prefix == TUNED), None
     start = time.perf_counter()
-    if on_cuda:
+    if graphs:
 
         runner = GraphRunner(model, buckets=batches, step_fn=step)
         runner.capture()
@@ -168,17 +168,19 @@ def _compile_fused(engine: Engine, batches: list[int], on_cuda: bool, prefix: st
 
 
 def _triton(engine: Engine, cases, settings: Settings, rows: Rows, stage) -> None:
-    """The book's own Triton kernels for the step, eager and in a graph (CUDA only)."""
-    if not settings.on_cuda:
+    """The book's own Triton kernels for the step, eager and in a graph (where the plan compiles them)."""
+    plan = settings.plan
+    if plan.triton != "compiled":
+        why = NO_CPU_TRITON if plan.device.type == "cpu" and plan.triton == "interpreter" else plan.triton_note
         for case in cases.values():
-            rows.absent(case, "triton eager", NO_CPU_TRITON)
-            rows.absent(case, "triton graph", NO_CPU_TRITON)
+            rows.absent(case, "triton eager", why)
+            rows.absent(case, "triton graph", why)
         return
 
     stage(f"{engine.model.shape.name}: compile and capture the Triton step")
     start = time.perf_counter()
     try:
-        engine.triton = triton_step(engine.model)
+        engine.triton = triton_step(engine.model, pdl=settings.plan.pdl)
         engine.triton_runner = GraphRunner(engine.model, buckets=sorted(cases),
                                            step_fn=engine.triton)
         engine.triton_runner.capture()

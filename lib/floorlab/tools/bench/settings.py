@@ -10,6 +10,7 @@ from dataclasses import dataclass
 import torch
 
 from floorlab.core.device import resolve_device
+from floorlab.core.plan import CardPlan, card_plan
 from floorlab.core.shapes import Qwen3Shape, get_shape
 from floorlab.core.timelines import STEADY_STEPS
 from floorlab.core.timing import SETTLE_MAX_CALLS
@@ -23,7 +24,6 @@ MAX_BATCH = 16
 MAX_CONTEXT = 8192
 GPU_WARMUP, GPU_REPEATS = 5, 30
 CPU_WARMUP, CPU_REPEATS = 1, 5
-DTYPE = torch.bfloat16
 # decode calls a row makes beyond warm-up and repeats: a CPU settling, a launch count,
 # a steady timeline, bit-identity checks and compiling
 EXTRA_CALLS = SETTLE_MAX_CALLS + 2 + (STEADY_STEPS + 1) + 8
@@ -44,6 +44,7 @@ class Settings:
     warmup: int
     repeats: int
     device: torch.device
+    plan: CardPlan  # what this card runs: dtype, graphs, Triton, PDL (floorlab.core.plan)
     skip_transformers: bool = False
     transformers_for: tuple[str, ...] | None = None  # presets with transformers' rows (None: all)
     skip_fused: bool = False
@@ -69,7 +70,7 @@ class Settings:
         """Plain dict, ready for JSON (Run.settings)."""
         return {"presets": [s.name for s in self.shapes], "batches": list(self.batches),
                 "context": self.context, "warmup": self.warmup, "repeats": self.repeats,
-                "dtype": str(DTYPE).replace("torch.", ""), "graph_buckets": list(self.batches),
+                "dtype": self.plan.dtype_name, "graph_buckets": list(self.batches),
                 "cache_tokens": self.cache_tokens, "skip_transformers": self.skip_transformers,
                 "transformers_for": list(self.transformers_for) if self.transformers_for else None,
                 "skip_fused": self.skip_fused, "tuned_fused_for": list(self.tuned_fused_for)}
@@ -138,5 +139,6 @@ def make_settings(presets=None, batches=None, context: int = DEFAULT_CONTEXT, *,
         shapes=shapes, batches=tuple(sorted(set(batches))), context=context,
         warmup=warmup if warmup is not None else (GPU_WARMUP if on_cuda else CPU_WARMUP),
         repeats=repeats or (GPU_REPEATS if on_cuda else CPU_REPEATS), device=device,
+        plan=card_plan(device),
         skip_transformers=skip_transformers, skip_fused=skip_fused, compile_on_cpu=compile_on_cpu,
         transformers_for=transformers_for, tuned_fused_for=tuned_fused_for)

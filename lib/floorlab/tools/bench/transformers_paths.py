@@ -8,7 +8,6 @@ import torch
 
 from floorlab.engine.graphs import GraphRunner
 
-from .engine import NO_GRAPHS
 from .inputs import decode_inputs, free_memory, prefill, sync
 from .rows import Case, Rows, measure_graph_row
 from .settings import Settings
@@ -31,8 +30,8 @@ def measure_transformers(hf, cases: dict[int, Case], settings: Settings, rows: R
         stage(f"{hf.shape.name} b{b}: hf eager")
         prefill(hf, prompt)
         rows.attempt(case, "hf eager", lambda: rows.measure(case, "hf eager", eager))
-        if not settings.on_cuda:
-            rows.absent(case, "hf graph", NO_GRAPHS)
+        if not settings.plan.graphs:
+            rows.absent(case, "hf graph", settings.plan.graphs_note)
             rows.absent(case, "hf compile", NO_COMPILE_GRAPHS)
             continue
         stage(f"{hf.shape.name} b{b}: hf graph")
