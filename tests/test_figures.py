@@ -278,3 +278,61 @@ def test_gemv_sizes_draws_each_way_against_the_read_bandwidth(tmp_path):
 def test_timeline_can_start_at_the_first_kernel():
     fig = timeline([graph_timeline()], min_us=0, max_us=50)
     assert fig.axes[0].get_xlim() == (0.0, 50.0)
+
+
+def test_stacked_bar_floors_that_print_alike_are_not_a_range_of_equals():
+    bars = {"here": 0.50, "stored": 1.49}
+    text = all_text(stacked_bar(bars, 0.2786, floors={"stored": 0.2794}))
+    assert "0.279 ms to 0.279 ms" not in text
+    assert "0.279 ms for every bar" in text
+    text = all_text(stacked_bar(bars, 0.25, floors={"stored": 0.2794}))
+    assert "0.250 ms to 0.279 ms" in text
+
+
+def test_pdl_schematic_hides_the_second_kernels_start_and_first_loads_under_the_first(tmp_path):
+    from floorlab.figures import pdl_schematic
+    from floorlab.figures.pdl import bus_idle_share, pdl_phases
+
+    panels = pdl_phases(2, start_us=1.0, stream_us=4.0, drain_us=1.0, early_us=0.5)
+    serial, chained = panels["without PDL"], panels["with PDL"]
+    assert serial[1][0][1] == serial[0][-1][2]  # without PDL: starts when the first has drained
+    second = dict((name, (a, b)) for name, a, b in chained[1])
+    first_end = chained[0][-1][2]
+    assert second["start"][0] < chained[0][1][2]  # started while the first still streams
+    assert second["early"][0] < first_end  # weights loaded before the first one ends
+    assert second["wait"][1] == first_end  # and the wait returns as it ends
+    assert chained[1][-1][2] < serial[1][-1][2]  # the chain ends sooner
+    assert bus_idle_share(chained) < bus_idle_share(serial)
+    fig = pdl_schematic(title="pdl", path=tmp_path / "pdl.png")
+    assert len(fig.axes) == 2
+    assert "schematic" in all_text(fig) and "bus idle" in all_text(fig)
+    assert (tmp_path / "pdl.png").stat().st_size > 0
+    with pytest.raises(ValueError, match="at least 2"):
+        pdl_schematic(1)
+    with pytest.raises(ValueError, match="above 0"):
+        pdl_schematic(stream_us=0)
+    with pytest.raises(ValueError, match="smaller"):
+        pdl_schematic(stream_us=1.0, early_us=2.0)
+
+
+def test_fusion_schematic_counts_kernels_and_boundaries_both_ways(tmp_path):
+    from floorlab.figures import fusion_schematic
+    from floorlab.figures.fusion import BOOK_KERNELS, LAYER_OPS, kernel_groups
+
+    groups = kernel_groups()
+    assert len(groups) == 5 and [op for g in groups for op in g] == list(LAYER_OPS)
+    assert [name for name, kind in groups[3]] == ["RMSNorm", "gate_up", "SiLU·mul"]
+    fig = fusion_schematic(title="fusion", path=tmp_path / "f.png")
+    text = all_text(fig)
+    n = len(LAYER_OPS)
+    assert f"{n} kernels, {n - 1} boundaries" in text and "5 kernels, 4 boundaries" in text
+    assert "prologue" in text and "epilogue" in text and "schematic" in text
+    (ax,) = fig.axes
+    assert sum(p.get_gid() == "kernel" for p in ax.patches) == n + len(BOOK_KERNELS)
+    assert (tmp_path / "f.png").stat().st_size > 0
+    with pytest.raises(ValueError, match="summing to"):
+        fusion_schematic(kernels=(2, 2))
+    with pytest.raises(ValueError, match="kind one of"):
+        fusion_schematic(ops=[("norm", "magic")], kernels=(1,))
+    with pytest.raises(ValueError, match="at least one"):
+        fusion_schematic(ops=[], kernels=())

@@ -41,11 +41,11 @@ def test_the_stored_kernel_sweep_floors_every_step_by_the_one_rule():
     from floorlab.studies.kernels import stored_sweep
 
     sweep = stored_sweep()
-    rows = [r for r in sweep["step_rows"] + sweep["variant_rows"] if "floor_ms" in r]
+    rows = [r for r in sweep.step_rows + sweep.variant_rows if "floor_ms" in r]
     assert {r["preset"] for r in rows} == {"qwen3-0.6b", "qwen3-8b"}
     for r in rows:
         expected = floor_ms(bytes_per_step(get_shape(r["preset"]), r["batch"], r["context"] + 1),
-                            sweep["floor_gbps"])
+                            sweep.floor_gbps)
         assert r["floor_ms"] == pytest.approx(expected, rel=1e-12)
         assert "ms" not in r or r["x_floor"] == pytest.approx(r["ms"] / expected)
 
@@ -107,11 +107,24 @@ def test_the_stored_kernel_sweep_ran_the_defaults_and_no_variant_beat_one_by_a_p
     sweep = stored_sweep()
     for preset in ("qwen3-0.6b", "qwen3-8b"):
         shape = get_shape(preset)
-        for batch in sweep["batches"]:
-            rows = [r for r in sweep["variant_rows"] if r["preset"] == preset and r["batch"] == batch]
+        for batch in sweep.batches:
+            rows = [r for r in sweep.variant_rows if r["preset"] == preset and r["batch"] == batch]
             mine = default_config(batch, max_context=VARIANT_MAX_CONTEXT, **shape_kwargs(shape))
             assert rows[0]["variant"] == "default" and rows[0]["config"] == mine.to_dict(), (preset, batch)
             assert [r["variant"] for r in rows] == [label for label, _, _ in
                                                     step_variants(shape, batch, VARIANT_MAX_CONTEXT)]
             assert all(r["bit_identical"] for r in rows), (preset, batch)
             assert min(r["vs_default"] for r in rows) >= 0.99, (preset, batch)
+
+
+def test_the_stored_kernel_sweep_reads_by_attribute_and_refuses_an_unknown_gemv():
+    from floorlab.studies.kernels import StoredSweep, stored_sweep
+
+    sweep = stored_sweep()
+    assert isinstance(sweep, StoredSweep)
+    assert sweep.device_name == "NVIDIA H200" and sweep.batches == (1, 8)
+    down = sweep.best("qwen3-0.6b", "down", 8)
+    assert down["split_k"] >= 1 and down["rows_per_program"] >= 1
+    assert len(sweep.size_rows) >= 2 and all("alone_gbps" in r for r in sweep.size_rows)
+    with pytest.raises(ValueError, match="no best config"):
+        sweep.best("qwen3-0.6b", "down", 3)

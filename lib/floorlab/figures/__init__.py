@@ -4,11 +4,13 @@ Each function returns a matplotlib Figure (a notebook shows it when it is the ce
 value) and saves a PNG when given a path. The wing imports only core.
 """
 from floorlab.figures.bars import stacked_bar
+from floorlab.figures.fusion import fusion_schematic
 from floorlab.figures.gallery import gallery_bars, gallery_scatter
 from floorlab.figures.gemvs import gemv_sizes
+from floorlab.figures.pdl import pdl_schematic
 from floorlab.figures.roofline import roofline_plot
 from floorlab.figures.sizes import scaling
 from floorlab.figures.timelines import timeline
 
-__all__ = ["gallery_bars", "gallery_scatter", "gemv_sizes", "roofline_plot", "scaling", "stacked_bar",
-           "timeline"]
+__all__ = ["fusion_schematic", "gallery_bars", "gallery_scatter", "gemv_sizes", "pdl_schematic", "roofline_plot",
+           "scaling", "stacked_bar", "timeline"]

@@ -138,8 +138,7 @@ def stacked_bar(
             for y, f in zip(ys, floors):
                 ax.plot([f, f], [y - 0.42, y + 0.42], color=INK, linestyle="--",
                         linewidth=1.2, zorder=4)
-            floor_text = (f"floor = bytes ÷ bandwidth at each bar's batch, "
-                          f"{fmt_ms(min(floors))} to {fmt_ms(max(floors))}")
+            floor_text = _floors_text(floors)
         top = -0.95
         ax.set_ylim(len(values) - 0.45, top)
         on_left = floor_ms / xmax > 0.55
@@ -159,6 +158,14 @@ def stacked_bar(
         legend_and_note(ax, handles, ncol=len(handles), note=note, below_pt=36)
         save_png(fig, path)
     return fig
+
+
+def _floors_text(floors: list[float]) -> str:
+    """The dashed marks' label: the floors' range, or one value where they print alike."""
+    low, high = fmt_ms(min(floors)), fmt_ms(max(floors))
+    if low == high:  # apart only beyond the digits shown (each bar's own run): no range of equals
+        return f"floor = bytes ÷ bandwidth ≈ {low} for every bar (each from its own run)"
+    return f"floor = bytes ÷ bandwidth for each bar, {low} to {high}"
 
 
 def _bar_floors(floor_ms, bars: int) -> list[float]:

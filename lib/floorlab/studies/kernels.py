@@ -1,5 +1,6 @@
 """Studies wing: the chapter "Kernels": the book's GEMV timed against its size, one layer's
-kernels timed one by one, the kernels' parity with the plain step, and the stored sweep.
+kernels timed one by one, the kernels' parity with the plain step, the stored sweep, and the
+published results the chapter sets its own beside (ANCHORS).
 
 The command that sweeps launch configurations (`python -m floorlab sweep`) builds on this
 module's timing machinery and lives in tools.sweep.
@@ -7,6 +8,7 @@ module's timing machinery and lives in tools.sweep.
 from __future__ import annotations
 
 import gc
+from dataclasses import dataclass
 from pathlib import Path
 
 import torch
@@ -246,10 +248,105 @@ def format_layer_table(rows: list[dict], num_layers: int) -> str:
     return "\n".join(lines)
 
 
-def stored_sweep(name: str = "h200-kernel-sweep") -> dict:
-    """The stored sweep lib/floorlab/reference/<name>.json, as the dict run_sweep returned."""
+@dataclass(frozen=True)
+class StoredSweep:
+    """The stored kernel sweep (python -m floorlab sweep, kept as lib/floorlab/reference/<name>.json)."""
 
-    return load_json(Path(REFERENCE_DIR) / f"{name}.json")
+    name: str
+    device: dict
+    batches: tuple[int, ...]
+    context: int
+    floor_gbps: float  # the bandwidth every step row is floored with
+    size_rows: list[dict]  # sweep_sizes rows
+    gemv_rows: list[dict]  # one per GEMV, batch and config timed
+    step_rows: list[dict]  # whole steps
+    variant_rows: list[dict]  # whole steps with one launch setting changed from the default
+    best_configs: dict[str, dict]  # '<preset> <gemv> b<batch>': the fastest GemvConfig, as a dict
+
+    @property
+    def device_name(self) -> str:
+        """The card the sweep ran on, e.g. 'NVIDIA H200'."""
+        return self.device["name"]
+
+    def best(self, preset: str, gemv: str, batch: int) -> dict:
+        """The fastest config the sweep found for one GEMV at one batch, as GemvConfig.to_dict()."""
+        key = f"{preset} {gemv} b{batch}"
+        if key not in self.best_configs:
+            raise ValueError(f"the stored sweep {self.name!r} has no best config for {gemv!r} of {preset!r} at "
+                             f"batch {batch!r}; it has {sorted(self.best_configs)}")
+        return self.best_configs[key]
+
+
+def stored_sweep(name: str = "h200-kernel-sweep") -> StoredSweep:
+    """The stored sweep lib/floorlab/reference/<name>.json, read into a StoredSweep."""
+    data = load_json(Path(REFERENCE_DIR) / f"{name}.json")
+    return StoredSweep(name=name, device=data["device"], batches=tuple(data["batches"]), context=data["context"],
+                       floor_gbps=data["floor_gbps"], size_rows=data["size_rows"], gemv_rows=data["gemv_rows"],
+                       step_rows=data["step_rows"], variant_rows=data["variant_rows"], best_configs=data["best"])
+
+
+# Llama-3.2-1B-Instruct's public config: 16 layers, hidden 2048, 32 query and 8 KV heads of 64,
+# intermediate 8192, vocabulary 128256, the output head tied to the embedding (counted once), bf16
+LLAMA_1B_BYTES = 2 * (16 * (2048 * (2048 + 512 + 512 + 2048) + 3 * 2048 * 8192 + 2 * 2048) + 128256 * 2048 + 2048)
+RESULTS_URL = "https://github.com/msaroufim/megakernels-vs-cuda-graphs/blob/main/llama/docs/RESULTS.md"
+
+
+@dataclass(frozen=True)
+class Anchor:
+    """One published batch-1 decode result, as its source states it: the step in µs, on what."""
+
+    label: str
+    source_url: str
+    model: str
+    card: str
+    step_us: float  # one decode step (one token), µs
+    weight_bytes: int  # the weights one step streams
+    layers: int
+    bandwidth_gbps: float | None  # the bandwidth the source measured; None where it states none
+
+    def floor_us(self, bandwidth_gbps: float | None = None) -> float:
+        """weight_bytes over the source's bandwidth, or over bandwidth_gbps where it states none (µs)."""
+        gbps = self.bandwidth_gbps or bandwidth_gbps
+        if gbps is None or gbps <= 0:
+            raise ValueError(f"{self.label}: its source states no bandwidth, so pass bandwidth_gbps (GB/s above 0) "
+                             f"measured on a {self.card}, got {bandwidth_gbps!r}")
+        return self.weight_bytes / (gbps * 1e3)
+
+    def beyond_us_per_layer(self, bandwidth_gbps: float | None = None) -> float:
+        """(step - floor) / layers: µs per layer beyond what the weights cost at the bandwidth."""
+        return (self.step_us - self.floor_us(bandwidth_gbps)) / self.layers
+
+    def arithmetic(self, bandwidth_gbps: float | None = None) -> str:
+        """The floor and the µs beyond it per layer, as arithmetic."""
+        gbps = self.bandwidth_gbps or bandwidth_gbps
+        floor = self.floor_us(bandwidth_gbps)
+        return (f"{self.weight_bytes / 1e9:.3f} GB ÷ {gbps:,.0f} GB/s = {floor:.1f} µs; "
+                f"({self.step_us:.1f} − {floor:.1f}) ÷ {self.layers} layers = "
+                f"{self.beyond_us_per_layer(bandwidth_gbps):.1f} µs per layer")
+
+
+ANCHORS = (
+    Anchor("CUDA graphs + PDL over ordinary kernels", RESULTS_URL, "Llama-3.2-1B-Instruct", "H200",
+           step_us=794.74, weight_bytes=LLAMA_1B_BYTES, layers=16, bandwidth_gbps=None),
+    Anchor("Hazy Research's megakernel, run in the same study", RESULTS_URL, "Llama-3.2-1B-Instruct", "H200",
+           step_us=759.83, weight_bytes=LLAMA_1B_BYTES, layers=16, bandwidth_gbps=None),
+    Anchor("a Qwen3-0.6B megakernel", "https://blog.alpindale.net/posts/5090_decode_optimization", "Qwen3-0.6B",
+           "RTX 5090", step_us=1000.0, weight_bytes=1_192_000_000, layers=28, bandwidth_gbps=1674.0),
+)
+
+
+def beyond_per_layer_us(step_ms: float, floor_ms: float, num_layers: int) -> float:
+    """(step_ms - floor_ms) * 1000 / num_layers: µs per layer beyond the bytes."""
+    if num_layers < 1 or floor_ms <= 0:
+        raise ValueError(f"need num_layers >= 1 and floor_ms above 0, got {num_layers!r} and {floor_ms!r}")
+    return (step_ms - floor_ms) * 1e3 / num_layers
+
+
+def noise_notes(timings: dict) -> str:
+    """One warning line per noisy timing ({what: Timing or Row}), '' when none is noisy."""
+    notes = [getattr(t, "timing", t).noise_note(what) for what, t in timings.items()
+             if getattr(t, "timing", t) is not None]
+    return "\n".join(note for note in notes if note)
 
 
 def size_sweep_here(device, shape: Qwen3Shape, *, read_gbps: float, reference: str):

@@ -2,6 +2,46 @@
 warps, splits.
 
 Plain dataclasses without triton, so a sweep can build, print and store them anywhere.
+
+Why the defaults are what they are. default_config() was chosen on an H200, from the kernel sweep
+(python -m floorlab sweep) and from whole decode steps timed with one launch setting changed at a
+time. The whole step, not a kernel timed alone, decides: in the stored sweep
+(reference/h200-kernel-sweep.json) no variant that changes one launch setting beats its step's
+default by more than 1%, and tests/test_reference_runs.py keeps it that way.
+
+At batch 1 and 2 every GEMV uses row_loop, except o_proj where its K (heads x head_dim) is over
+3072, as on the 8B: each weight tile meets one row of x at a time. The products stay
+two-dimensional, so after the PDL wait neither operand has to change layout through shared
+memory, as the three-dimensional products of tile_sums made Triton do.
+
+Above batch 2 the GEMVs multiply on tensor cores. On the 0.6B shape (hidden_size <= 1024) every
+layer GEMV uses swap_ab: the weight rows become the product's M dimension, 64 rows to a program
+of 4 warps, so Hopper's warpgroup MMA reads them from shared memory. K is split so that each
+program covers a single K tile, with num_stages=1: with no K loop there is nothing to pipeline,
+and more stages would only reserve shared memory. The 0.6B's o_proj differs in tile size:
+one-warp programs of 16 rows (mma.sync instead of warpgroup MMA) in 1024-wide K splits. Timed
+alone over every layer in the stored sweep it is slower than 64-row programs of 128-wide splits,
+but the whole step was faster with it. On wider shapes swap_ab is used for qkv, gate_up, o_proj
+and the LM head, and down takes one-warp programs of 16 rows in four K splits. Where a program
+does loop over K tiles, more stay in flight: 5 for the 0.6B's LM head, 4 for the wider shapes'
+LM head and o_proj, Triton's usual 3 elsewhere.
+
+The 0.6B's gate_up above batch 2 also splits K, with fused_reduce: the last split to finish adds
+the splits' sums up, in the order a separate reduce kernel would, and applies SwiGLU itself, so
+no second kernel is launched. fused_reduce on qkv, o_proj or down was slower than the default in
+every step the stored sweep timed, so no default uses it there.
+
+Where an RMS norm comes before a split GEMV (qkv and gate_up), each split stores the sum of
+squares of its own share of x next to its partial sums, and whatever adds the splits up applies
+the norm's scale to the total. No program has to read the whole row of x before its first tile;
+with that in place, the 0.6B's qkv timed best in 512-wide splits (two at hidden size 1024).
+
+early_launch (each kernel lets the next one launch at its start, not after its PDL wait) is on at
+batch 1 and 2 for every shape, and above that only where hidden_size <= 1024 (the 0.6B), where it
+pays together with the split gate_up (without that split, the same early release slowed the
+step). The 8B's batch-8 step is slower with it, so wider shapes keep it off there.
+
+Other cards and shapes may prefer other settings: run the sweep on them and pass its best.
 """
 from __future__ import annotations
 
@@ -31,6 +71,11 @@ class GemvConfig:
     pads to 8 rows there (the MMA's N), not 16. fused_reduce=True (with split_k > 1) has the last K split
     of each row block to finish add the splits' sums up, in the order a second kernel would, instead of
     launching one.
+
+    Where each is a default (default_config; the module docstring says why): row_loop at batch 1-2;
+    swap_ab above batch 2 for the 0.6B's layer GEMVs and the wider shapes' qkv, gate_up, o_proj and
+    LM head; num_stages=1 for the 0.6B's one-tile programs there; fused_reduce only for the 0.6B's
+    split gate_up; 16 rows and 1 warp for the 0.6B's o_proj there (slower alone, faster in the step).
     """
 
     rows_per_program: int = 4
@@ -108,7 +153,9 @@ class StepConfig:
     down: GemvConfig = field(default_factory=GemvConfig)
     lm_head: GemvConfig = field(default_factory=lambda: GemvConfig(rows_per_program=8))
     attention: AttentionConfig = field(default_factory=AttentionConfig)
-    early_launch: bool = True  # with PDL, each kernel lets the next one launch at its start, not after its wait
+    # with PDL, each kernel lets the next one launch at its start, not after its wait; default_config
+    # turns it on at batch 1-2, and above only for hidden_size <= 1024 (the 8B's batch 8 is slower with it)
+    early_launch: bool = True
 
     def check(self) -> "StepConfig":
         """Return self after checking every part; gate_up splits K only with fused_reduce (SwiGLU needs whole sums)."""
