@@ -1,0 +1,308 @@
+"""Tools wing: `python -m floorlab redraw`: every stored H200 figure drawn again from its stored run.
+
+Each figure in reference/figures/ has a recipe here: the chapter's figure cell as it runs on a GPU
+(ON_GPU True), fed from the stored run instead of a live measurement. A change to a figure's
+drawing code so reaches the stored figures on a CPU, in seconds, without re-measuring anything.
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable
+
+from matplotlib.figure import Figure
+
+from floorlab.core import paths
+from floorlab.core.intensity import achieved_tflops, flops_per_token, prefill_bound_ms
+from floorlab.core.runs import Run, reference_run
+from floorlab.core.shapes import get_shape
+from floorlab.engine.measure import Source
+from floorlab.figures import gemv_sizes, roofline_plot, scaling, stacked_bar, timeline
+from floorlab.studies.bigger_models import Sizes, x_floor_points
+from floorlab.studies.prefill import roofline_points, stored_contexts, stored_rate, stored_sweep
+
+PREFIX = "h200"  # the card the stored runs and figures are named after
+BENCH = f"{PREFIX}-bench"  # the stored bench that the kernels and bigger-models chapters read
+PREFILL_TIMELINE_TOKENS = 1024  # the prefill chapter's TIMELINE_TOKENS on a GPU
+
+
+def measured_on(run: Run) -> str:
+    """'measured on <device>, <date>': the note a chapter writes under a figure it measured."""
+    return f"measured on {run.label}"
+
+
+def eager_label(run: Run, prefix: str = "") -> str:
+    """'eager (cuda)': the chapter's f"eager ({dev.type})" for the device the run was made on."""
+    return f"{prefix}eager ({run.device.get('kind')})"
+
+
+def preset_batch(run: Run) -> tuple[str, int]:
+    """(preset, batch) the run was measured at, as its chapter's PRESET and BATCH."""
+    return run.settings["preset"], int(run.settings.get("batch", 1))
+
+
+# ---- below-the-floor and shared-buffers: eager against the replay -------------------------
+
+def replay_bars(run: Run, *, path=None) -> Figure:
+    """below-the-floor cell 31, shared-buffers cell 8: the eager step and the graph replay."""
+    preset, batch = preset_batch(run)
+    bars = {eager_label(run): run.row("eager").timing, "graph replay": run.row("graph replay").timing}
+    return stacked_bar(bars, run.floor().floor_ms, title=f"One decode token, {preset}, batch {batch}",
+                       note=measured_on(run), path=path)
+
+
+def replay_timeline(run: Run, *, path=None) -> Figure:
+    """below-the-floor cell 32, shared-buffers cell 8: the eager step's and the replay's timelines."""
+    preset, _ = preset_batch(run)
+    return timeline([run.timelines["eager"], run.timelines["graph replay"]],
+                    title=f"One decode token as the profiler saw it, {preset}",
+                    note=measured_on(run), path=path)
+
+
+# ---- fast-card --------------------------------------------------------------------------
+
+def fast_card_bars(run: Run, *, path=None) -> Figure:
+    """fast-card cell 12: eager, the graph replay and the fused replay."""
+    preset, batch = preset_batch(run)
+    bars = {eager_label(run): run.row("eager").timing, "graph replay": run.row("graph replay").timing,
+            "fused + graph": run.row("fused replay").timing}
+    return stacked_bar(bars, run.floor().floor_ms, title=f"One decode token, {preset}, batch {batch}",
+                       note=measured_on(run), path=path)
+
+
+def fast_card_timeline(run: Run, *, path=None) -> Figure:
+    """fast-card cell 12: the graph replay and the fused replay."""
+    preset, _ = preset_batch(run)
+    return timeline([run.timelines["graph replay"], run.timelines["fused replay"]],
+                    title=f"Two replays of one token, {preset}", note=measured_on(run), path=path)
+
+
+# ---- kernels ----------------------------------------------------------------------------
+
+def kernels_bars(run: Run, bench: Run, *, path=None) -> Figure:
+    """kernels cell 26: eager, the replay, the stored bench's fused rows, the book's kernels."""
+    preset, batch = preset_batch(run)
+    stored = {"fused + graph (stored bench)": bench.row("fused graph", preset, batch)}
+    tuned = bench.find("fused tuned graph", preset, batch)
+    if tuned is not None:
+        stored["fused, tuned + graph (stored bench)"] = tuned
+    bars = {eager_label(run): run.row("eager").timing, "graph replay": run.row("graph replay").timing}
+    bars.update({name: row.timing for name, row in stored.items()})
+    bars.update({"book kernels, no PDL": run.row("triton replay, no PDL").timing,
+                 "book kernels + PDL": run.row("triton replay").timing})
+    fused_floor = {name: row.median_ms / row.x_floor for name, row in stored.items()}
+    return stacked_bar(bars, run.floor().floor_ms, floors=fused_floor,
+                       title=f"One decode token, {preset}, batch {batch}", note=measured_on(run), path=path)
+
+
+def kernels_timeline(run: Run, *, path=None) -> Figure:
+    """kernels cell 24: the book's kernels with PDL and without, the first 60 µs."""
+    preset, _ = preset_batch(run)
+    return timeline([run.timelines["triton replay"], run.timelines["triton replay, no PDL"]],
+                    min_us=0, max_us=60, title=f"The first layers of a token, {preset}, the book's kernels",
+                    note=measured_on(run), path=path)
+
+
+def kernels_gemv_sizes(run: Run, *, path=None) -> Figure:
+    """kernels cell 8: the size sweep against the card's read bandwidth (the chapter's note has no date)."""
+    return gemv_sizes(run.facts["size_rows"], run.bandwidths.as_gbps()["read"],
+                      title="The book's GEMV at batch 1", note=f"measured on {run.device.get('name')}",
+                      path=path)
+
+
+# ---- prefill ----------------------------------------------------------------------------
+
+def prefill_roofline(run: Run, *, path=None) -> Figure:
+    """prefill cell 12: both prefill sweeps and the eager decode step under the roofline."""
+    preset = run.settings["preset"]
+    shape, floor, peak = get_shape(preset), run.floor(), stored_rate(run).tflops
+    decode_flops = flops_per_token(shape, int(run.settings["decode_context"]))
+    decode_point = (decode_flops / floor.bytes_per_step,
+                    achieved_tflops(decode_flops, run.row("eager").median_ms), "")
+    series = {"prefill, eager (tokens)": roofline_points(stored_sweep(run, "eager"))}
+    graphed = stored_sweep(run, "graph replay")
+    if graphed:
+        series["prefill, graph replay"] = [(x, y, "") for x, y, _ in roofline_points(graphed)]
+    series["decode, eager"] = [decode_point]
+    return roofline_plot(series, bandwidth_gbps=floor.bandwidth_gbps, peak_tflops=peak,
+                         title=f"Prefill and decode on the roofline, {preset}, batch 1",
+                         note=measured_on(run), path=path)
+
+
+def prefill_bars(run: Run, *, path=None) -> Figure:
+    """prefill cell 20: decode eager and replayed against every other prefill length, per token."""
+    preset = run.settings["preset"]
+    shape, floor, peak = get_shape(preset), run.floor(), stored_rate(run).tflops
+    bars = {eager_label(run, "decode, "): run.row("eager").timing,
+            "decode, graph replay": stored_contexts(run)[0].row.timing}
+    bar_floors = {}
+    for point in stored_sweep(run, "eager")[2::2]:
+        label = f"prefill, {point.prompt_tokens} tokens"
+        bars[label] = point.per_token()
+        bound_ms = prefill_bound_ms(shape, point.prompt_tokens, bandwidth_gbps=floor.bandwidth_gbps,
+                                    peak_tflops=peak)
+        bar_floors[label] = bound_ms / point.prompt_tokens
+    return stacked_bar(bars, floor.floor_ms, floors=bar_floors,
+                       title=f"One token, decode against prefill, {preset}, batch 1",
+                       xlabel="time per token (ms)", note=measured_on(run),
+                       floor_label="the floor: bytes ÷ bandwidth, or FLOPs ÷ FLOP/s", path=path)
+
+
+def prefill_timeline(run: Run, *, path=None) -> Figure:
+    """prefill cell 20: one eager prefill of the GPU branch's prompt length."""
+    return timeline([run.timelines["prefill"]], note=measured_on(run),
+                    title=f"One prefill of {PREFILL_TIMELINE_TOKENS} tokens, {run.settings['preset']}",
+                    path=path)
+
+
+# ---- serving ----------------------------------------------------------------------------
+
+def serving_bars(run: Run, *, path=None) -> Figure:
+    """serving cell 16: eager and graph at every bucket, each against its batch's floor."""
+    preset = run.settings["preset"]
+    bars, bar_floors = {}, []
+    for b in run.settings["buckets"]:
+        floor_ms = run.floor(preset, b).floor_ms
+        bars[f"eager, batch {b}"] = run.row("eager", preset, b).timing
+        bars[f"graph, batch {b}"] = run.row("graph", preset, b).timing
+        bar_floors += [floor_ms, floor_ms]
+    return stacked_bar(bars, bar_floors, note=measured_on(run),
+                       title=f"One decode step at every bucket, {preset}", path=path)
+
+
+def serving_timeline(run: Run, *, path=None) -> Figure:
+    """serving cell 16: a full bucket and the same bucket padded."""
+    return timeline([run.timelines["full bucket"], run.timelines["padded"]], note=measured_on(run),
+                    title=f"A full bucket and a padded one, {run.settings['preset']}", path=path)
+
+
+# ---- bigger-models ----------------------------------------------------------------------
+
+def stored_sizes_of(run: Run) -> Sizes:
+    """The chapter's `mine`, read from its stored run."""
+    return Sizes(run, Source(here=False, run=run), batch=int(run.settings.get("batch", 1)))
+
+
+def bigger_models_bars(run: Run, *, path=None) -> Figure:
+    """bigger-models cell 15: eager and replay of the largest size measured."""
+    sizes = stored_sizes_of(run)
+    big = sizes.presets[-1]
+    bars = {eager_label(run): sizes.eager(big).timing, "graph replay": sizes.graph(big).timing}
+    return stacked_bar(bars, sizes.floor(big).floor_ms, title=f"One decode token, {big}, batch {sizes.batch}",
+                       note=measured_on(run), path=path)
+
+
+def bigger_models_timeline(run: Run, *, path=None) -> Figure:
+    """bigger-models cell 15: the replays of the smallest and the largest size."""
+    sizes = stored_sizes_of(run)
+    panels = [sizes.timeline(p) for p in dict.fromkeys([sizes.presets[0], sizes.presets[-1]])]
+    return timeline(panels, title="A replayed token, smallest and largest size", note=measured_on(run),
+                    path=path)
+
+
+def bigger_models_scaling(run: Run, bench: Run, *, path=None) -> Figure:
+    """bigger-models cell 16: eager and replay by size, and the stored bench's fused and Triton replays.
+
+    The chapter's note says "measured on this machine" for its own lines; here it names the card.
+    """
+    sizes = stored_sizes_of(run)
+    lines = {"eager": sizes.points(sizes.eager_path), "graph replay": sizes.points(sizes.graph_path)}
+    stored = {f"{name} (stored bench)": x_floor_points(bench, path_name, batch=sizes.batch)
+              for name, path_name in (("fused + graph", "fused graph"), ("triton + graph", "triton graph"))}
+    return scaling({**lines, **stored}, stored=set(stored),
+                   title=f"Time per token as a multiple of its floor, batch {sizes.batch}",
+                   note=f"solid: {measured_on(run)}; dashed: the stored bench ({bench.label})", path=path)
+
+
+# ---- the recipes and the command --------------------------------------------------------
+
+@dataclass(frozen=True)
+class Recipe:
+    """How one stored figure is drawn: its stored runs (the chapter's first) and the drawing."""
+
+    runs: tuple[str, ...]
+    draw: Callable[..., Figure]
+
+    def redraw(self, path=None) -> Figure:
+        """Draw the figure from its stored runs; saved as a PNG at path when given."""
+        return self.draw(*(reference_run(name) for name in self.runs), path=path)
+
+
+FIGURES = (  # (chapter, figure, recipe, whether it also reads the stored bench)
+    ("below-the-floor", "stacked-bar", replay_bars, False),
+    ("below-the-floor", "timeline", replay_timeline, False),
+    ("bigger-models", "stacked-bar", bigger_models_bars, False),
+    ("bigger-models", "timeline", bigger_models_timeline, False),
+    ("bigger-models", "scaling", bigger_models_scaling, True),
+    ("fast-card", "stacked-bar", fast_card_bars, False),
+    ("fast-card", "timeline", fast_card_timeline, False),
+    ("kernels", "stacked-bar", kernels_bars, True),
+    ("kernels", "timeline", kernels_timeline, False),
+    ("kernels", "gemv-sizes", kernels_gemv_sizes, False),
+    ("prefill", "stacked-bar", prefill_bars, False),
+    ("prefill", "timeline", prefill_timeline, False),
+    ("prefill", "roofline", prefill_roofline, False),
+    ("serving", "stacked-bar", serving_bars, False),
+    ("serving", "timeline", serving_timeline, False),
+    ("shared-buffers", "stacked-bar", replay_bars, False),
+    ("shared-buffers", "timeline", replay_timeline, False),
+)
+RECIPES: dict[str, Recipe] = {
+    f"{PREFIX}-{chapter}-{figure}": Recipe((f"{PREFIX}-{chapter}",) + ((BENCH,) if bench else ()), draw)
+    for chapter, figure, draw, bench in FIGURES
+}
+
+
+def stored_without_recipe(folder=None) -> list[str]:
+    """Names of the stored figures (PNGs in reference/figures/) that no recipe draws."""
+    folder = Path(folder or paths.REFERENCE_FIGURES_DIR)
+    return sorted(p.stem for p in folder.glob("*.png") if p.stem not in RECIPES)
+
+
+def redraw(names=None, out=None) -> list[Path]:
+    """Draw the named figures (all by default) into out (default reference/figures/); returns the PNGs."""
+    names = list(names or RECIPES)
+    unknown = [n for n in names if n not in RECIPES]
+    if unknown:
+        raise ValueError(f"no recipe for {', '.join(map(repr, unknown))}; the stored figures are: "
+                         f"{', '.join(RECIPES)}")
+    out = Path(out or paths.REFERENCE_FIGURES_DIR)
+    written = []
+    for name in names:
+        path = out / f"{name}.png"
+        RECIPES[name].redraw(path)
+        written.append(path)
+        print(f"{path}  (from {' + '.join(RECIPES[name].runs)})", flush=True)
+    return written
+
+
+def main(argv=None) -> int:
+    """`python -m floorlab redraw [--out DIR] [--only NAME ...]`; returns the exit code."""
+    parser = argparse.ArgumentParser(
+        prog="python -m floorlab redraw",
+        description="Draw every stored H200 figure again from its stored run, on the CPU.")
+    parser.add_argument("--out", type=Path, metavar="DIR",
+                        help="folder for the PNGs (default: the package's reference/figures/)")
+    parser.add_argument("--only", nargs="+", metavar="NAME",
+                        help="only these figures, e.g. --only h200-kernels-stacked-bar")
+    args = parser.parse_args(argv)
+    names = [n[: -len(".png")] if n.endswith(".png") else n for n in args.only or RECIPES]
+    unknown = [n for n in names if n not in RECIPES]
+    if unknown:
+        parser.error(f"--only {' '.join(unknown)}: no stored figure of that name. "
+                     f"Pass one of: {', '.join(RECIPES)}")
+    if args.out is not None and args.out.exists() and not args.out.is_dir():
+        parser.error(f"--out {args.out} is a file; pass a folder, e.g. --out {args.out.parent}")
+    started = time.perf_counter()
+    written = redraw(names, args.out)
+    for name in stored_without_recipe():
+        print(f"no recipe draws {name}.png: left as it is", file=sys.stderr)
+    print(f"{len(written)} figures redrawn from the stored runs in {time.perf_counter() - started:.0f} s")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
