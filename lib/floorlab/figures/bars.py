@@ -9,6 +9,7 @@ from matplotlib.patches import Patch
 
 from floorlab.core.prose import fmt_ms
 from floorlab.core.roofline import is_below_floor
+from floorlab.core.timing import NOISY_SPREAD
 from floorlab.figures.style import (
     ABOVE_FLOOR,
     FLOOR_BLUE,
@@ -117,9 +118,11 @@ def stacked_bar(
                 ax.text(f + free / 2, y, f"+{fmt_ms(r)}", ha="center", va="center", color=INK,
                         fontsize=9)
 
-        for y, t, hi, f in zip(ys, totals, highs, floors):
+        for y, t, lo, hi, f in zip(ys, totals, lows, highs, floors):
             ratio = t / f
             text = f"{fmt_ms(t)} · {times_floor(ratio)}"
+            if lo + hi > NOISY_SPREAD * t:  # the book's one noise rule, said where the number is
+                text += " (noisy)"
             if is_below_floor(ratio):
                 text += " (below the floor: check the timer)"
             # at the bar's own end; a whisker longer than a short reach puts the label just above
