@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import torch
 
+from floorlab.core.memory import free_bytes
 from floorlab.engine.fused import relative_error
 from floorlab.engine.hf import HFDecoder
 from floorlab.engine.model import Qwen3Decoder
@@ -34,8 +35,8 @@ def memory_shortfall(shape, device, copies: int = 1) -> str:
     if device.type != "cuda":
         return ""
     need = copies * float32_bytes(shape) * MEMORY_MARGIN
-    free = torch.cuda.mem_get_info(device)[0]
-    if free >= need:
+    free = free_bytes(device)  # the book's one answer to "how much is free"
+    if free is None or free >= need:
         return ""
     return (f"the float32 reference needs {need / 1e9:.1f} GB of GPU memory and {free / 1e9:.1f} GB "
             "are free; run the bench with fewer presets at a time or on a larger GPU")
