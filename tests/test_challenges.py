@@ -114,8 +114,221 @@ def test_detector_check_tells_a_working_detector_from_a_blind_one():
     def blind(step, a, b, pos):
         return False
 
-    verdict = below_the_floor.check_detector(None, model.decode_step, tokens_a, tokens_b, positions)
-    assert verdict == checks.NOT_ATTEMPTED
-    assert below_the_floor.check_detector(blind, model.decode_step, tokens_a, tokens_b, positions).startswith("not yet")
-    assert below_the_floor.check_detector(below_the_floor.answer_detector, model.decode_step, tokens_a, tokens_b,
-                             positions).startswith("right")
+    requests = (model.decode_step, tokens_a, tokens_b, positions)
+    assert below_the_floor.check_detector(None, *requests) == checks.NOT_ATTEMPTED
+    assert below_the_floor.check_detector(blind, *requests).startswith("not yet")
+    assert below_the_floor.check_detector(below_the_floor.answer_detector, *requests).startswith("right")
+
+
+# NumPy numbers and booleans are answers like any other.
+
+def test_numpy_numbers_and_booleans_are_read_like_python_ones():
+    np = pytest.importorskip("numpy")
+    kw = dict(gap_ms=4.67, num_layers=28, counted_per_layer=10.0, dispatch=True)
+    assert below_the_floor.check_ops_per_layer(np.float64(10), np.float32(16.68), np.True_,
+                                               **kw).startswith("right")
+    refused = below_the_floor.check_ops_per_layer(np.int64(10), np.float64(16.68), np.False_, **kw)
+    assert refused.startswith("not yet") and "True or False" not in refused  # read, then judged
+    answer = below_the_floor.padding_answer(batch=5, buckets=(1, 2, 4, 8), kv_bytes_per_token=114_688,
+                                            cache_tokens=128, bandwidth_gbps=4000, launch_saving_ms=8.0)
+    assert below_the_floor.check_padding(np.int64(3), np.float64(answer.breakeven_cache_tokens),
+                                         answer).startswith("right")
+    assert checks.check_number(np.float32(1.0), 1.0, hint="h").startswith("right")
+
+
+def test_a_verdict_that_is_not_a_boolean_is_explained():
+    kw = dict(gap_ms=4.67, num_layers=28, counted_per_layer=10.0, dispatch=True)
+    for answer in (1, "True"):
+        assert "True or False" in below_the_floor.check_ops_per_layer(10, 16.68, answer, **kw)
+
+
+# The detector is run against steps that identity, or equality alone, cannot tell apart.
+
+@pytest.fixture(scope="module")
+def tiny_step():
+    shape = Qwen3Shape(hidden_size=32, intermediate_size=64, num_layers=1, num_heads=2, num_kv_heads=1,
+                       head_dim=16, vocab_size=50, tie_word_embeddings=True)
+    model = build_model(shape, dtype=torch.float32, max_batch=2, max_context=8)
+    model.prefill(torch.zeros(1, 2, dtype=torch.long))
+    return model.decode_step, torch.tensor([1]), torch.tensor([7]), torch.tensor([2])
+
+
+def test_a_detector_that_compares_objects_is_refused(tiny_step):
+    def same_object(step, a, b, pos):
+        return step(a, pos) is step(b, pos)
+
+    verdict = below_the_floor.check_detector(same_object, *tiny_step)
+    assert verdict.startswith("not yet") and "`is`" in verdict
+
+
+def test_a_detector_that_compares_two_answers_is_refused(tiny_step):
+    def equal_answers(step, a, b, pos):
+        return torch.equal(step(a, pos), step(b, pos))
+
+    verdict = below_the_floor.check_detector(equal_answers, *tiny_step)
+    assert verdict.startswith("not yet") and "equal values" in verdict
+
+
+def test_the_steps_the_detector_meets_share_or_own_their_memory(tiny_step):
+    step, a, b, pos = tiny_step
+    view = below_the_floor.fresh_view_step(step)
+    first, second = view(a, pos), view(b, pos)
+    assert first is not second and first.data_ptr() == second.data_ptr()
+    equal = below_the_floor.equal_copies_step(step, a, pos)
+    first, second = equal(a, pos), equal(b, pos)
+    assert torch.equal(first, second) and first.data_ptr() != second.data_ptr()
+    assert below_the_floor.answer_detector(view, a, b, pos) is True
+    assert below_the_floor.answer_detector(equal, a, b, pos) is False
+
+
+def test_a_detector_may_answer_with_numpy_or_tensor_booleans(tiny_step):
+    np = pytest.importorskip("numpy")
+
+    def as_numpy(step, a, b, pos):
+        return np.bool_(below_the_floor.answer_detector(step, a, b, pos))
+
+    def as_tensor(step, a, b, pos):
+        first = step(a, pos)
+        kept = first.clone()
+        step(b, pos)
+        return (first != kept).any()
+
+    for detector in (as_numpy, as_tensor):
+        assert below_the_floor.check_detector(detector, *tiny_step).startswith("right")
+
+
+# A plausible wrong quantity is refused by name, even where it lies within the tolerance.
+
+H200 = dict(gap_ms=8.86, eager_ms=9.14, num_layers=28, counted_per_layer=18.3)  # as stored
+
+
+def test_the_per_launch_check_names_each_wrong_division():
+    kw = dict(H200, dispatch=True)
+    launches = 18.3 * 28
+    whole_step = 9.14 / launches * 1e3
+    assert abs(whole_step / (8.86 / launches * 1e3) - 1) < 0.05  # inside the 5% tolerance
+    for answer, name in [(whole_step, "the whole step"), (8.86 / 280 * 1e3, "280 launches"),
+                         (8.86 / 18.3 * 1e3, "not times the layers")]:
+        verdict = below_the_floor.check_ops_per_layer(18.3, answer, True, **kw)
+        assert verdict.startswith("not yet") and name in verdict, verdict
+    assert below_the_floor.check_ops_per_layer(18.3, 8.86 / launches * 1e3, True, **kw).startswith("right")
+
+
+def test_the_padding_check_names_the_copy_bandwidth():
+    read, copy = 4291.0, 4250.0  # within 1% of each other, as on the stored H200 run
+    answer = below_the_floor.padding_answer(batch=5, buckets=(1, 2, 4, 8), kv_bytes_per_token=114_688,
+                                            cache_tokens=128, bandwidth_gbps=read, launch_saving_ms=7.06)
+    wrong = below_the_floor.padding_wrongs(answer, other_bandwidth=("copy", copy), eager_ms=9.14)
+    with_copy = 7.06e-3 * copy * 1e9 / (3 * 114_688)
+    verdict = below_the_floor.check_padding(3, with_copy, answer, wrong=wrong)
+    assert verdict.startswith("not yet") and "copy bandwidth" in verdict, verdict
+    every_row = 7.06e-3 * read * 1e9 / (8 * 114_688)
+    assert "every row of the bucket" in below_the_floor.check_padding(3, every_row, answer, wrong=wrong)
+    printed = 7.06e-3 * 4291 * 1e9 / (3 * 114_688)  # from the digits the prompt prints
+    assert below_the_floor.check_padding(3, printed, answer, wrong=wrong).startswith("right")
+
+
+def test_the_8b_check_names_the_whole_table_the_copy_bandwidth_and_an_unscaled_gap():
+    from floorlab.core.roofline import bytes_per_step
+    from floorlab.core.shapes import get_shape
+
+    big = get_shape("qwen3-8b")
+    moved = bytes_per_step(big, 1, 33)
+    answer = below_the_floor.scale_answer(
+        name=big.name, bytes_per_step=moved, bandwidth_gbps=4286.0, num_layers=36,
+        kernels_per_layer=18.3, per_launch_us=17.3, dispatch=True,
+        whole_table_bytes=below_the_floor.whole_table_bytes(big, 1, 33),
+        other_bandwidth=("copy", 4247.0), small_num_layers=28)
+    right_floor = moved / 4286e9 * 1e3
+    for floor, name in [(below_the_floor.whole_table_bytes(big, 1, 33) / 4286e9 * 1e3, "whole input table"),
+                        (moved / 4247e9 * 1e3, "copy bandwidth")]:
+        verdict = below_the_floor.check_scale(floor, answer.launch_fraction, answer)
+        assert verdict.startswith("not yet") and name in verdict, verdict
+    small_gap = round(18.3 * 28) * 17.3e-3
+    unscaled = small_gap / (right_floor + small_gap)
+    assert abs(unscaled / answer.launch_fraction - 1) < 0.10  # inside the 10% tolerance
+    for fraction, name in [(unscaled, "not scaled"), (answer.gap_ms / right_floor, "gap ÷ floor")]:
+        verdict = below_the_floor.check_scale(right_floor, fraction, answer)
+        assert verdict.startswith("not yet") and name in verdict, verdict
+    # the prompt's digits (GB to two decimals, bandwidth to four figures) still pass
+    printed_floor = (16.38 - 1.24) / 4286 * 1e3
+    assert below_the_floor.check_scale(printed_floor, answer.launch_fraction, answer).startswith("right")
+    assert "percent" in below_the_floor.check_scale(right_floor, 100 * answer.launch_fraction, answer)
+
+
+def test_a_wrong_quantity_too_close_to_tell_apart_is_not_refused():
+    assert below_the_floor.plausible_wrongs(100.0, {"near": 100.2, "far": 90.0, "unknown": None}) \
+        == {"far": 90.0}
+
+
+def test_fast_card_checks_name_their_wrong_quantities():
+    from floorlab.core.roofline import crossover_gbps, kernels_per_layer_budget
+    from floorlab.core.shapes import get_shape
+    from floorlab.studies import fast_card
+
+    card = dict(kernels=512, busy_ms=1.71, profiled_ms=2.13, card_floor_ms=0.278)
+    overhead = (card["busy_ms"] - card["card_floor_ms"]) * 1e3 / card["kernels"]
+    wrong = fast_card.crossover_wrongs(bytes_per_step=1_195_884_544, overhead_us=overhead,
+                                       fused_kernels=317, **card)
+    busy_each = crossover_gbps(1_195_884_544, 512, 1.71e3 / 512)
+    verdict = checks.check_number(busy_each, crossover_gbps(1_195_884_544, 512, overhead), hint="h",
+                                  wrong=wrong)
+    assert verdict.startswith("not yet") and "busy time per kernel" in verdict
+    budget = fast_card.budget_wrongs(overhead_us=overhead, num_layers=28, **card)
+    busy_budget = kernels_per_layer_budget(0.278, 2.0, 1.71e3 / 512, 28)
+    verdict = checks.check_number(busy_budget, kernels_per_layer_budget(0.278, 2.0, overhead, 28),
+                                  rel=0.10, hint="h", wrong=budget)
+    assert verdict.startswith("not yet") and "busy time per kernel" in verdict
+    big = fast_card.big_multiple(get_shape("qwen3-8b"), batch=1, visible_tokens=33, bandwidth_gbps=4299,
+                                 small_layers=28, fused_kernels=317, plain_kernels=512, overhead_us=2.8)
+    assert big.kernels == round(317 / 28 * 36)
+    for name, value in big.wrong.items():
+        verdict = checks.check_number(value, big.multiple, hint="h", wrong=big.wrong)
+        assert verdict.startswith("not yet") and name in verdict, (name, verdict)
+    whole = big.wrong["the whole input table instead of the rows a step gathers"]
+    assert abs(whole / big.multiple - 1) < 0.05  # inside the 5% tolerance, so it must be named
+    assert checks.check_number(big.multiple, big.multiple, hint="h", wrong=big.wrong).startswith("right")
+
+
+# The profiled step against the timed one, said the right way round.
+
+def _timeline(profiled_ms):
+    from floorlab.core.timelines import Interval, Timeline
+
+    return Timeline(cpu=[Interval("step", 0.0, profiled_ms * 1e3)], gpu=[], span_us=profiled_ms * 1e3,
+                    label="eager", timed_ms=5.0)
+
+
+def test_a_profiled_step_shorter_than_the_timed_one_is_said_so():
+    from floorlab.core.timing import Timing
+
+    timed = Timing.from_samples([4.5, 4.8, 5.0, 5.2, 5.5])
+    inside = below_the_floor.profiled_against_timed(_timeline(4.7), timed)
+    assert "shorter" in inside and "within the spread" in inside and "longer" not in inside
+    below = below_the_floor.profiled_against_timed(_timeline(2.5), timed)
+    assert "shorter" in below and "below even" in below
+    above = below_the_floor.profiled_against_timed(_timeline(8.0), timed)
+    assert "longer" in above and "beyond" in above
+    assert "shorter (0.50×) than" in _timeline(2.5).profiler_note()
+
+
+# The bench's stored run beside the chapter's, and how much eager moves between stored runs.
+
+def test_the_stored_runs_say_how_far_apart_they_are():
+    from floorlab.core.runs import reference_run
+    from floorlab.core.timing import compare
+    from floorlab.studies import fast_card
+
+    bench, chapter = reference_run("h200-bench"), reference_run("h200-fast-card")
+    found = {d.what: d for d in fast_card.bench_against_chapter(bench, chapter, preset="qwen3-0.6b", batch=1)}
+    assert set(found) == {"floor", "eager step", "graph replay", "fused replay"}
+    eager = found["eager step"]
+    assert eager.change == pytest.approx(bench.row("plain eager", "qwen3-0.6b", 1).median_ms
+                                         / chapter.row("eager").median_ms - 1)
+    assert eager.comparison == compare(bench.row("plain eager", "qwen3-0.6b", 1), chapter.row("eager"))
+    assert ("beyond" in found["graph replay"].says()) == found["graph replay"].comparison.meaningful
+    eager_moves = fast_card.stored_spread(fast_card.EAGER_PATHS, preset="qwen3-0.6b", batch=1)
+    graph_moves = fast_card.stored_spread(fast_card.GRAPH_PATHS, preset="qwen3-0.6b", batch=1)
+    assert "h200-bench" in eager_moves.medians_ms and len(eager_moves.medians_ms) >= 3
+    assert eager_moves.ratio > graph_moves.ratio  # eager is the host's pace; the replay holds still
+    assert all(note.startswith("warning") for note in fast_card.noisy_rows(bench, batch=1))

@@ -1,30 +1,88 @@
-"""Studies wing: what only the first chapter, "Below the floor", needs: its challenges.
+"""Studies wing: what only the first chapter, "Below the floor", needs: its challenges, and the
+sentence that sets the profiled step against the timed one.
 
-Each check returns a one-line verdict; each answer works the challenge through in numbers
-taken from the run the reader just made.
+Each check returns a one-line verdict and refuses the plausible wrong quantities by name; each
+answer works the challenge through in numbers taken from the run the reader just made.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Callable
 
 import torch
 
-from floorlab.core.checks import NOT_ATTEMPTED, checked, close, read_number
+from floorlab.core.checks import NOT_ATTEMPTED, checked, close, judge, read_bool, read_number
+from floorlab.core.prose import fmt_ms, sig
 from floorlab.core.roofline import DISPATCH_US, floor_ms, per_launch_us
+from floorlab.core.timelines import Timeline
+from floorlab.core.timing import Timing, compare
 from floorlab.engine.buckets import bucket_for
 
 OPS_TOLERANCE = 0.15  # an op count within 15% of the profiler's counts as the same count
+SAME_ANSWER = 0.005  # a wrong quantity within 0.5% of the right one gives the right answer anyway
+
+
+def plausible_wrongs(expected: float, wrongs: dict[str, float | None]) -> dict[str, float]:
+    """The named wrong answers worth refusing: those known and more than SAME_ANSWER from expected.
+
+    Closer than that, the printed digits cannot tell the two apart, so refusing one would
+    refuse a reader who followed the hint."""
+    return {name: value for name, value in wrongs.items()
+            if value is not None and not close(value, expected, SAME_ANSWER)}
+
+
+def whole_table_bytes(shape, batch: int, visible_tokens: int, dtype_bytes: int = 2) -> int:
+    """Bytes a step would read with its whole input table: every weight plus the visible KV cache
+    (the slip of counting an untied table whole, though a step gathers only its rows)."""
+    return (shape.weight_bytes(dtype_bytes)
+            + int(batch) * int(visible_tokens) * shape.kv_bytes_per_token(dtype_bytes))
+
+
+def other_bandwidth(bandwidths, floor) -> tuple[str, float]:
+    """(kind, GB/s) of the measured bandwidth the floor did not divide by."""
+    measured = bandwidths.as_gbps()
+    if floor.bandwidth_kind not in measured or len(measured) != 2:
+        raise ValueError(f"expected a copy and a read bandwidth with the floor's "
+                         f"{floor.bandwidth_kind!r} among them, got {sorted(measured)}")
+    kind = next(k for k in measured if k != floor.bandwidth_kind)
+    return kind, measured[kind]
+
+
+# The timeline's profiled step against the timed one.
+
+def profiled_against_timed(timeline: Timeline, timed: Timing) -> str:
+    """Two sentences: whether the profiled step came out longer or shorter than the same step timed
+    without the profiler, and whether that lies outside the timed p10-p90 band (timing.compare)."""
+    profiled_ms = timeline.profiled_ms
+    if profiled_ms <= 0:
+        return f"The profiler recorded no {timeline.label} step to set against the timed one."
+    versus = compare(Timing.from_samples([profiled_ms]), timed)
+    how = "longer" if versus.ratio > 1 else "shorter" if versus.ratio < 1 else "no longer"
+    said = (f"The profiled {timeline.label} step took {fmt_ms(profiled_ms)}, {how} than the "
+            f"timed median of {fmt_ms(timed.median_ms)} ({versus.ratio:.2f}×)")
+    band = f"{sig(timed.p10_ms)}-{sig(timed.p90_ms)} ms"
+    if not versus.meaningful:
+        return (f"{said}, but inside the timed steps' own p10-p90 band ({band}). The difference "
+                "is within the spread, so this run cannot tell the profiler's cost from the "
+                "machine's own variation.")
+    if how == "longer":
+        return (f"{said}, beyond the timed steps' p10-p90 band ({band}): the likeliest cost is "
+                "the profiler's own, recording every call.")
+    return (f"{said}, and below even the timed steps' p10-p90 band ({band}). A profiler cannot "
+            "make work faster, so it was the timed steps that ran slow: the machine was busier "
+            "while they were timed than during the one step drawn.")
 
 
 # Challenge 1: count the ops of a real layer and redo the division.
 
 @checked
 def check_ops_per_layer(ops_per_layer, my_per_launch_us, my_is_dispatch, *, gap_ms: float,
-                        num_layers: int, counted_per_layer: float, dispatch: bool) -> str:
+                        num_layers: int, counted_per_layer: float, dispatch: bool,
+                        eager_ms: float | None = None) -> str:
     """Verdict on the reader's op count per layer, the per-launch division and the dispatch verdict.
 
-    dispatch is this run's own verdict (roofline.gap_verdict(...) == "dispatch").
+    dispatch is this run's own verdict (roofline.gap_verdict(...) == "dispatch"); eager_ms, the
+    whole step, lets the check name the answer that divides the step instead of the gap.
     """
     if ops_per_layer is None or my_per_launch_us is None or my_is_dispatch is None:
         return NOT_ATTEMPTED
@@ -35,12 +93,26 @@ def check_ops_per_layer(ops_per_layer, my_per_launch_us, my_is_dispatch, *, gap_
                 "and copies included) and divide by the layers.")
     launches = ops * num_layers
     expected_us = per_launch_us(gap_ms, launches)
-    if not close(read_number(my_per_launch_us, "my_per_launch_us"), expected_us, 0.05):
-        return (f"not yet: with {ops:g} ops per layer the gap of {gap_ms:.2f} ms "
-                f"over {launches:g} launches is not {my_per_launch_us} µs each.")
-    if not isinstance(my_is_dispatch, bool):
-        return "not yet: my_gap_is_dispatch should be True or False."
-    if my_is_dispatch != dispatch:
+    wrong = plausible_wrongs(expected_us, {
+        "the whole step instead of the gap above the floor":
+            None if eager_ms is None else per_launch_us(eager_ms, launches),
+        "the laptop study's 280 launches instead of your own count": per_launch_us(gap_ms, 280),
+        "one layer's ops instead of the whole step's (ops per layer not times the layers)":
+            per_launch_us(gap_ms, ops),
+    })
+    verdict, mistake = judge(read_number(my_per_launch_us, "my_per_launch_us"), expected_us,
+                             rel=0.05, wrong=wrong)
+    hint = (f"with {ops:g} ops per layer the gap of {gap_ms:.2f} ms is spread over "
+            f"{ops:g} × {num_layers} = {launches:g} launches.")
+    if verdict == "wrong":
+        return f"not yet: that is the number you get with {mistake}; {hint}"
+    if verdict == "precision":
+        return (f"not yet: close, but give more digits: at this precision my_per_launch_us cannot "
+                f"be told apart from the answer made with {mistake}.")
+    if verdict == "far":
+        return f"not yet: {my_per_launch_us} µs per launch is not it; {hint}"
+    is_dispatch = read_bool(my_is_dispatch, "my_gap_is_dispatch")
+    if is_dispatch != dispatch:
         return (f"not yet: compare {expected_us:.1f} µs with the {DISPATCH_US[0]:.0f}-"
                 f"{DISPATCH_US[1]:.0f} µs an eager dispatch costs, and with the issue and busy "
                 "times above, and decide again.")
@@ -87,6 +159,8 @@ class PaddingAnswer:
     padded_ms: float
     launch_saving_ms: float
     breakeven_cache_tokens: int
+    bandwidth_gbps: float = 0.0
+    kv_bytes_per_token: int = 0
 
 
 def padding_answer(*, batch: int, buckets, kv_bytes_per_token: int, cache_tokens: int,
@@ -102,21 +176,59 @@ def padding_answer(*, batch: int, buckets, kv_bytes_per_token: int, cache_tokens
     padded_bytes = per_slot * cache_tokens
     breakeven = int(launch_saving_ms / floor_ms(per_slot, bandwidth_gbps)) if rows else 0
     return PaddingAnswer(batch, bucket, rows, cache_tokens, padded_bytes,
-                         floor_ms(padded_bytes, bandwidth_gbps), launch_saving_ms, breakeven)
+                         floor_ms(padded_bytes, bandwidth_gbps), launch_saving_ms, breakeven,
+                         bandwidth_gbps, kv_bytes_per_token)
+
+
+def padding_wrongs(expected: PaddingAnswer, *, other_bandwidth: tuple[str, float] | None = None,
+                   eager_ms: float | None = None) -> dict[str, float]:
+    """Break-even cache lengths a reader reaches by a plausible slip, by the slip's name.
+
+    other_bandwidth is (kind, GB/s) of the bandwidth the floor did not use; eager_ms is the
+    whole eager step, which a reader may take for what the graph saves."""
+    rows, gbps = expected.padded_rows, expected.bandwidth_gbps
+    if not rows:
+        return {}
+
+    def breakeven(saving_ms: float, rows_: int, bandwidth_gbps: float) -> float:
+        return saving_ms / floor_ms(rows_ * expected.kv_bytes_per_token, bandwidth_gbps)
+
+    wrongs = {
+        "every row of the bucket instead of the padded ones":
+            breakeven(expected.launch_saving_ms, expected.bucket, gbps),
+        "the batch's own rows instead of the padded ones":
+            breakeven(expected.launch_saving_ms, expected.batch, gbps),
+        "the whole eager step instead of what the graph saves":
+            None if eager_ms is None else breakeven(eager_ms, rows, gbps),
+    }
+    if other_bandwidth is not None:
+        kind, other_gbps = other_bandwidth
+        wrongs[f"the {kind} bandwidth instead of the one printed"] = breakeven(
+            expected.launch_saving_ms, rows, other_gbps)
+    return plausible_wrongs(expected.breakeven_cache_tokens, wrongs)
 
 
 @checked
-def check_padding(padded_rows, breakeven_cache_tokens, expected: PaddingAnswer) -> str:
-    """Verdict on the reader's padded-row count and break-even cache length."""
+def check_padding(padded_rows, breakeven_cache_tokens, expected: PaddingAnswer, *,
+                  wrong: dict[str, float] | None = None) -> str:
+    """Verdict on the reader's padded-row count and break-even cache length; wrong names the
+    break-even lengths of plausible slips (padding_wrongs), so they are refused by name."""
     if padded_rows is None or breakeven_cache_tokens is None:
         return NOT_ATTEMPTED
     if read_number(padded_rows, "my_padded_rows") != expected.padded_rows:
         return (f"not yet: batch {expected.batch} pads up to bucket {expected.bucket}; "
                 "how many rows are padding?")
-    if not close(read_number(breakeven_cache_tokens, "my_breakeven_cache_tokens"),
-                  expected.breakeven_cache_tokens, 0.10):
-        return ("not yet: each padded row reads every slot of its KV-cache row; find the "
-                "cache length at which those reads take as long as the launches the graph saves.")
+    hint = ("each padded row reads every slot of its KV-cache row; find the cache length at "
+            "which those reads take as long as the launches the graph saves.")
+    verdict, mistake = judge(read_number(breakeven_cache_tokens, "my_breakeven_cache_tokens"),
+                             expected.breakeven_cache_tokens, rel=0.10, wrong=wrong)
+    if verdict == "wrong":
+        return f"not yet: that is the length you get with {mistake}; {hint}"
+    if verdict == "precision":
+        return (f"not yet: close, but give more digits: at this precision the length cannot be "
+                f"told apart from the one made with {mistake}.")
+    if verdict == "far":
+        return f"not yet: {hint}"
     return (f"right: {expected.padded_rows} padded rows; padding costs more than the graph "
             f"saves once the static cache holds about {expected.breakeven_cache_tokens:,} tokens.")
 
@@ -125,7 +237,8 @@ def check_padding(padded_rows, breakeven_cache_tokens, expected: PaddingAnswer) 
 
 @dataclass
 class ScaleAnswer:
-    """Floor, per-op gap and the gap's share of a token for a larger shape."""
+    """Floor, per-op gap and the gap's share of a token for a larger shape, with the floors and
+    shares that plausible slips give, by the slip's name."""
     name: str
     bytes_per_step: int
     floor_ms: float
@@ -133,19 +246,41 @@ class ScaleAnswer:
     gap_ms: float
     launch_fraction: float
     dispatch: bool
+    wrong_floors: dict[str, float] = field(default_factory=dict)
+    wrong_fractions: dict[str, float] = field(default_factory=dict)
 
 
 def scale_answer(*, name: str, bytes_per_step: int, bandwidth_gbps: float,
                  num_layers: int, kernels_per_layer: float, per_launch_us: float,
-                 dispatch: bool) -> ScaleAnswer:
+                 dispatch: bool, whole_table_bytes: int | None = None,
+                 other_bandwidth: tuple[str, float] | None = None,
+                 small_num_layers: int | None = None) -> ScaleAnswer:
     """Floor and per-op gap of a shape whose op count scales with its layers.
 
-    dispatch is this run's verdict on its own gap (roofline.gap_verdict).
+    dispatch is this run's verdict on its own gap (roofline.gap_verdict). The optional inputs
+    name the slips the check refuses: whole_table_bytes (the step's bytes with the whole input
+    table), other_bandwidth ((kind, GB/s) the floor did not use) and small_num_layers (the
+    layers of the model the ops were counted on, for a gap left unscaled).
     """
     launches = round(kernels_per_layer * num_layers)
     floor = floor_ms(bytes_per_step, bandwidth_gbps)
     gap = launches * per_launch_us / 1000.0
-    return ScaleAnswer(name, bytes_per_step, floor, launches, gap, gap / (floor + gap), dispatch)
+    fraction = gap / (floor + gap)
+    floors = {"the whole input table instead of the rows a step gathers":
+              None if whole_table_bytes is None else floor_ms(whole_table_bytes, bandwidth_gbps)}
+    if other_bandwidth is not None:
+        floors[f"the {other_bandwidth[0]} bandwidth instead of the one printed"] = floor_ms(
+            bytes_per_step, other_bandwidth[1])
+    small_gap = (None if small_num_layers is None
+                 else round(kernels_per_layer * small_num_layers) * per_launch_us / 1000.0)
+    fractions = {
+        "the small model's gap, not scaled to this shape's layers":
+            None if small_gap is None else small_gap / (floor + small_gap),
+        "gap ÷ floor instead of gap ÷ (floor + gap)": gap / floor,
+        "the floor's share of the token instead of the gap's": floor / (floor + gap),
+    }
+    return ScaleAnswer(name, bytes_per_step, floor, launches, gap, fraction, dispatch,
+                       plausible_wrongs(floor, floors), plausible_wrongs(fraction, fractions))
 
 
 @checked
@@ -153,13 +288,32 @@ def check_scale(my_floor_ms, my_launch_fraction, expected: ScaleAnswer) -> str:
     """Verdict on the reader's floor and gap fraction for the larger shape."""
     if my_floor_ms is None or my_launch_fraction is None:
         return NOT_ATTEMPTED
-    if not close(read_number(my_floor_ms, "my_big_floor_ms"), expected.floor_ms, 0.05):
-        return (f"not yet: the floor is the bytes {expected.name} streams per step (an untied "
-                "input table only in the rows it gathers) over this card's bandwidth.")
-    fraction = read_number(my_launch_fraction, "my_big_launch_fraction", fraction=True)
-    if not close(fraction, expected.launch_fraction, 0.10):
-        return ("not yet: the per-op cost grows with the layer count, not with the bytes; "
-                "the fraction is gap ÷ (floor + gap).")
+    floor_hint = (f"the floor is the bytes {expected.name} streams per step (an untied input "
+                  "table only in the rows it gathers) over this card's bandwidth.")
+    verdict, mistake = judge(read_number(my_floor_ms, "my_big_floor_ms"), expected.floor_ms,
+                             rel=0.05, wrong=expected.wrong_floors)
+    if verdict == "wrong":
+        return f"not yet: that is the floor you get with {mistake}; {floor_hint}"
+    if verdict == "precision":
+        return ("not yet: close, but give more digits: at this precision my_big_floor_ms cannot "
+                f"be told apart from the floor made with {mistake}.")
+    if verdict == "far":
+        return f"not yet: {floor_hint}"
+    fraction_hint = ("the per-op cost grows with the layer count, not with the bytes; the "
+                     "fraction is gap ÷ (floor + gap).")
+    raw = read_number(my_launch_fraction, "my_big_launch_fraction")
+    verdict, mistake = judge(raw, expected.launch_fraction, rel=0.10,
+                             wrong=expected.wrong_fractions)
+    if verdict == "wrong":
+        return f"not yet: that is the share you get with {mistake}; {fraction_hint}"
+    if verdict == "precision":
+        return ("not yet: close, but give more digits: at this precision my_big_launch_fraction "
+                f"cannot be told apart from the share made with {mistake}.")
+    if verdict == "far" and close(raw / 100, expected.launch_fraction, 0.10):
+        return (f"not yet: my_big_launch_fraction = {my_launch_fraction!r} looks like a percent; "
+                f"write it as a fraction between 0 and 1 ({raw / 100:.2f}).")
+    if verdict == "far":
+        return f"not yet: {fraction_hint}"
     return (f"right: {expected.floor_ms:.2f} ms floor; the per-op gap is "
             f"{expected.launch_fraction:.0%} of the token.")
 
@@ -186,7 +340,7 @@ def answer_scale(small_name: str, small_fraction: float, big: ScaleAnswer, *,
 # Challenge 4: the buffer-reuse bug.
 
 def reused_buffer_step(step: Callable) -> Callable:
-    """Wrap a decode step so it returns a view of one static buffer, as a graph runner without clone() would."""
+    """Wrap a decode step so it returns its one static buffer, as a graph runner without clone() would."""
     state = {}
 
     def leaky(tokens, positions):
@@ -206,20 +360,69 @@ def cloned_step(step: Callable) -> Callable:
     return lambda tokens, positions: leaky(tokens, positions).clone()
 
 
+def fresh_view_step(step: Callable) -> Callable:
+    """Wrap a decode step so each call returns a new tensor object over one shared buffer: as
+    leaky as reused_buffer_step, though no two results are the same Python object."""
+    leaky = reused_buffer_step(step)
+
+    def viewed(tokens, positions):
+        out = leaky(tokens, positions)
+        return out.view(out.shape)  # a new tensor object over the same memory
+
+    return viewed
+
+
+def equal_copies_step(step: Callable, tokens, positions) -> Callable:
+    """A safe step whose every call returns a fresh copy of one fixed result: two requests get
+    equal values, yet nothing a caller holds is ever overwritten."""
+    fixed = step(tokens, positions).clone()
+    return lambda tokens_, positions_: fixed.clone()
+
+
+def _flag(value, what: str):
+    """A detector's answer as True or False (None stays None); tensors of one boolean count."""
+    if value is None:
+        return None
+    if isinstance(value, torch.Tensor) and value.numel() == 1 and value.dtype == torch.bool:
+        return bool(value.item())
+    return read_bool(value, f"your detector's answer for {what}")
+
+
+DETECTOR_MISSES = {
+    "reused": ("not yet: the reused buffer slipped through; keep the first result, run a "
+               "second request, and look at the first result again."),
+    "view": ("not yet: your check missed a step that hands out a new tensor object over the "
+             "same buffer each time, so comparing objects (`is`) is not enough; see whether "
+             "the first result itself changes when a second request runs."),
+    "copy": "not yet: your check also flags the step that copies its output.",
+    "equal": ("not yet: your check flagged a step whose fresh copies merely hold equal values; "
+              "equal answers are not shared ones, so see whether the first result itself "
+              "changes when a second request runs."),
+}
+
+
+@checked
 def check_detector(detector, step: Callable, tokens_a, tokens_b, positions) -> str:
-    """Verdict on a reader's detector: it must flag the reused buffer and pass the copying step."""
+    """Verdict on a reader's detector, run against four steps: it must flag the two that share
+    their output buffer (the same tensor each call, or a new view of it each call) and pass the
+    two that do not (a copy each call, or fresh copies that merely hold equal values)."""
     if detector is None:
         return NOT_ATTEMPTED
-    flags_leaky = detector(reused_buffer_step(step), tokens_a, tokens_b, positions)
-    flags_safe = detector(cloned_step(step), tokens_a, tokens_b, positions)
-    if flags_leaky is None or flags_safe is None:
-        return NOT_ATTEMPTED
-    if flags_leaky and not flags_safe:
-        return "right: your check flags the reused buffer and passes the copying step."
-    if not flags_leaky:
-        return ("not yet: the reused buffer slipped through; keep the first result, run a "
-                "second request, and look at the first result again.")
-    return "not yet: your check also flags the step that copies its output."
+    cases = {  # name: (step, shares its buffer, what the reader is told it is)
+        "reused": (reused_buffer_step(step), True, "the step that returns its one buffer"),
+        "view": (fresh_view_step(step), True, "the step that returns views of its one buffer"),
+        "copy": (cloned_step(step), False, "the step that returns a copy"),
+        "equal": (equal_copies_step(step, tokens_a, positions), False,
+                  "the step whose fresh copies hold equal values"),
+    }
+    for name, (fn, shared, what) in cases.items():
+        flag = _flag(detector(fn, tokens_a, tokens_b, positions), what)
+        if flag is None:
+            return NOT_ATTEMPTED
+        if flag != shared:
+            return DETECTOR_MISSES[name]
+    return ("right: your check flags both steps that share a buffer and passes both that hand "
+            "out tensors of their own.")
 
 
 def answer_detector(step: Callable, tokens_a, tokens_b, positions) -> bool:

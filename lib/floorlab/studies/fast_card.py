@@ -1,0 +1,228 @@
+"""Studies wing: what only the chapter "The floor on a fast card" needs: how far the stored runs
+agree, and its challenges' answers with the plausible wrong ones named.
+
+The stored H200 runs (lib/floorlab/reference/h200-*.json) time the same 0.6B step many times
+over, in separate processes; stored_spread reads how much each path moved between them, and
+bench_against_chapter sets the bench's run beside the chapter's, path by path, by the book's
+one comparison rule (timing.compare).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from floorlab.core import paths
+from floorlab.core.prose import fmt_ms, sig
+from floorlab.core.roofline import bytes_per_step, crossover_gbps, floor_ms, kernels_per_layer_budget, predicted_ms
+from floorlab.core.runs import Row, Run, reference_run
+from floorlab.core.timing import Comparison, Timing, compare
+from floorlab.studies.below_the_floor import plausible_wrongs, whole_table_bytes
+
+EAGER_PATHS = ("eager", "plain eager")  # the book's engine, eager: a chapter's name, the bench's
+GRAPH_PATHS = ("graph replay", "plain graph", "graph")  # the same engine replayed as a graph
+# (what the lines call it, the chapter's path, the bench's path) for the paths both runs measure
+SHARED_PATHS = (("eager step", "eager", "plain eager"), ("graph replay", "graph replay", "plain graph"),
+                ("fused replay", "fused replay", "fused graph"))
+
+
+# How much one path moves between the stored runs of one card.
+
+@dataclass
+class StoredSpread:
+    """The medians one path reached in each stored run (ms, by run name), and the smallest share
+    of its step the host spent issuing it."""
+    medians_ms: dict[str, float]
+    least_issue_share: float | None
+
+    @property
+    def low_ms(self) -> float:
+        """The lowest median among the runs, in ms."""
+        return min(self.medians_ms.values())
+
+    @property
+    def high_ms(self) -> float:
+        """The highest median among the runs, in ms."""
+        return max(self.medians_ms.values())
+
+    @property
+    def ratio(self) -> float:
+        """Highest median over lowest."""
+        return self.high_ms / self.low_ms
+
+    def line(self, what: str) -> str:
+        """One printed line: the range, its ratio and the number of runs."""
+        return (f"{what:<14} {fmt_ms(self.low_ms)} to {fmt_ms(self.high_ms)} "
+                f"({self.ratio:.2f}× apart) over {len(self.medians_ms)} stored runs")
+
+
+def stored_runs(prefix: str = "h200-") -> dict[str, Run]:
+    """Every stored reference run whose name starts with prefix, by name; files that are not
+    runs in the book's layout (a sweep's raw table) are left out."""
+    found = {}
+    for path in sorted(paths.REFERENCE_DIR.glob(f"{prefix}*.json")):
+        try:
+            found[path.stem] = reference_run(path.stem)
+        except ValueError:  # stored in another layout: not a Run
+            continue
+    if not found:
+        raise FileNotFoundError(f"no stored run named {prefix}*.json in {paths.REFERENCE_DIR}")
+    return found
+
+
+def _first_row(run: Run, names, preset: str, batch: int) -> Row | None:
+    return next((row for name in names if (row := run.find(name, preset, batch))), None)
+
+
+def stored_spread(path_names, *, preset: str, batch: int, prefix: str = "h200-") -> StoredSpread:
+    """How the median of one path (named as in path_names: chapter and bench names) moved across
+    the stored runs of one card."""
+    rows = {name: row for name, run in stored_runs(prefix).items()
+            if (row := _first_row(run, path_names, preset, batch)) is not None}
+    if not rows:
+        raise ValueError(f"no stored run measured {path_names} for {preset} at batch {batch}")
+    shares = [row.issue.median_ms / row.median_ms for row in rows.values() if row.issue]
+    return StoredSpread({name: row.median_ms for name, row in rows.items()},
+                        min(shares) if shares else None)
+
+
+# The bench's run beside the chapter's.
+
+@dataclass
+class PathDifference:
+    """One quantity in two runs of one card: its median in each, and whether they differ."""
+    what: str
+    chapter: Timing
+    bench: Timing
+    unit: str = "ms"
+
+    @property
+    def comparison(self) -> Comparison:
+        """compare(bench, chapter): the ratio of medians, meaningful when the bands are apart."""
+        return compare(self.bench, self.chapter)
+
+    @property
+    def change(self) -> float:
+        """The bench's median over the chapter's, less one (a fraction; negative when lower)."""
+        return self.comparison.ratio - 1
+
+    def says(self) -> str:
+        """A clause for a sentence: how far apart, which way, and whether beyond the spreads."""
+        way = "higher" if self.change > 0 else "lower"
+        where = ("beyond both runs' spreads" if self.comparison.meaningful
+                 else "within the two runs' spreads")
+        return f"the {self.what} is {abs(self.change):.1%} {way} in the bench's run, {where}"
+
+    def line(self) -> str:
+        """One printed line: both medians, the change and whether the spreads tell them apart."""
+        verdict = "apart" if self.comparison.meaningful else "within the spreads"
+        return (f"{self.what:<14} {sig(self.chapter.median_ms, 4):>9} {sig(self.bench.median_ms, 4):>9}"
+                f" {self.unit:<3} {self.change:+7.1%}  {verdict}")
+
+
+def floor_timing(run: Run, preset: str, batch: int) -> Timing:
+    """A run's floor as a Timing in ms: the median from the floor's bandwidth, p10 and p90 from
+    that bandwidth's p90 and p10, so two runs' floors can be compared by the one rule."""
+    floor = run.floor(preset, batch)
+    measured = getattr(run.bandwidths, floor.bandwidth_kind)
+    fast, slow = (floor_ms(floor.bytes_per_step, g) for g in (measured.p90_gbps, measured.p10_gbps))
+    return Timing(median_ms=floor.floor_ms, p10_ms=fast, p90_ms=slow, min_ms=fast, max_ms=slow)
+
+
+def bench_against_chapter(bench: Run, chapter: Run, *, preset: str, batch: int
+                          ) -> list[PathDifference]:
+    """The floor and every path both runs measured, the chapter's run against the bench's."""
+    found = [PathDifference("floor", floor_timing(chapter, preset, batch),
+                            floor_timing(bench, preset, batch))]
+    for what, ours, theirs in SHARED_PATHS:
+        mine, other = chapter.find(ours, preset, batch), bench.find(theirs, preset, batch)
+        if mine is not None and other is not None:
+            found.append(PathDifference(what, mine.timing, other.timing))
+    return found
+
+
+def differences_table(differences: list[PathDifference]) -> str:
+    """The differences as printed lines under a header."""
+    head = f"{'':<14} {'chapter':>9} {'bench':>9} {'':<3} {'change':>7}"
+    return "\n".join([head] + [d.line() for d in differences])
+
+
+def noisy_rows(run: Run, *, batch: int) -> list[str]:
+    """A noise note for each measured row at this batch whose p10-p90 band is wider than a
+    quarter of its median."""
+    return [row.timing.noise_note(f"{row.path} ({row.preset})") for row in run.rows
+            if row.batch == batch and row.measured and row.timing.noisy]
+
+
+# Challenges: each expected answer with the plausible wrong ones, by name.
+
+def _per_kernel_us(ms: float, card_floor_ms: float | None, kernels: int) -> float:
+    """µs per kernel of ms, less the floor when one is given."""
+    return (ms - (card_floor_ms or 0.0)) * 1e3 / kernels
+
+
+def crossover_wrongs(*, bytes_per_step: int, kernels: int, overhead_us: float, busy_ms: float,
+                     profiled_ms: float, card_floor_ms: float, fused_kernels: int
+                     ) -> dict[str, float]:
+    """Crossover bandwidths (GB/s) that plausible slips give: busy_ms and profiled_ms are the
+    plain replay's GPU busy time and profiled step."""
+    right = crossover_gbps(bytes_per_step, kernels, overhead_us)
+    return plausible_wrongs(right, {
+        "the GPU busy time per kernel instead of its cost beyond the bytes":
+            crossover_gbps(bytes_per_step, kernels, _per_kernel_us(busy_ms, None, kernels)),
+        "the whole profiled step instead of the GPU busy time":
+            crossover_gbps(bytes_per_step, kernels,
+                           _per_kernel_us(profiled_ms, card_floor_ms, kernels)),
+        "the fused step's kernel count instead of the plain replay's":
+            crossover_gbps(bytes_per_step, fused_kernels, overhead_us),
+    })
+
+
+def budget_wrongs(*, card_floor_ms: float, overhead_us: float, num_layers: int, busy_ms: float,
+                  profiled_ms: float, kernels: int) -> dict[str, float]:
+    """Kernel budgets per layer that plausible slips give (busy_ms and profiled_ms as above)."""
+    right = kernels_per_layer_budget(card_floor_ms, 2.0, overhead_us, num_layers)
+    return plausible_wrongs(right, {
+        "twice the floor as the time for fixed costs instead of the floor once more":
+            kernels_per_layer_budget(card_floor_ms, 3.0, overhead_us, num_layers),
+        "the GPU busy time per kernel instead of its cost beyond the bytes":
+            kernels_per_layer_budget(card_floor_ms, 2.0, _per_kernel_us(busy_ms, None, kernels),
+                                     num_layers),
+        "the whole profiled step instead of the GPU busy time":
+            kernels_per_layer_budget(card_floor_ms, 2.0,
+                                     _per_kernel_us(profiled_ms, card_floor_ms, kernels),
+                                     num_layers),
+        "the budget of the whole step instead of one layer's":
+            kernels_per_layer_budget(card_floor_ms, 2.0, overhead_us, 1),
+    })
+
+
+@dataclass
+class BigMultiple:
+    """The fixed-cost model's fused replay of a bigger shape, as a multiple of its floor, and
+    the multiples that plausible slips give."""
+    floor_ms: float
+    kernels: int
+    multiple: float
+    wrong: dict[str, float]
+
+
+def big_multiple(shape, *, batch: int, visible_tokens: int, bandwidth_gbps: float,
+                 small_layers: int, fused_kernels: int, plain_kernels: int,
+                 overhead_us: float) -> BigMultiple:
+    """Predicted fused replay ÷ floor for a bigger shape, its kernels scaled by its layers from a
+    step of small_layers layers that ran fused_kernels (plain_kernels unfused)."""
+    def multiple(moved: int, kernels: int) -> float:
+        floor = floor_ms(moved, bandwidth_gbps)
+        return predicted_ms(floor, kernels, overhead_us) / floor
+
+    moved = bytes_per_step(shape, batch, visible_tokens)
+    kernels = round(fused_kernels / small_layers * shape.num_layers)
+    right = multiple(moved, kernels)
+    wrong = plausible_wrongs(right, {
+        "the whole input table instead of the rows a step gathers":
+            multiple(whole_table_bytes(shape, batch, visible_tokens), kernels),
+        "the small model's kernel count, not scaled to this shape's layers":
+            multiple(moved, fused_kernels),
+        "the plain replay's kernels per layer instead of the fused step's":
+            multiple(moved, round(plain_kernels / small_layers * shape.num_layers)),
+    })
+    return BigMultiple(floor_ms(moved, bandwidth_gbps), kernels, right, wrong)
