@@ -332,3 +332,36 @@ def test_the_stored_runs_say_how_far_apart_they_are():
     assert "h200-bench" in eager_moves.medians_ms and len(eager_moves.medians_ms) >= 3
     assert eager_moves.ratio > graph_moves.ratio  # eager is the host's pace; the replay holds still
     assert all(note.startswith("warning") for note in fast_card.noisy_rows(bench, batch=1))
+
+
+def test_read_bool_takes_every_kind_of_boolean_and_refuses_the_rest():
+    np = pytest.importorskip("numpy")
+    assert checks.read_bool(np.True_, "x") is True
+    assert checks.read_bool(torch.tensor(False), "x") is False
+    with pytest.raises(checks.Unreadable):
+        checks.read_bool(torch.tensor([True, False]), "x")
+    with pytest.raises(checks.Unreadable):
+        checks.read_bool("yes", "x")
+
+
+def test_a_wrong_quantity_is_refused_by_name_and_a_close_call_asks_for_digits():
+    wrong = {"the copy bandwidth instead of the read bandwidth": 4.2}
+    assert checks.check_number(4.0, 4.0, hint="h", wrong=wrong).startswith("right")
+    assert "copy bandwidth" in checks.check_number(4.19, 4.0, hint="h", wrong=wrong)
+    near = {"a neighbouring mistake": 4.02}
+    assert "more digits" in checks.check_number(3.985, 4.0, hint="h", wrong=near)
+    assert checks.check_number(4.0001, 4.0, hint="h", wrong=near).startswith("right")
+
+
+def test_a_worked_answer_prints_only_when_asked(capsys, monkeypatch):
+    monkeypatch.delenv(checks.SHOW_ANSWERS_ENV, raising=False)
+    with checks.worked_answer(False):
+        print("the answer")
+    assert capsys.readouterr().out.strip() == checks.HIDDEN
+    with checks.worked_answer(True):
+        print("the answer")
+    assert capsys.readouterr().out.strip() == "the answer"
+    monkeypatch.setenv(checks.SHOW_ANSWERS_ENV, "1")
+    with checks.worked_answer(False):
+        print("the answer")
+    assert capsys.readouterr().out.strip() == "the answer"

@@ -121,3 +121,22 @@ def test_issue_time_on_cuda_is_host_side():
     times = time_with_issue(lambda: x @ x, warmup=2, repeats=10, device="cuda")
     assert len(times.issue.samples_ms) == 10
     assert times.issue.median_ms < times.step.median_ms  # a big matmul: the host is far ahead
+
+
+def test_compare_calls_a_difference_meaningful_only_when_the_bands_do_not_overlap():
+    from floorlab.core.timing import Timing, compare
+
+    fast = Timing.from_samples([1.0, 1.1, 1.2, 1.0, 1.1])
+    slow = Timing.from_samples([2.0, 2.1, 2.2, 2.0, 2.1])
+    wide = Timing.from_samples([0.9, 1.5, 2.5, 1.2, 2.2])
+    assert compare(slow, fast).meaningful and compare(slow, fast).ratio > 1.8
+    assert not compare(wide, fast).meaningful
+    assert "cannot tell them apart" in compare(wide, fast).says("a", "b")
+
+
+@pytest.mark.parametrize("samples", [[float("nan"), 1.0], [-1.0, 2.0], [], "12", [float("inf")]])
+def test_timing_refuses_samples_no_clock_could_give(samples):
+    from floorlab.core.timing import Timing
+
+    with pytest.raises(ValueError):
+        Timing.from_samples(samples)

@@ -21,8 +21,8 @@ import os
 from typing import Callable, Iterator
 
 SHOW_ANSWERS_ENV = "FLOORLAB_SHOW_ANSWERS"
-HIDDEN = ("The worked answer is computed but kept hidden. To see it, set show_answer = True "
-          "in the challenge cell above and run this cell again.")
+HIDDEN = ("The worked answer is computed but kept hidden. To see it, set\n"
+          "show_answer = True in the challenge cell above and run this cell again.")
 
 NOT_ATTEMPTED = "not attempted yet: edit the cell above, then run it and this check again."
 
@@ -36,7 +36,10 @@ def _is_bool(value) -> bool:
     if isinstance(value, bool) or type(value).__name__ in ("bool_", "bool"):
         return True
     dtype = getattr(value, "dtype", None)
-    return dtype is not None and str(dtype) in ("bool", "torch.bool") and getattr(value, "size", 1) in (1, ())
+    if dtype is None or str(dtype) not in ("bool", "torch.bool"):
+        return False
+    count = value.numel() if callable(getattr(value, "numel", None)) else getattr(value, "size", 1)
+    return count == 1
 
 
 def read_bool(value, name: str) -> bool:
@@ -123,8 +126,8 @@ def check_number(value, expected: float, *, rel: float = 0.05, hint: str, unit: 
     if verdict == "wrong":
         return f"not yet: that is the number you get with {mistake}. {hint}"
     if verdict == "precision":
-        return (f"not yet: close, but give more digits: at this precision {name} cannot be told "
-                f"apart from the answer made with {mistake}.")
+        return (f"not yet: close, but give more digits: the answer made with {mistake} lies near "
+                f"the right one, so this check needs {name} closer than {rel:.0%}.")
     return f"not yet: {hint}"
 
 
