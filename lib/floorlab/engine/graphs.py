@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import gc
 import time
+from dataclasses import dataclass
 from typing import Callable, Iterable
 
 import torch
@@ -32,10 +33,10 @@ from floorlab.engine.buckets import (
     PAD_TOKEN,
     BucketRunner,
     StepFn,
-    check_batch_inputs,
 )
 
 
+@dataclass
 class GraphMemory:
     """GPU memory one captured graph added: bytes allocated (tensors it keeps alive, such as
     its output) and reserved (segments its memory pool holds), measured around its capture."""
@@ -218,7 +219,7 @@ class GraphRunner(BucketRunner):
         KV values at the same (row, position) slots, so their order does not matter.
         The largest absolute logit difference is kept in last_max_abs_diff.
         """
-        batch = check_batch_inputs(tokens, positions)
+        batch = self.check_inputs(tokens, positions)
         if batch not in self.buckets:
             raise ValueError(
                 f"check_bit_identical needs a batch equal to a bucket {self.buckets}, got {batch}; "
