@@ -60,6 +60,24 @@ def test_the_runner_kind_follows_the_device(setup):
     assert buffers.runner_kind(shared) in ("CUDA graphs", "the stand-in (no CUDA here)")
 
 
+def test_a_float_token_is_refused_never_truncated_into_the_static_buffers(setup):
+    model, shared, _, _, a, _ = setup
+    shared.step(*a)
+    held = shared.static_tokens.clone()
+    with pytest.raises(ValueError, match="tokens has dtype torch.float32.*not rounded"):
+        shared.step(torch.full(a[0].shape, 99.7, device=model.device), a[1])
+    with pytest.raises(ValueError, match="tokens has 1 rows but positions has 2"):
+        shared.step(a[0], a[1].repeat(2))
+    assert torch.equal(shared.static_tokens, held)  # the copy-in never happened
+
+
+def test_an_id_past_the_vocabulary_is_refused_on_the_host(setup):
+    model, shared, _, _, a, _ = setup
+    vocab = model.shape.vocab_size
+    with pytest.raises(ValueError, match=f"token id {vocab} is outside the vocabulary of {vocab} ids"):
+        shared.step(torch.tensor([vocab]), a[1].cpu())  # host values are read before the copy-in
+
+
 def test_two_requests_differ(setup):
     _, shared, _, _, a, b = setup
     assert not torch.equal(shared.step(*a), shared.step(*b))

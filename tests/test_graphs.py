@@ -112,6 +112,28 @@ def test_runner_on_tiny_cpu_model_says_cuda_is_needed(monkeypatch):
         GraphRunner(model)
 
 
+@pytest.mark.parametrize("tokens, positions, match", [
+    (torch.tensor([3.7]), torch.tensor([0]), "tokens has dtype torch.float32"),
+    (torch.tensor([32]), torch.tensor([0]), "token id 32 is outside the vocabulary of 32 ids"),
+    (torch.tensor([-2]), torch.tensor([0]), "token id -2 is negative"),
+    (torch.tensor([1, 2]), torch.tensor([0]), "tokens has 2 rows but positions has 1"),
+    (torch.zeros(1, dtype=torch.long, device="meta"), torch.tensor([0]), "tokens is on meta"),
+    (torch.tensor([1]), torch.tensor([-1]), "position -1 is outside the cache"),
+])
+def test_padded_eager_runner_checks_inputs_of_a_model_without_max_context(tokens, positions, match):
+    """The graph path's CPU twin refuses bad inputs before it pads them, even for a bare decode interface."""
+    from floorlab.engine.buckets import PaddedEagerRunner
+
+    calls = []
+    model = _stand_in()
+    model.decode_step = lambda t, p: calls.append(t) or torch.zeros(t.shape[0], 32)
+    runner = PaddedEagerRunner(model, buckets=(1, 2))
+    with pytest.raises(ValueError, match=match):
+        runner.step(tokens, positions)
+    assert calls == []
+    assert runner.step(torch.tensor([1]), torch.tensor([500])).shape == (1, 32)  # no max_context: no bound
+
+
 # ---------------------------------------------------------------- GPU: replay
 
 MAX_CONTEXT = 64
@@ -321,6 +343,29 @@ def test_preset_replay_is_faster_than_eager_at_batch_1(preset):
     eager_t = time_ms(eager, warmup=3, repeats=20, device=model.device)
     graph_t = time_ms(runner.replay_fn(1), warmup=3, repeats=20, device=model.device)
     assert graph_t.median_ms < eager_t.median_ms, f"graph {graph_t} vs eager {eager_t}"
+
+
+@pytest.mark.gpu
+def test_the_input_check_never_synchronises_and_still_refuses_bad_metadata(mid):
+    """On CUDA the check reads no values: a decode step and a replayed step run under sync-error mode."""
+    model, runner = mid
+    tokens, positions = _inputs(model, 3, offset=1)
+    host_tokens, float_tokens, float_positions = tokens.cpu(), tokens.float(), positions.float()
+    torch.cuda.synchronize()
+    torch.cuda.set_sync_debug_mode("error")
+    try:
+        with torch.no_grad():
+            model.decode_step(tokens, positions)
+        with runner.borrow(tokens, positions):
+            pass
+        with pytest.raises(ValueError, match="tokens has dtype torch.float32"):
+            model.decode_step(float_tokens, positions)
+        with pytest.raises(ValueError, match="tokens is on cpu, but the model runs on cuda"):
+            model.decode_step(host_tokens, positions)
+        with pytest.raises(ValueError, match="positions has dtype torch.float32"):
+            runner.step(tokens, float_positions)
+    finally:
+        torch.cuda.set_sync_debug_mode("default")
 
 
 def test_module_exports_defaults():

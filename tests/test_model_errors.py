@@ -145,3 +145,146 @@ def test_a_decode_step_past_the_cache_says_how_big_to_build_it(decoders):
         ours.decode_step(torch.zeros(1, dtype=torch.long), torch.tensor([8]))
     with pytest.raises(ValueError, match="outside the cache"):
         ours.decode_step(torch.zeros(1, dtype=torch.long), torch.tensor([-1]))
+
+
+# ---------------------------------------------------------------- every bad decode input, every stepper
+
+def _runners(ours):
+    from floorlab.engine.buckets import PaddedEagerRunner
+    from floorlab.studies.shared_buffers import StandInRunner
+
+    stand_in = StandInRunner(ours, buckets=(1, 2))
+    stand_in.capture()
+    return {"stand-in": stand_in, "padded eager": PaddedEagerRunner(ours, buckets=(1, 2))}
+
+
+@pytest.fixture(scope="module")
+def steppers(decoders):
+    """name -> (decode step, the engine under it or None): the engine, transformers and two runners."""
+    ours, hf = decoders
+    runners = _runners(ours)
+    return {"engine": (ours.decode_step, ours), "transformers": (hf.decode_step, None),
+            "stand-in": (runners["stand-in"].step, ours), "padded eager": (runners["padded eager"].step, ours)}
+
+
+LONG = dict(dtype=torch.long)
+BAD_STEPS = {  # (tokens, positions) for TINY (vocab 100), max_batch 2, max_context 8 -> what the error says
+    "id equal to vocab": (lambda: (torch.tensor([100]), torch.tensor([3])), r"token id 100 is outside the "
+                          r"vocabulary of 100 ids \(0\.\.99\)"),
+    "negative id": (lambda: (torch.tensor([-1]), torch.tensor([3])), "token id -1 is negative"),
+    "float tokens": (lambda: (torch.tensor([99.7]), torch.tensor([3])),
+                     r"tokens has dtype torch.float32.*whole numbers.*not rounded"),
+    "bool tokens": (lambda: (torch.tensor([True]), torch.tensor([3])), "tokens has dtype torch.bool"),
+    "int16 tokens": (lambda: (torch.tensor([5], dtype=torch.int16), torch.tensor([3])),
+                     r"tokens has dtype torch.int16.*torch.long or torch.int"),
+    "float positions": (lambda: (torch.tensor([5]), torch.tensor([3.0])), "positions has dtype torch.float32"),
+    "lengths differ": (lambda: (torch.tensor([5, 6]), torch.tensor([3])),
+                       "tokens has 2 rows but positions has 1"),
+    "2-D tokens": (lambda: (torch.tensor([[5]]), torch.tensor([3])), r"tokens has shape \(1, 1\), expected \[B\]"),
+    "0-D positions": (lambda: (torch.tensor([5]), torch.tensor(3)), r"positions has shape \(\), expected \[B\]"),
+    "meta tokens": (lambda: (torch.zeros(1, device="meta", **LONG), torch.tensor([3])),
+                    "tokens is on meta, but the model runs on cpu"),
+    "meta positions": (lambda: (torch.tensor([5]), torch.zeros(1, device="meta", **LONG)),
+                       "positions is on meta"),
+    "a list": (lambda: ([5], torch.tensor([3])), "tokens must be a torch tensor.*got list"),
+    "position past the cache": (lambda: (torch.tensor([5]), torch.tensor([8])),
+                                r"position 8 is outside the cache of max_context=8.*max_context>=9"),
+    "negative position": (lambda: (torch.tensor([5]), torch.tensor([-1])), "position -1 is outside the cache"),
+    "batch above max_batch": (lambda: (torch.zeros(3, **LONG), torch.full((3,), 3)), r"max_batch>=3"),
+    "empty batch": (lambda: (torch.zeros(0, **LONG), torch.zeros(0, **LONG)), "batch must be a whole number >= 1"),
+}
+
+
+@pytest.mark.parametrize("case", list(BAD_STEPS))
+@pytest.mark.parametrize("which", ["engine", "transformers", "stand-in", "padded eager"])
+def test_every_bad_decode_input_is_one_clear_value_error(decoders, steppers, which, case):
+    ours, hf = decoders
+    ours.prefill(torch.zeros(1, 3, **LONG))
+    hf.prefill(torch.zeros(1, 3, **LONG))
+    step, engine = steppers[which]
+    before = None if engine is None else (engine.k_cache.clone(), engine.v_cache.clone())
+    make, match = BAD_STEPS[case]
+    with pytest.raises(ValueError, match=match):
+        step(*make())
+    if before is not None:  # refused before anything ran: not one cache value written
+        assert torch.equal(engine.k_cache, before[0]) and torch.equal(engine.v_cache, before[1])
+    good = step(torch.tensor([5]), torch.tensor([3]))  # and the stepper still works
+    assert good.shape == (1, TINY.vocab_size) and torch.isfinite(good).all()
+
+
+BAD_PROMPTS = {
+    "float prompt": (lambda: torch.tensor([[1.5, 2.0]]), "tokens has dtype torch.float32"),
+    "1-D prompt": (lambda: torch.tensor([1, 2]), r"tokens has shape \(2,\), expected \[B, T\].*tokens\[None\]"),
+    "id equal to vocab": (lambda: torch.tensor([[1, 100]]), "token id 100 is outside the vocabulary"),
+    "negative id": (lambda: torch.tensor([[-3, 1]]), "token id -3 is negative"),
+    "meta prompt": (lambda: torch.zeros(1, 2, device="meta", **LONG), "tokens is on meta"),
+    "no tokens": (lambda: torch.zeros(1, 0, **LONG), r"the prompt has shape \(1, 0\), with no tokens"),
+}
+
+
+@pytest.mark.parametrize("case", list(BAD_PROMPTS))
+@pytest.mark.parametrize("which", [0, 1], ids=["ours", "transformers"])
+def test_every_bad_prompt_is_one_clear_value_error(decoders, which, case):
+    make, match = BAD_PROMPTS[case]
+    with pytest.raises(ValueError, match=match):
+        decoders[which].prefill(make())
+    with pytest.raises(ValueError, match=match):
+        decoders[which].generate(make(), 2)
+
+
+def test_engine_positions_are_per_row_and_any_order(decoders):
+    """The engine's static cache keeps no count: each row decodes at its own slot, repeated or not."""
+    ours, _ = decoders
+    ours.prefill(torch.zeros(2, 5, **LONG))
+    for positions in ([5, 2], [5, 2], [7, 0]):
+        assert ours.decode_step(torch.tensor([1, 2]), torch.tensor(positions)).shape == (2, TINY.vocab_size)
+
+
+def test_transformers_decode_refuses_skipped_slots_rows_that_differ_and_a_full_cache(decoders):
+    _, hf = decoders
+    hf.prefill(torch.zeros(2, 3, **LONG))
+    with pytest.raises(ValueError, match=r"position 5 skips cache slots: the cache holds 3 tokens.*in order"):
+        hf.decode_step(torch.tensor([1, 2]), torch.full((2,), 5))
+    with pytest.raises(ValueError, match="positions run from 3 to 4.*same position in each row"):
+        hf.decode_step(torch.tensor([1, 2]), torch.tensor([3, 4]))
+    for position in range(3, 8):  # slots 3..7 fill the cache of 8
+        hf.decode_step(torch.tensor([1, 2]), torch.full((2,), position))
+    assert hf.cache_tokens == 8
+    with pytest.raises(ValueError, match=r"the StaticCache is full: its max_context=8 slots.*call prefill again"):
+        hf.decode_step(torch.tensor([1, 2]), torch.full((2,), 7))
+    hf.prefill(torch.zeros(2, 3, **LONG))
+    assert hf.cache_tokens == 3
+    hf.decode_step(torch.tensor([1, 2]), torch.full((2,), 3))  # a fresh prefill starts over
+
+
+def test_transformers_decode_lets_a_timing_loop_repeat_one_step(decoders):
+    """The bench times one step over and over; each call takes a fresh slot, as its cache size allows."""
+    _, hf = decoders
+    hf.prefill(torch.zeros(1, 3, **LONG))
+    for _ in range(4):
+        hf.decode_step(torch.tensor([1]), torch.tensor([3]))
+    assert hf.cache_tokens == 7
+    hf.reset_cache()
+    assert hf.cache_tokens == 0
+
+
+def test_the_checks_trace_whole_under_torch_compile(decoders):
+    """The bench compiles transformers' decode body with fullgraph=True: the checks must add no graph
+    break and no recompile (host bookkeeping stays out of the traced graph)."""
+    import torch._dynamo
+    from torch._dynamo.utils import counters
+
+    _, hf = decoders
+    body = type(hf).decode_step.__wrapped__
+    torch._dynamo.reset()
+    counters.clear()
+    compiled = torch.compile(lambda t, p: body(hf, t, p), backend="eager", fullgraph=True, dynamic=False)
+    tokens, positions = torch.tensor([1]), torch.tensor([3])
+    with torch.inference_mode():
+        hf.prefill(torch.zeros(1, 3, **LONG))
+        eager = hf.decode_step(tokens, positions)
+        hf.prefill(torch.zeros(1, 3, **LONG))
+        got = [compiled(tokens, positions) for _ in range(3)][0]
+    assert torch.allclose(got, eager, rtol=1e-5, atol=1e-6)
+    assert counters["stats"]["unique_graphs"] == 1 and not counters["graph_break"]
+    torch._dynamo.reset()

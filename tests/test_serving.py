@@ -14,7 +14,7 @@ from floorlab.core import checks
 from floorlab.core.roofline import decode_floor
 from floorlab.core.runs import Row, Run
 from floorlab.core.timing import Timing, time_once
-from floorlab.engine import buckets, graphs
+from floorlab.engine import buckets
 from floorlab.engine.buckets import EagerFallbackWarning, PaddedEagerRunner, keep_padding_rows
 from floorlab.engine.graphs import GraphMemory
 from floorlab.engine.measure import Source
@@ -183,9 +183,9 @@ def test_keep_padding_rows_puts_back_what_the_block_writes(small):
     saved = model.k_cache.clone(), model.v_cache.clone()
     with keep_padding_rows(model, 5, 8):
         model.k_cache[:, 5:8].fill_(7.0)
-        model.v_cache[:, 5:8, :, graphs.PAD_POSITION].fill_(7.0)
+        model.v_cache[:, 5:8, :, buckets.PAD_POSITION].fill_(7.0)
     assert not _same(model.k_cache, saved[0])  # only the padding slot is kept, by design
-    assert _same(model.k_cache[:, :, :, graphs.PAD_POSITION], saved[0][:, :, :, graphs.PAD_POSITION])
+    assert _same(model.k_cache[:, :, :, buckets.PAD_POSITION], saved[0][:, :, :, buckets.PAD_POSITION])
     assert _same(model.v_cache, saved[1])
     model.k_cache.copy_(saved[0])
 
@@ -296,6 +296,14 @@ def test_serve_stream_runs_every_step_and_counts_fallbacks(small):
     assert all(s.ms > 0 for s in cost.steps)
     with pytest.raises(ValueError, match="prefill"):
         serve_stream(runner, [21], tokens, positions, device="cpu")
+
+
+@pytest.mark.parametrize("stream, match", [([], "is empty"), (iter(()), "is empty"), (None, "sequence of live"),
+                                           ([1, 0], "got 0"), ([-1], "got -1"), ([2.5], "got 2.5"),
+                                           ([True], "got True")])
+def test_serve_stream_refuses_an_empty_or_bad_stream(small, stream, match):
+    with pytest.raises(ValueError, match=match):
+        serve_stream(PaddedEagerRunner(small[0], BUCKETS), stream, small[1], small[2], device="cpu")
 
 
 def test_time_once_times_one_call():

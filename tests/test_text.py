@@ -1,11 +1,15 @@
 """Real text: a tiny checkpoint and tokenizer saved here, read back, and greedy text that
 matches transformers' own generate on the same weights. Nothing touches the network."""
+import json
+import shutil
+
 import pytest
 import torch
+from safetensors.torch import load_file, save_file
 from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
 from transformers import PreTrainedTokenizerFast, Qwen3Config, Qwen3ForCausalLM
 
-from floorlab.core.shapes import Qwen3Shape
+from floorlab.core.shapes import CheckpointError, Qwen3Shape
 from floorlab.engine import text
 
 VOCAB = 512
@@ -84,3 +88,44 @@ def test_a_prompt_too_long_for_the_cache_is_refused(checkpoint):
     model, tokenizer = text.load_text_model(folder, dtype=torch.float32, max_context=8)
     with pytest.raises(ValueError, match="max_context"):
         text.generate_text(model, tokenizer, "the floor is bytes over bandwidth", new_tokens=8)
+
+
+def _weights_only(checkpoint, folder):
+    """A copy of the checkpoint's weights and config, without its tokenizer files."""
+    source, _, _ = checkpoint
+    folder.mkdir()
+    for name in ("config.json", "model.safetensors"):
+        shutil.copy(source / name, folder / name)
+    return folder
+
+
+def test_a_folder_without_a_tokenizer_names_the_files_it_needs(checkpoint, tmp_path):
+    folder = _weights_only(checkpoint, tmp_path / "weights-only")
+    with pytest.raises(CheckpointError) as err:
+        text.load_text_model(folder, dtype=torch.float32)
+    message = str(err.value)
+    assert str(folder) in message and "no tokenizer" in message
+    assert all(name in message for name in ("tokenizer.json", "vocab.json", "merges.txt", "tokenizer.model"))
+
+
+def test_a_tokenizer_larger_than_the_vocabulary_is_refused(checkpoint, tmp_path):
+    source, _, tokenizer = checkpoint
+    small = len(tokenizer) - 10
+    folder = tmp_path / "small-vocab"
+    shutil.copytree(source, folder)
+    cfg = json.loads((folder / "config.json").read_text())
+    state = load_file(folder / "model.safetensors")
+    cfg["vocab_size"] = small
+    state["model.embed_tokens.weight"] = state["model.embed_tokens.weight"][:small].clone()
+    (folder / "config.json").write_text(json.dumps(cfg))
+    save_file(state, folder / "model.safetensors")
+    expected = f"has {len(tokenizer)} tokens, but the model's vocabulary has {small} ids"
+    with pytest.raises(CheckpointError, match=expected):
+        text.load_text_model(folder, dtype=torch.float32)
+
+
+def test_a_prompt_of_no_tokens_is_refused(checkpoint):
+    folder, _, _ = checkpoint
+    model, tokenizer = text.load_text_model(folder, dtype=torch.float32, max_context=64)
+    with pytest.raises(ValueError, match="encodes to no tokens"):
+        text.generate_text(model, tokenizer, "", new_tokens=2)

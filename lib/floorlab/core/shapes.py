@@ -8,8 +8,16 @@ class UnknownPresetError(ValueError):
     """A preset name that PRESETS does not know."""
 
 
-class NotQwen3Error(ValueError):
+class CheckpointError(ValueError):
+    """A checkpoint (config.json, weights, tokenizer) that cannot, or will not, be read; the message names the file."""
+
+
+class NotQwen3Error(CheckpointError):
     """A config.json that does not describe a Qwen3 model."""
+
+
+HF_HEAD_DIM = 128  # transformers' Qwen3Config default when config.json has no head_dim
+HF_ROPE_THETA = 10_000.0  # transformers' default_theta
 
 
 @dataclass(frozen=True)
@@ -120,31 +128,117 @@ def get_shape(name_or_shape: str | Qwen3Shape) -> Qwen3Shape:
     )
 
 
-def shape_from_hf_config(cfg: dict, name: str = "custom") -> Qwen3Shape:
-    """The Qwen3Shape a transformers config.json dict describes."""
+def shape_from_hf_config(cfg: dict, name: str = "custom", source: str = "config.json") -> Qwen3Shape:
+    """The Qwen3Shape a transformers config.json dict describes; CheckpointError naming `source` otherwise.
+
+    Reads the fields of transformers' Qwen3Config, with its defaults, and refuses what the
+    engine does not compute: biases, an activation other than SiLU, a sliding window,
+    scaled RoPE, quantized weights.
+    """
+    if not isinstance(cfg, dict):
+        raise CheckpointError(f"{source} holds a {type(cfg).__name__}, not a JSON object; "
+                              "pass the config.json that save_pretrained writes")
     model_type = cfg.get("model_type")
     if model_type != "qwen3":
         raise NotQwen3Error(
-            f"config.json has model_type {model_type!r}, but this model supports only 'qwen3' "
+            f"{source} has model_type {model_type!r}, but this model supports only 'qwen3' "
             "(Qwen3ForCausalLM); pick a Qwen3 checkpoint such as Qwen/Qwen3-0.6B"
         )
-    rope = cfg.get("rope_parameters") or cfg.get("rope_scaling") or {}
-    if rope.get("rope_type", rope.get("type", "default")) != "default":
-        raise ValueError(
-            f"rope scaling {rope!r} is not supported; use a checkpoint with plain RoPE (rope_type 'default')"
-        )
-    heads = cfg["num_attention_heads"]
+    missing = [k for k in _REQUIRED if k not in cfg]
+    if missing:
+        raise CheckpointError(f"{source} has no {', '.join(missing)}; a Qwen3 config.json needs "
+                              f"{', '.join(_REQUIRED)} (save_pretrained writes them all)")
+    _refuse_unsupported(cfg, source)
+    sizes = {k: _config_int(cfg[k], k, source) for k in _REQUIRED}
+    heads = sizes["num_attention_heads"]
+    kv_heads = cfg.get("num_key_value_heads")
+    kv_heads = heads if kv_heads is None else _config_int(kv_heads, "num_key_value_heads", source)
+    if heads % kv_heads:
+        raise CheckpointError(f"{source}: num_attention_heads={heads} is not a multiple of "
+                              f"num_key_value_heads={kv_heads}; each KV head must serve a whole group of heads")
+    head_dim = cfg.get("head_dim", HF_HEAD_DIM)  # null: hidden_size // heads, as transformers' attention reads it
+    head_dim = sizes["hidden_size"] // heads if head_dim is None else _config_int(head_dim, "head_dim", source)
+    if head_dim % 2:
+        raise CheckpointError(f"{source}: head_dim={head_dim} is odd; RoPE rotates pairs, so it must be even")
+    rope = _rope_parameters(cfg)
     return Qwen3Shape(
-        hidden_size=cfg["hidden_size"],
-        intermediate_size=cfg["intermediate_size"],
-        num_layers=cfg["num_hidden_layers"],
+        hidden_size=sizes["hidden_size"],
+        intermediate_size=sizes["intermediate_size"],
+        num_layers=sizes["num_hidden_layers"],
         num_heads=heads,
-        num_kv_heads=cfg.get("num_key_value_heads") or heads,
-        head_dim=cfg.get("head_dim") or cfg["hidden_size"] // heads,
-        vocab_size=cfg["vocab_size"],
-        tie_word_embeddings=bool(cfg.get("tie_word_embeddings", False)),
-        rope_theta=float(cfg.get("rope_theta") or rope.get("rope_theta") or 10000.0),
-        rms_norm_eps=float(cfg.get("rms_norm_eps", 1e-6)),
-        max_position_embeddings=int(cfg.get("max_position_embeddings", 32768)),
+        num_kv_heads=kv_heads,
+        head_dim=head_dim,
+        vocab_size=sizes["vocab_size"],
+        tie_word_embeddings=_config_bool(cfg, "tie_word_embeddings", False, source),
+        rope_theta=_config_float(rope.get("rope_theta") or cfg.get("rope_theta") or HF_ROPE_THETA,
+                                 "rope_theta", source),
+        rms_norm_eps=_config_float(cfg.get("rms_norm_eps", 1e-6), "rms_norm_eps", source),
+        max_position_embeddings=_config_int(cfg.get("max_position_embeddings", 32768),
+                                            "max_position_embeddings", source),
         name=name,
     )
+
+
+_REQUIRED = ("hidden_size", "intermediate_size", "num_hidden_layers", "num_attention_heads", "vocab_size")
+# every field of transformers' Qwen3Config is read (and refused where the engine lacks it) or changes no logits
+HF_FIELDS_READ = _REQUIRED + (
+    "model_type", "num_key_value_heads", "head_dim", "hidden_act", "max_position_embeddings", "rms_norm_eps",
+    "tie_word_embeddings", "rope_parameters", "rope_scaling", "rope_theta", "attention_bias",
+    "use_sliding_window", "sliding_window", "max_window_layers", "layer_types", "quantization_config")
+HF_FIELDS_WITHOUT_EFFECT = ("initializer_range", "use_cache", "attention_dropout",  # training and generation
+                            "pad_token_id", "bos_token_id", "eos_token_id")
+
+
+def _rope_parameters(cfg: dict) -> dict:
+    """The RoPE dict as transformers reads it: rope_scaling when set, else rope_parameters."""
+    rope = cfg.get("rope_scaling") or cfg.get("rope_parameters") or {}
+    return rope if isinstance(rope, dict) else {"rope_type": rope}
+
+
+def _refuse_unsupported(cfg: dict, source: str) -> None:
+    """Raise CheckpointError for a Qwen3Config feature the engine does not compute."""
+    problems = []
+    if cfg.get("attention_bias", False):
+        problems.append("attention_bias is true (q/k/v/o projections with biases)")
+    act = cfg.get("hidden_act", "silu")
+    if act != "silu":
+        problems.append(f"hidden_act is {act!r} (the engine's MLP uses silu)")
+    layers = cfg.get("layer_types") or []
+    sliding = [t for t in layers if t != "full_attention"]
+    count, first = cfg.get("num_hidden_layers", 0), cfg.get("max_window_layers", 28)
+    if cfg.get("use_sliding_window", False) and cfg.get("sliding_window") is not None and (
+            sliding or (not layers and isinstance(count, int) and isinstance(first, int) and first < count)):
+        problems.append(f"use_sliding_window is true with sliding_window={cfg.get('sliding_window')} "
+                        "(the engine attends over every cached token)")
+    elif sliding:
+        problems.append(f"layer_types holds {sorted(set(sliding))} (the engine has full attention only)")
+    rope = _rope_parameters(cfg)
+    if any(isinstance(v, dict) for v in rope.values()):
+        problems.append("RoPE parameters are given per layer type")
+    elif rope.get("rope_type", rope.get("type", "default")) != "default":
+        problems.append(f"rope scaling {rope!r} (the engine has plain RoPE, rope_type 'default')")
+    if cfg.get("quantization_config"):
+        problems.append("quantization_config is set (the engine reads bf16/fp16/fp32 weights)")
+    if problems:
+        raise CheckpointError(f"{source} asks for what the engine does not implement: {'; '.join(problems)}; "
+                              "its logits would be wrong, so pick a checkpoint without these "
+                              "(Qwen/Qwen3-0.6B and its larger siblings have none)")
+
+
+def _config_int(value, key: str, source: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise CheckpointError(f"{source}: {key} must be a positive whole number, got {value!r}")
+    return value
+
+
+def _config_float(value, key: str, source: str) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0:
+        raise CheckpointError(f"{source}: {key} must be a positive number, got {value!r}")
+    return float(value)
+
+
+def _config_bool(cfg: dict, key: str, default: bool, source: str) -> bool:
+    value = cfg.get(key, default)
+    if not isinstance(value, bool):
+        raise CheckpointError(f"{source}: {key} must be true or false, got {value!r}")
+    return value

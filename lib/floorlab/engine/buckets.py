@@ -10,12 +10,11 @@ from __future__ import annotations
 import threading
 import warnings
 from contextlib import contextmanager
-from dataclasses import dataclass
 from typing import Callable, Iterable, Iterator
 
 import torch
 
-from floorlab.engine.model import check_positions
+from floorlab.engine.model import check_decode_inputs, resolved_device
 
 DEFAULT_BUCKETS = (1, 2, 4, 8, 16)
 PAD_TOKEN = 0  # what a padding row decodes
@@ -102,9 +101,6 @@ def keep_padding_rows(model, batch: int, bucket: int):
                 view.copy_(old)
 
 
-@dataclass
-
-
 class BucketRunner:
     """What every runner shares: the buckets, the bucket a batch pads to, eager above them.
 
@@ -125,6 +121,10 @@ class BucketRunner:
         self.debug = bool(debug)
         self._guard = threading.Lock()
         self._holder: str | None = None  # the thread holding the static buffers (debug mode)
+        # the model's device, or host tensors, which a step copies in
+        self.input_devices = tuple(dict.fromkeys((resolved_device(model.device), torch.device("cpu"))))
+        self.input_limits = (getattr(getattr(model, "shape", None), "vocab_size", None),
+                             getattr(model, "max_context", None))  # (vocab_size, max_context); None: unbounded
         self.last_path: str | None = None
         self.last_padding: int = 0
 
@@ -164,8 +164,7 @@ class BucketRunner:
         block ends, so a view kept past it reads NaN at once, and a second caller
         arriving while the first holds the buffers gets SharedBufferError.
         """
-        batch = check_batch_inputs(tokens, positions)
-        self._check_positions(positions)
+        batch = self.check_inputs(tokens, positions)
         bucket = self.bucket_for(batch)
         self._enter()
         held = None
@@ -196,10 +195,14 @@ class BucketRunner:
         """Logits [bucket, V] of the live rows padded to the bucket."""
         raise NotImplementedError
 
-    def _check_positions(self, positions: torch.Tensor) -> None:
-        limit = getattr(self.model, "max_context", None)
-        if limit is not None:
-            check_positions(positions, limit)
+    def check_inputs(self, tokens: torch.Tensor, positions: torch.Tensor) -> int:
+        """Return the batch B after engine.model.check_decode_inputs against the model's limits.
+
+        Host tensors are accepted as well as the model's device (a step copies them in);
+        their values are checked there, before the copy, so a float id is never truncated.
+        """
+        return check_decode_inputs(tokens, positions, vocab_size=self.input_limits[0], device=self.input_devices,
+                                   max_batch=self.model.max_batch, max_context=self.input_limits[1])
 
     def _enter(self) -> None:
         """In debug mode, claim the static buffers for this thread, or raise SharedBufferError."""
@@ -238,20 +241,3 @@ class PaddedEagerRunner(BucketRunner):
         positions = torch.cat([positions.to(device),
                                positions.new_full((pad,), PAD_POSITION, device=device)])
         return self.step_fn(tokens, positions)
-
-
-def check_batch_inputs(tokens: torch.Tensor, positions: torch.Tensor) -> int:
-    """Return the batch size B after checking tokens and positions are matching 1-D tensors."""
-    if tokens.dim() != 1 or positions.dim() != 1:
-        raise ValueError(
-            f"tokens and positions must be 1-D [B], got shapes {tuple(tokens.shape)} and "
-            f"{tuple(positions.shape)}; pass one token and one position per row"
-        )
-    if tokens.shape[0] != positions.shape[0]:
-        raise ValueError(
-            f"tokens has {tokens.shape[0]} rows but positions has {positions.shape[0]}; "
-            "pass one position per token"
-        )
-    if tokens.shape[0] < 1:
-        raise ValueError("the batch is empty; pass at least one token")
-    return int(tokens.shape[0])

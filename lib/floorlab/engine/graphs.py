@@ -33,7 +33,6 @@ from floorlab.engine.buckets import (
     PAD_TOKEN,
     BucketRunner,
     StepFn,
-    check_batch_inputs,
 )
 
 
@@ -220,7 +219,7 @@ class GraphRunner(BucketRunner):
         KV values at the same (row, position) slots, so their order does not matter.
         The largest absolute logit difference is kept in last_max_abs_diff.
         """
-        batch = check_batch_inputs(tokens, positions)
+        batch = self.check_inputs(tokens, positions)
         if batch not in self.buckets:
             raise ValueError(
                 f"check_bit_identical needs a batch equal to a bucket {self.buckets}, got {batch}; "

@@ -8,7 +8,7 @@ import torch
 from transformers import Qwen3Config, Qwen3ForCausalLM, StaticCache
 
 from floorlab.core.shapes import Qwen3Shape, get_shape
-from floorlab.engine.model import Qwen3Decoder, check_limits, greedy_tokens, init_random_
+from floorlab.engine.model import Qwen3Decoder, check_decode_inputs, check_limits, greedy_tokens, init_random_
 
 
 def _empty_hf(shape: Qwen3Shape, device, dtype: torch.dtype, attn_implementation: str) -> Qwen3ForCausalLM:
@@ -31,6 +31,7 @@ class HFDecoder:
 
     The StaticCache is sized by the batch of the last prefill, keeps one position for all rows and
     (in transformers 5.2x) writes at its own counter: call decode_step once per position, in order.
+    cache_tokens counts, on the host, the slots that counter has filled.
     """
 
     def __init__(self, model: Qwen3ForCausalLM, shape: Qwen3Shape, *, max_batch: int = 16, max_context: int = 256):
@@ -43,6 +44,7 @@ class HFDecoder:
         self._pass_cache_position = "cache_position" in forward_args
         self.cache: StaticCache | None = None
         self.cache_batch = 0
+        self.cache_tokens = 0  # slots the StaticCache has written since its last reset
 
     @classmethod
     def from_decoder(cls, ours: Qwen3Decoder, *, attn_implementation: str = "sdpa") -> "HFDecoder":
@@ -54,6 +56,36 @@ class HFDecoder:
     def _check(self, batch: int, tokens: int) -> None:
         check_limits(batch, tokens, max_batch=self.max_batch, max_context=self.max_context)
 
+    def check_inputs(self, tokens: torch.Tensor, positions: torch.Tensor | None) -> int:
+        """Return the batch B of a decode step or a prompt (positions None); see engine.model.check_decode_inputs."""
+        return check_decode_inputs(tokens, positions, vocab_size=self.shape.vocab_size, device=self.device,
+                                   max_batch=self.max_batch, max_context=self.max_context)
+
+    def _check_order(self, positions: torch.Tensor) -> None:
+        """Refuse a step the StaticCache has no slot for, and (host positions) rows that differ or skip slots.
+
+        A repeated or earlier position is let through: timing loops repeat one step, and
+        the cache then writes its next slot, as the bench's cache_tokens allows for.
+        """
+        filled = self.cache_tokens
+        if filled >= self.max_context:
+            raise ValueError(
+                f"the StaticCache is full: its max_context={self.max_context} slots hold tokens and "
+                "transformers writes every decode step at the next slot; call prefill again, or build "
+                f"with max_context>={filled + 1}")
+        if positions.device.type != "cpu" or not positions.numel():
+            return
+        low, high = (int(v) for v in torch.aminmax(positions))
+        if low != high:
+            raise ValueError(
+                f"positions run from {low} to {high}, but transformers' StaticCache keeps one position "
+                "for every row; pass the same position in each row")
+        if high > filled:
+            raise ValueError(
+                f"position {high} skips cache slots: the cache holds {filled} tokens, so the next position "
+                f"is {filled}; transformers writes each step at its next slot whatever position it is "
+                "given, so pass positions in order")
+
     def _forward(self, input_ids, position_ids, cache_position) -> torch.Tensor:
         kwargs = {self._cache_arg: self.cache, "use_cache": True, "position_ids": position_ids}
         if self._pass_cache_position:
@@ -63,31 +95,38 @@ class HFDecoder:
     @torch.inference_mode()
     def prefill(self, tokens: torch.Tensor) -> torch.Tensor:
         """Logits [B, T, vocab] for tokens [B, T] at positions 0..T-1; starts a fresh cache for B rows."""
+        self.check_inputs(tokens, None)
         batch, length = tokens.shape
-        self._check(batch, length)
         if self.cache is None or batch != self.cache_batch:
             self.cache = StaticCache(config=self.model.config, max_cache_len=self.max_context)
             self.cache_batch = batch
         else:
             self.cache.reset()
+        self.cache_tokens = length
         positions = torch.arange(length, device=self.device)
         return self._forward(tokens, positions.expand(batch, length), positions)
 
     @torch.inference_mode()
     def decode_step(self, tokens: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
-        """Logits [B, vocab] for one token per row; positions must be the same for every row."""
-        batch = tokens.shape[0]
-        self._check(batch, 0)
+        """Logits [B, vocab] for one token per row; positions must be the same for every row.
+
+        Checks: check_decode_inputs, then (not under torch.compile, which the bench wraps
+        this body in) the host count of filled slots, and host positions against it.
+        """
+        batch = self.check_inputs(tokens, positions)
         if self.cache is None or batch != self.cache_batch:
             raise ValueError(f"decode_step got {batch} rows but the cache holds {self.cache_batch}; "
                              f"call prefill with {batch} rows first (the StaticCache is sized by the prefill)")
+        if not torch.compiler.is_compiling():
+            self._check_order(positions)
+            self.cache_tokens += 1
         return self._forward(tokens[:, None], positions[:, None], positions[:1])[:, -1]
 
     @torch.inference_mode()
     def generate(self, prompt: torch.Tensor, steps: int) -> torch.Tensor:
         """Greedy tokens [B, steps] after prompt [B, T]."""
-        batch, length = prompt.shape
-        self._check(batch, length + steps)
+        batch = self.check_inputs(prompt, None)
+        self._check(batch, prompt.shape[1] + steps)
         return greedy_tokens(self, prompt, steps)
 
     @torch.inference_mode()
@@ -95,6 +134,7 @@ class HFDecoder:
         """Zero the StaticCache in place (its tensors keep their addresses; they were made in inference mode)."""
         if self.cache is not None:
             self.cache.reset()
+        self.cache_tokens = 0
 
 
 def build_hf(preset_or_shape, *, device="cpu", dtype: torch.dtype = torch.bfloat16, max_batch: int = 16,

@@ -1,5 +1,8 @@
 """Engine wing: a minimal Qwen3 decoder in plain PyTorch ops, with a static KV cache and a graph-
-capturable decode step."""
+capturable decode step.
+
+check_decode_inputs is the one check of what a decode step or a prompt is given.
+"""
 from __future__ import annotations
 
 import torch
@@ -28,15 +31,114 @@ def check_limits(batch: int, tokens: int, *, max_batch: int, max_context: int) -
                          f"build the model with max_context>={tokens}")
 
 
-def check_positions(positions: torch.Tensor, max_context: int) -> None:
-    """Refuse positions outside a cache of max_context slots, when they are on the host.
+ID_DTYPES = (torch.int64, torch.int32)  # what F.embedding and cache indexing take
 
-    GPU positions are not read: that would stall the host and break graph capture.
+
+def check_decode_inputs(tokens, positions, *, vocab_size: int | None, device,
+                        max_batch: int, max_context: int | None) -> int:
+    """Return the batch B after checking one decode step's inputs (or a prompt's); ValueError otherwise.
+
+    A decode step takes tokens [B] and positions [B]; a prompt takes tokens [B, T] and
+    positions=None (it sits at 0..T-1). `device` is the model's device, or a tuple of the
+    devices accepted (a runner also takes host tensors, which it copies in), each with its
+    index (resolved_device) so that the common case costs one comparison.
+    Metadata checks run on every call, on every device, during CUDA graph capture too,
+    and read no values: torch tensors, integer dtype (torch.long or torch.int), device,
+    1-D (2-D for a prompt), equal lengths, 1 <= B <= max_batch, T <= max_context.
+    Value checks run only where the values are on the host (CPU tensors, not under
+    torch.compile): ids in [0, vocab_size), positions in [0, max_context). CUDA values are
+    never read, since that would stall the host on the GPU and break capture; the GPU
+    path costs what it did. None for vocab_size or max_context skips that bound.
     """
-    if positions.device.type != "cpu" or not positions.numel():
+    accepted = device if type(device) is tuple else (device,)
+    try:  # the common case, in about as few operations as the checks before this one took
+        on_host = tokens.is_cpu, positions.is_cpu
+        plain = (tokens.dtype in ID_DTYPES and positions.dtype in ID_DTYPES and tokens.dim() == 1 == positions.dim()
+                 and tokens.device in accepted and positions.device in accepted
+                 and 0 < tokens.shape[0] == positions.shape[0] <= max_batch)
+    except AttributeError:  # not tensors, or a prompt (positions None)
+        on_host, plain = None, False
+    batch = tokens.shape[0] if plain else _check_metadata(tokens, positions, accepted, max_batch, max_context)
+    if on_host is None:
+        on_host = tokens.is_cpu, positions is not None and positions.is_cpu
+    if True in on_host and not torch.compiler.is_compiling():
+        if on_host[0]:
+            _check_token_values(tokens, vocab_size)
+        if on_host[1]:
+            _check_position_values(positions, max_context)
+    return batch
+
+
+def resolved_device(device) -> torch.device:
+    """The device with its index: 'cuda' becomes the current CUDA device, as tensors made there land."""
+    device = torch.device(device)
+    if device.type == "cuda" and device.index is None and torch.cuda.is_available():
+        return torch.device("cuda", torch.cuda.current_device())
+    return device
+
+
+def _check_metadata(tokens, positions, accepted: tuple, max_batch: int, max_context: int | None) -> int:
+    """The batch B, or the ValueError that says which metadata check failed and how to fix it."""
+    prompt = positions is None
+    _check_ids_tensor("tokens", tokens, accepted, 2 if prompt else 1)
+    batch = tokens.shape[0]
+    if not prompt:
+        _check_ids_tensor("positions", positions, accepted, 1)
+        if positions.shape[0] != batch:
+            raise ValueError(
+                f"tokens has {batch} rows but positions has {positions.shape[0]}; "
+                "pass one position per token, two 1-D tensors of the same length")
+    length = tokens.shape[1] if prompt else 0
+    if prompt and length < 1:
+        raise ValueError(f"the prompt has shape {tuple(tokens.shape)}, with no tokens; "
+                         "pass at least one token per row")
+    check_limits(batch, length, max_batch=max_batch, max_context=max_context or length)
+    return batch
+
+
+def _check_ids_tensor(name: str, value, accepted: tuple, dims: int) -> None:
+    """Refuse a value that is not an integer tensor of `dims` dimensions on an accepted device."""
+    want = "[B, T]" if dims == 2 else "[B]"
+    if not isinstance(value, torch.Tensor):
+        raise ValueError(f"{name} must be a torch tensor {want} of whole numbers, got "
+                         f"{type(value).__name__}; pass torch.tensor(...) on the model's device")
+    if value.dtype not in ID_DTYPES:
+        raise ValueError(f"{name} has dtype {value.dtype}, but {name} must be whole numbers "
+                         f"(torch.long or torch.int); a float is not rounded for you: pass a torch.long tensor")
+    if value.dim() != dims:
+        raise ValueError(f"{name} has shape {tuple(value.shape)}, expected {want}; "
+                         + ("pass tokens[None] for a single prompt" if dims == 2
+                            else "pass a 1-D tensor, one entry per row"))
+    if not any(_same_device(value.device, d) for d in accepted):
+        names = " or ".join(str(d) for d in accepted)
+        raise ValueError(f"{name} is on {value.device}, but the model runs on {names}; "
+                         f"pass {name}.to({str(accepted[0])!r})")
+
+
+def _same_device(actual: torch.device, want) -> bool:
+    want = want if isinstance(want, torch.device) else torch.device(want)
+    return actual.type == want.type and (want.index is None or actual.index == want.index)
+
+
+def _check_token_values(tokens: torch.Tensor, vocab_size: int | None) -> None:
+    """Refuse host token ids outside [0, vocab_size)."""
+    if not tokens.numel():
         return
-    low, high = int(positions.min()), int(positions.max())
-    if high >= max_context:
+    low, high = (int(v) for v in torch.aminmax(tokens))
+    if low < 0:
+        raise ValueError(f"token id {low} is negative; ids count from 0, "
+                         f"so pass ids this model's tokenizer gives")
+    if vocab_size is not None and high >= vocab_size:
+        raise ValueError(f"token id {high} is outside the vocabulary of {vocab_size} ids "
+                         f"(0..{vocab_size - 1}); pass ids this model's tokenizer gives")
+
+
+def _check_position_values(positions: torch.Tensor, max_context: int | None) -> None:
+    """Refuse host positions outside a cache of max_context slots."""
+    if not positions.numel():
+        return
+    low, high = (int(v) for v in torch.aminmax(positions))
+    if max_context is not None and high >= max_context:
         raise ValueError(f"position {high} is outside the cache of max_context={max_context} slots "
                          f"(0..{max_context - 1}); build the model with max_context>={high + 1}")
     if low < 0:
@@ -85,6 +187,7 @@ class Qwen3Decoder(nn.Module):
         max_batch, max_context = _whole("max_batch", max_batch), _whole("max_context", max_context)
         self.shape, self.max_batch, self.max_context = shape, max_batch, max_context
         self.device, self.dtype = torch.device(device), dtype
+        self.input_device = resolved_device(device)  # where inputs must be, index included
         kw = dict(device=self.device, dtype=dtype)
         s = shape
         self.embed = _weight(s.vocab_size, s.hidden_size, **kw)
@@ -135,14 +238,16 @@ class Qwen3Decoder(nn.Module):
     def _check(self, batch: int, tokens: int = 0) -> None:
         check_limits(batch, tokens, max_batch=self.max_batch, max_context=self.max_context)
 
-    def _check_positions(self, positions: torch.Tensor) -> None:
-        check_positions(positions, self.max_context)
+    def check_inputs(self, tokens: torch.Tensor, positions: torch.Tensor | None) -> int:
+        """Return the batch B of a decode step (positions [B]) or a prompt (positions None); see check_decode_inputs."""
+        return check_decode_inputs(tokens, positions, vocab_size=self.shape.vocab_size, device=self.input_device,
+                                   max_batch=self.max_batch, max_context=self.max_context)
 
     @torch.inference_mode()
     def prefill(self, tokens: torch.Tensor) -> torch.Tensor:
         """Logits [B, T, vocab] for tokens [B, T] at positions 0..T-1; writes cache rows 0..B-1."""
+        self.check_inputs(tokens, None)
         batch, length = tokens.shape
-        self._check(batch, length)
         s = self.shape
 
         def attend(i, q, k, v):
@@ -165,11 +270,11 @@ class Qwen3Decoder(nn.Module):
                     positions: torch.Tensor) -> torch.Tensor:
         """Logits [B, vocab] for one token per row at its position.
 
-        CUDA-graph capturable: no host syncs, static buffers only.
+        CUDA-graph capturable: no host syncs, static buffers only. Each row's position is
+        its own cache slot (any order: the static cache keeps no count); CUDA inputs get
+        check_decode_inputs' metadata checks only.
         """
-        batch = tokens.shape[0]
-        self._check(batch)
-        self._check_positions(positions)
+        batch = self.check_inputs(tokens, positions)
         s = self.shape
         nkv, d = s.num_kv_heads, s.head_dim
         group = s.num_heads // nkv
@@ -198,8 +303,8 @@ class Qwen3Decoder(nn.Module):
     @torch.inference_mode()
     def generate(self, prompt: torch.Tensor, steps: int) -> torch.Tensor:
         """Greedy tokens [B, steps] after prompt [B, T]."""
-        batch, length = prompt.shape
-        self._check(batch, length + steps)
+        batch = self.check_inputs(prompt, None)
+        self._check(batch, prompt.shape[1] + steps)
         return greedy_tokens(self, prompt, steps)
 
     def cache_slots(self, rows: slice, position: int) -> tuple[torch.Tensor, torch.Tensor]:
@@ -214,18 +319,23 @@ class Qwen3Decoder(nn.Module):
 
     # ---- transformers weight names ------------------------------------------------------
     def load_state_dict_hf(self, hf_state: dict[str, torch.Tensor]) -> None:
-        """Copy a transformers Qwen3ForCausalLM state dict into the fused layout (checks every name and shape first)."""
+        """Copy a transformers Qwen3ForCausalLM state dict into the fused layout.
+
+        Checks every name and shape first, and refuses tensors the engine would not use.
+        """
         targets = self.hf_state_dict()
         if self.lm_head is None:
             del targets["lm_head.weight"]
         problems = [f"missing {name}" for name in targets if name not in hf_state]
         problems += [f"{name} has shape {tuple(hf_state[name].shape)}, expected {tuple(dst.shape)}"
                      for name, dst in targets.items() if name in hf_state and hf_state[name].shape != dst.shape]
+        problems += _unused_tensors(hf_state, targets)
         if problems:
             shown = "; ".join(problems[:4]) + (" ..." if len(problems) > 4 else "")
             raise ValueError(
                 f"the state dict does not fit shape {self.shape.name!r} ({len(problems)} problems: {shown}); "
-                "pass a complete transformers Qwen3ForCausalLM state dict whose config matches the shape"
+                "pass a complete transformers Qwen3ForCausalLM state dict whose config matches the shape "
+                "and that holds nothing else"
             )
         with torch.no_grad():
             for name, dst in targets.items():
@@ -249,6 +359,22 @@ class Qwen3Decoder(nn.Module):
                 p + "mlp.gate_proj.weight": gate, p + "mlp.up_proj.weight": up, p + "mlp.down_proj.weight": w.down,
             })
         return out
+
+
+def _unused_tensors(hf_state: dict[str, torch.Tensor], targets: dict[str, torch.Tensor]) -> list[str]:
+    """A problem line for each tensor of hf_state the engine would not use (biases, stray names)."""
+    problems = []
+    for name in hf_state:
+        if name in targets or name.endswith("rotary_emb.inv_freq"):  # recomputed, as transformers does
+            continue
+        embed = hf_state.get("model.embed_tokens.weight")
+        if name == "lm_head.weight" and embed is not None:  # a tied model: the head is the table
+            if not torch.equal(hf_state[name], embed):
+                problems.append("lm_head.weight differs from model.embed_tokens.weight, but "
+                                "tie_word_embeddings is true, so it would be ignored")
+            continue
+        problems.append(f"unused {name} (the engine has no place for it)")
+    return problems
 
 
 def _rope_tables(theta: float, head_dim: int, max_context: int, device) -> tuple[torch.Tensor, torch.Tensor]:

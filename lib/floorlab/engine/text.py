@@ -16,6 +16,8 @@ from typing import Callable
 
 import torch
 
+from floorlab.core.shapes import CheckpointError
+from floorlab.engine.checkpoint import tokenizer_files
 from floorlab.engine.model import greedy_tokens
 from floorlab.engine.weights import load_pretrained
 
@@ -46,10 +48,17 @@ def load_text_model(source: str | Path, *, device="cpu", dtype: torch.dtype = to
     if not local and str(source).startswith(("/", ".", "~")):
         raise FileNotFoundError(f"{WEIGHTS_ENV}={source} is not a folder; point it at the folder "
                                 "holding config.json, the *.safetensors and the tokenizer files")
+    if local:
+        tokenizer_files(folder)
     model = load_pretrained(folder if local else str(source), device=device, dtype=dtype,
                             max_batch=max_batch, max_context=max_context)
     tokenizer = AutoTokenizer.from_pretrained(str(folder if local else source),
                                               local_files_only=local)
+    if not 1 < len(tokenizer) <= model.shape.vocab_size:
+        raise CheckpointError(
+            f"the tokenizer of {source} has {len(tokenizer)} tokens, but the model's vocabulary has "
+            f"{model.shape.vocab_size} ids; a tokenizer must have between 2 and vocab_size tokens, so "
+            "copy the tokenizer files that came with these weights")
     return model, tokenizer
 
 
@@ -70,6 +79,8 @@ def generate_text(model, tokenizer, prompt: str, new_tokens: int = 24, *,
     decode_step replaces model.decode_step (for example a GraphRunner's step).
     """
     ids = tokenizer(prompt, return_tensors="pt")["input_ids"].to(model.device)
+    if ids.numel() == 0:
+        raise ValueError(f"the prompt {prompt!r} encodes to no tokens; pass text with at least one token")
     if ids.shape[1] + new_tokens > model.max_context:
         raise ValueError(f"{ids.shape[1]} prompt tokens + {new_tokens} new ones do not fit in "
                          f"max_context={model.max_context}; shorten the prompt or build the "

@@ -2,21 +2,20 @@
 hub."""
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import torch
-from safetensors.torch import load_file
 
-from floorlab.core.shapes import shape_from_hf_config
+from floorlab.core.shapes import CheckpointError, shape_from_hf_config
+from floorlab.engine.checkpoint import (
+    INDEX_NAME,
+    PICKLE_SUFFIXES,
+    checkpoint_files,
+    read_config,
+    read_index,
+    read_tensors,
+)
 from floorlab.engine.model import Qwen3Decoder
-
-INDEX_NAME = "model.safetensors.index.json"
-PICKLE_SUFFIXES = (".bin", ".pt", ".pth", ".ckpt", ".pkl")
-
-
-class CheckpointError(ValueError):
-    """A checkpoint folder this loader cannot (or will not) read."""
 
 
 def _download(hub_id: str) -> Path:
@@ -34,21 +33,6 @@ def _download(hub_id: str) -> Path:
 
 def _looks_like_path(text: str) -> bool:
     return text.startswith(("/", ".", "~")) or text.count("/") > 1 or Path(text).exists()
-
-
-def checkpoint_files(folder: Path) -> list[Path]:
-    """The safetensors files of a checkpoint folder: the shards its index names, or model.safetensors."""
-    index = folder / INDEX_NAME
-    if index.exists():
-        names = sorted(set(json.loads(index.read_text())["weight_map"].values()))
-        missing = [n for n in names if not (folder / n).exists()]
-        if missing:
-            raise CheckpointError(
-                f"{index} names shards that are not in the folder: {', '.join(missing)}; "
-                "download every shard listed in the index into the same folder"
-            )
-        return [folder / n for n in names]
-    return sorted(folder.glob("*.safetensors"))
 
 
 def load_pretrained(path_or_hub_id: str | Path, *, device="cpu", dtype: torch.dtype = torch.bfloat16,
@@ -69,22 +53,15 @@ def load_pretrained(path_or_hub_id: str | Path, *, device="cpu", dtype: torch.dt
             "unpickle; convert them once with transformers: "
             "AutoModelForCausalLM.from_pretrained(folder).save_pretrained(folder), which writes model.safetensors"
         )
-    config_path = folder / "config.json"
-    if not config_path.exists():
-        raise CheckpointError(
-            f"{folder} has no config.json; copy the model's config.json next to its weights "
-            "(save_pretrained writes both)"
-        )
-    shape = shape_from_hf_config(json.loads(config_path.read_text()), name=folder.name)
+    config = read_config(folder)
+    shape = shape_from_hf_config(config, name=folder.name, source=str(folder / "config.json"))
     if not files:
         raise CheckpointError(
             f"{folder} has config.json but no *.safetensors weights; add model.safetensors "
             f"(or the shards and {INDEX_NAME}), e.g. with transformers' save_pretrained(folder)"
         )
+    state = read_tensors(files, read_index(folder))
     model = Qwen3Decoder(shape, max_batch=max_batch, max_context=max_context, device=device, dtype=dtype)
-    state: dict[str, torch.Tensor] = {}
-    for f in files:
-        state.update(load_file(f))
     try:
         model.load_state_dict_hf(state)
     except ValueError as err:

@@ -1,0 +1,130 @@
+"""Engine wing: read a checkpoint folder safely: its config.json and the safetensors files it names, nothing else.
+
+Every failure is a CheckpointError (a ValueError) that names the file and says how to fix it:
+unreadable JSON, truncated or corrupt safetensors, shard names that leave the folder, a
+stale second weights file beside a single-file checkpoint.
+"""
+from __future__ import annotations
+
+import json
+from pathlib import Path, PurePosixPath
+
+import torch
+from safetensors import SafetensorError, safe_open
+
+from floorlab.core.shapes import CheckpointError
+
+INDEX_NAME = "model.safetensors.index.json"
+PICKLE_SUFFIXES = (".bin", ".pt", ".pth", ".ckpt", ".pkl")
+TOKENIZER_FILES = ("tokenizer.json", "vocab.json + merges.txt", "tokenizer.model")
+
+
+def read_json(path: Path, what: str):
+    """The parsed JSON of path; a CheckpointError naming the file when it is not valid JSON."""
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except json.JSONDecodeError as err:
+        raise CheckpointError(f"{path} is not valid JSON ({err.msg} at line {err.lineno}, column {err.colno}); "
+                              f"restore the {what} the checkpoint came with") from err
+    except (UnicodeDecodeError, OSError) as err:
+        raise CheckpointError(f"{path} cannot be read as text ({err}); restore the {what} the checkpoint "
+                              "came with") from err
+
+
+def read_config(folder: Path) -> dict:
+    """config.json of a checkpoint folder as a dict."""
+    path = folder / "config.json"
+    if not path.exists():
+        raise CheckpointError(f"{folder} has no config.json; copy the model's config.json next to its weights "
+                              "(save_pretrained writes both)")
+    return read_json(path, "config.json")
+
+
+def read_index(folder: Path) -> dict[str, str] | None:
+    """The index's weight_map {tensor name: shard name}, or None without an index; every shard name is checked."""
+    path = folder / INDEX_NAME
+    if not path.exists():
+        return None
+    index = read_json(path, INDEX_NAME)
+    weight_map = index.get("weight_map") if isinstance(index, dict) else None
+    if not isinstance(weight_map, dict) or not weight_map:
+        raise CheckpointError(f"{path} has no weight_map of tensor names to shard files; restore the index "
+                              "save_pretrained writes, or remove it beside a single model.safetensors")
+    for tensor, shard in weight_map.items():
+        check_shard_name(shard, path, tensor)
+    return weight_map
+
+
+def check_shard_name(shard, index: Path, tensor: str = "") -> None:
+    """Refuse a shard name that is not a .safetensors file inside the checkpoint folder."""
+    bad = (not isinstance(shard, str) or not shard.endswith(".safetensors") or "\\" in shard
+           or PurePosixPath(shard).is_absolute() or ".." in PurePosixPath(shard).parts)
+    if bad:
+        raise CheckpointError(
+            f"{index} maps {tensor or 'a tensor'} to {shard!r}, which is not a .safetensors file inside "
+            f"{index.parent}; shard names must be plain relative names (no '..', no absolute paths), "
+            "so restore the index save_pretrained wrote")
+
+
+def checkpoint_files(folder: Path) -> list[Path]:
+    """The safetensors files to read: the shards the index names, or the folder's one .safetensors file."""
+    weight_map = read_index(folder)
+    if weight_map is not None:
+        names = sorted(set(weight_map.values()))
+        missing = [n for n in names if not (folder / n).is_file()]
+        if missing:
+            raise CheckpointError(
+                f"{folder / INDEX_NAME} names shards that are not in the folder: {', '.join(missing)}; "
+                "download every shard listed in the index into the same folder"
+            )
+        return [folder / n for n in names]
+    files = sorted(folder.glob("*.safetensors"))
+    if len(files) > 1:
+        raise CheckpointError(
+            f"{folder} holds {len(files)} .safetensors files ({', '.join(p.name for p in files)}) and no "
+            f"{INDEX_NAME}; with more than one file an index is needed to say which to read, so remove the "
+            "stale files or add the index that save_pretrained writes with the shards")
+    return files
+
+
+def read_tensors(files: list[Path], weight_map: dict[str, str] | None = None) -> dict[str, torch.Tensor]:
+    """Every tensor of the files by name; each file's names must be those weight_map gives it (when given)."""
+    state: dict[str, torch.Tensor] = {}
+    for path in files:
+        try:
+            with safe_open(str(path), framework="pt") as f:
+                names = list(f.keys())
+                _check_names(path, names, state, weight_map)
+                for name in names:
+                    state[name] = f.get_tensor(name)
+        except (SafetensorError, OSError) as err:
+            raise CheckpointError(f"{path} is not a readable safetensors file ({err}); it may be truncated "
+                                  "or corrupt: download it again") from err
+    return state
+
+
+def _check_names(path: Path, names: list[str], state: dict, weight_map: dict[str, str] | None) -> None:
+    twice = [n for n in names if n in state]
+    if twice:
+        raise CheckpointError(f"{path} holds {', '.join(twice[:4])}, already read from another shard; "
+                              "remove the duplicate file or restore the index that names one shard per tensor")
+    if weight_map is None:
+        return
+    listed = {n for n, shard in weight_map.items() if (path.parent / shard) == path}
+    stray, absent = sorted(set(names) - listed), sorted(listed - set(names))
+    if stray or absent:
+        said = [f"holds {', '.join(stray[:4])} that {INDEX_NAME} does not place there"] if stray else []
+        said += [f"lacks {', '.join(absent[:4])} that {INDEX_NAME} places there"] if absent else []
+        raise CheckpointError(f"{path} {' and '.join(said)}; the shards and the index come from different "
+                              "saves: download them again together")
+
+
+def tokenizer_files(folder: Path) -> None:
+    """Refuse a local folder that holds none of the files a tokenizer is loaded from."""
+    if (folder / "tokenizer.json").is_file() or (folder / "tokenizer.model").is_file():
+        return
+    if (folder / "vocab.json").is_file() and (folder / "merges.txt").is_file():
+        return
+    raise CheckpointError(
+        f"{folder} has no tokenizer: expected {' or '.join(TOKENIZER_FILES)} (with tokenizer_config.json); "
+        "copy the model's tokenizer files next to its weights (hf download fetches them with the weights)")
