@@ -204,3 +204,80 @@ def test_keep_first_rejects_an_unknown_keep(setup):
     _, shared, _, _, a, b = setup
     with pytest.raises(ValueError, match="keep must be one of"):
         keep_first(shared, a, [b], keep="reference")
+
+
+# ---- the checks: any type of answer, plausible wrong answers refused by name
+
+def test_the_snippet_check_reads_numpy_letters(setup):
+    import numpy as np
+
+    _, shared, _, _, a, b = setup
+    keeps = shared_buffers.snippets_keep(shared, a, b)
+    for answer in (np.array(["a", "c", "f"]), [np.str_("A"), "c", "f"], np.str_("acf")):
+        assert shared_buffers.check_safe_snippets(answer, keeps).startswith("right")
+    verdict = shared_buffers.check_safe_snippets({"a", "c", "e", "f"}, keeps)
+    assert verdict.startswith("not yet") and "e still point" in verdict
+
+
+def test_the_kept_holds_check_says_why_each_wrong_name_is_wrong():
+    import numpy as np
+
+    names, buckets = ("A", "B", "C", "D"), (1, 2, 1, 4)  # the chapter's batches 1, 2, 1, 3
+    why = shared_buffers.kept_holds_mistakes(names, buckets, "C")
+    assert set(why) == {"A", "B", "D"}
+    assert why["D"].startswith("It ran last, but D replays bucket 4")
+    assert "bucket 2" in why["B"] and "static output itself" in why["A"]
+    for name, reason in why.items():
+        verdict = shared_buffers.check_kept_holds(name, "C", names, wrong=why)
+        assert verdict.startswith("not yet") and reason in verdict
+    assert shared_buffers.check_kept_holds(np.str_(" c "), "C", names, wrong=why).startswith("right")
+    # with nothing after it in its bucket, A keeps its own logits; a later same-bucket request
+    # that is followed by another is named for that
+    why = shared_buffers.kept_holds_mistakes(("A", "B", "C"), (1, 1, 1), "C")
+    assert "a later request replayed it again" in why["B"]
+    assert "A" not in shared_buffers.kept_holds_mistakes(("A", "B"), (1, 2), "A")
+
+
+def _copy_case(read_gbps=22.2, copy_gbps=20.4, logit_bytes=4):
+    from floorlab.core.bandwidth import Bandwidth, Bandwidths
+    from floorlab.core.roofline import floor_ms
+
+    bandwidths = Bandwidths(Bandwidth("copy", copy_gbps, copy_gbps, copy_gbps, 1, "cpu"),
+                            Bandwidth("read", read_gbps, read_gbps, read_gbps, 1, "cpu"))
+    gbps = max(read_gbps, copy_gbps)
+    copy_us = floor_ms(2 * 16 * 151_936 * logit_bytes, gbps) * 1e3
+    wrong = shared_buffers.copy_mistakes(copy_us, rows=16, bandwidths=bandwidths,
+                                         floor_gbps=gbps, logit_bytes=logit_bytes)
+    return copy_us, gbps, wrong
+
+
+def test_the_copy_check_takes_the_hint_and_refuses_each_mistake_by_name():
+    import numpy as np
+
+    from floorlab.core.prose import sig
+
+    # on an H200 the two bandwidths lie 3% apart, inside the check's 5%
+    copy_us, gbps, wrong = _copy_case(read_gbps=4352.6, copy_gbps=4225.2)
+    other = "the copy bandwidth, not the larger one the floor divides by"
+    assert other in wrong and abs(wrong[other] / copy_us - 1) < 0.05
+
+    def check(value):
+        return checks.check_number(value, copy_us, rel=0.05, unit=" µs", name="my_copy_us",
+                                   hint="h", wrong=wrong)
+
+    # the hint's arithmetic on what the challenge cell prints: the bandwidth to 4 digits
+    from_print = 2 * 16 * 151_936 * 4 / (float(sig(gbps, 4)) * 1e9) * 1e6
+    for value in (copy_us, np.float64(copy_us), np.float32(copy_us), from_print):
+        assert check(value).startswith("right"), value
+    for mistake, value in wrong.items():
+        verdict = check(value)
+        assert verdict.startswith(f"not yet: that is the number you get with {mistake}."), mistake
+
+
+def test_copy_mistakes_leave_out_what_the_printed_numbers_cannot_tell_apart():
+    copy_us, _, wrong = _copy_case(read_gbps=22.2, copy_gbps=22.25, logit_bytes=2)
+    assert not any("bandwidth" in m or "bytes per logit" in m for m in wrong)
+    assert all(abs(v - copy_us) > 0.01 * copy_us for v in wrong.values())
+    copy_us, _, wrong = _copy_case(logit_bytes=4)  # half the bytes: two mistakes, one number
+    assert wrong["each byte counted once, not read and then written, or with 2 bytes per "
+                 "logit where these logits take 4"] == copy_us / 2

@@ -19,20 +19,25 @@ from floorlab.figures import gallery_bars, gallery_scatter
 from floorlab.studies import gallery, gallery_cards
 
 
-def bandwidths(gbps):
-    return Bandwidths(*(Bandwidth(kind, gbps, gbps, gbps, 10**9, "dev") for kind in ("copy", "read")))
+def bandwidths(gbps, read_gbps=None):
+    read_gbps = gbps if read_gbps is None else read_gbps
+    return Bandwidths(Bandwidth("copy", gbps, gbps, gbps, 10**9, "dev"),
+                      Bandwidth("read", read_gbps, read_gbps, read_gbps, 10**9, "dev"))
 
 
 def card_run(name="NVIDIA H200", kind="cuda", gbps=4000.0, eager_x=50.0, graph_x=7.0,
-             best_x=None, date="2026-11-30T05:00:00+00:00", kernels=1000):
-    """A synthetic measure run: eager, graph replay (None: absent, as on a CPU), a fused path."""
-    bw = bandwidths(gbps)
+             best_x=None, date="2026-11-30T05:00:00+00:00", kernels=1000, read_gbps=None,
+             spread=0.05):
+    """A synthetic measure run: eager, graph replay (None: absent, as on a CPU), a fused path.
+    Every timing's p10 and p90 lie `spread` of the median either side of it."""
+    bw = bandwidths(gbps, read_gbps)
     floor = decode_floor(get_shape("qwen3-0.6b"), batch=1, prompt_tokens=32, bandwidths=bw,
                          cache_tokens=128)
 
     def row(path, x):
         ms = x * floor.floor_ms
-        return measured_row(path, floor, Timing(ms, ms * 0.95, ms * 1.05, ms * 0.9, ms * 1.1,
+        return measured_row(path, floor, Timing(ms, ms * (1 - spread), ms * (1 + spread),
+                                                ms * (1 - 2 * spread), ms * (1 + 2 * spread),
                                                 [ms]))
 
     rows = [row("eager", eager_x)]
@@ -249,6 +254,163 @@ def test_sentences_hold_for_one_card_and_for_several(room, tmp_path):
     ratio = cpu.floor.floor_ms / h200.floor.floor_ms
     assert f"grows {ratio:.1f}-fold" in gallery.floor_span(several)
     assert "farthest of any card here" in gallery.eager_span(several)
-    assert "On the 2 cards that replayed" in gallery.replay_gain(several)
+    assert gallery.replay_gain(several).startswith("2 cards here replayed the step")
+    assert "from 4.5 to 7.1 times as long as the replay" in gallery.replay_gain(several)
     text = " ".join(gallery.claims(several))
     assert f"observed: {h200.label}, at 50.0×" in text  # the fastest card sits furthest above
+
+
+# ---- the sentences: one number for one card, a range for several, nothing from noise
+
+def test_one_card_that_replayed_gets_one_number_not_a_range(room, tmp_path):
+    h200 = load(room, tmp_path).cards[-1]
+    text = gallery.replay_gain([h200])
+    assert text.startswith(f"{h200.label} is the one card here that replayed")
+    assert "7.1 times as long as the replay" in text  # 50× ÷ 7×
+    assert "between" not in text and " to " not in text
+    claims = " ".join(gallery.claims([h200]))
+    assert "faster on the one card that has it, eager ÷ replay 7.1×" in claims
+    assert "from 7.1× to 7.1×" not in claims
+
+
+def test_cards_that_print_alike_get_one_number(tmp_path):
+    folder = tmp_path / "gallery"
+    card_run(date="2026-11-29T00:00:00+00:00").save(folder / "a.json")
+    card_run(date="2026-11-30T00:00:00+00:00").save(folder / "b.json")
+    cards = load(folder, tmp_path).cards
+    assert len(cards) == 2
+    assert "On each of them the eager step took 7.1 times as long" in gallery.replay_gain(cards)
+    assert gallery.eager_span(cards) == "An eager token takes 50.0× the floor on every card here."
+    assert gallery.floor_span(cards).startswith("Every card here streams at about 4000 GB/s")
+    assert "eager ÷ replay 7.1×" in " ".join(gallery.claims(cards))
+    assert not any(" to " in text for text in (gallery.replay_gain(cards),
+                                                gallery.eager_span(cards)))
+
+
+def test_a_difference_inside_the_spreads_draws_no_conclusion(tmp_path):
+    folder = tmp_path / "gallery"
+    card_run(eager_x=9.0, graph_x=8.8).save(folder / "close.json")  # bands 8.55-9.45, 8.36-9.24
+    card_run(name="RTX 4090", gbps=1000.0, eager_x=8.9, graph_x=2.0).save(folder / "rtx.json")
+    close, far = sorted(load(folder, tmp_path).cards, key=lambda c: c.name != "NVIDIA H200")
+    text = gallery.replay_gain([close])
+    assert "differ by less than their spreads" in text and "times as long" not in text
+    both = gallery.replay_gain([close, far])
+    assert f"On {far.label} the eager step took 4.5 times as long" in both
+    assert f"on {close.label} the two differ by less than their spreads" in both
+    # eager at 9.0× and 8.9×: the spreads overlap, so no card is named the farthest
+    eager = gallery.eager_span([close, far])
+    assert "cannot say which card sits farthest" in eager and "the farthest of any" not in eager
+    claims = " ".join(gallery.claims([far, close]))
+    assert f"too close to tell on {close.label}" in claims
+    assert "so not told apart" in claims
+
+
+def test_a_noisy_timing_says_so_where_it_is_printed(tmp_path):
+    folder = tmp_path / "gallery"
+    card_run(spread=0.2).save(folder / "noisy.json")  # p10-p90 is 40% of the median
+    card = load(folder, tmp_path).cards[0]
+    assert card.eager.timing.noisy
+    assert "is noisy" in gallery.eager_span([card]) and "is noisy" in gallery.replay_gain([card])
+    assert "(noisy)" in gallery.format_paths(card)
+    assert "(noisy)</td>" in gallery.gallery_table([card])
+
+
+def test_floor_span_names_the_bandwidth_cards_and_keeps_the_arithmetic(room, tmp_path):
+    cpu, rtx, h200 = load(room, tmp_path).cards
+    text = gallery.floor_span([cpu, rtx, h200])
+    grows = h200.floor.bandwidth_gbps / cpu.floor.bandwidth_gbps
+    assert text.startswith(f"From {cpu.label} to {h200.label}")
+    assert f"{cpu.floor.floor_ms:.1f} ms ÷ {grows:.1f} = " in text
+
+
+# ---- the table: the bandwidth each floor divides by
+
+def test_the_table_shows_the_bandwidth_each_floor_divides_by(tmp_path):
+    import re
+
+    folder = tmp_path / "gallery"
+    card_run(gbps=4300.0, read_gbps=4000.0).save(folder / "copy.json")  # the floor uses copy
+    card_run(name="RTX 4090", gbps=900.0, read_gbps=1000.0).save(folder / "read.json")
+    cards = load(folder, tmp_path).cards
+    table = gallery.gallery_table(cards)
+    assert "read GB/s" not in table and "<th>floor GB/s</th>" in table
+    column = gallery.TABLE_HEAD.index("floor GB/s")
+    for card, line in zip(cards, [r for r in table.splitlines() if "<td" in r]):
+        cells = re.findall(r"<td[^>]*>(.*?)</td>", line)
+        gbps, kind = re.fullmatch(r"([\d.]+) \((\w+)\)", cells[column]).groups()
+        assert kind == card.floor.bandwidth_kind
+        floor = card.floor.bytes_per_step / (float(gbps) * 1e9) * 1e3
+        assert float(cells[column + 1]) == pytest.approx(floor, rel=5e-3)
+    assert [c.floor.bandwidth_kind for c in cards] == ["read", "copy"]
+
+
+# ---- the checks: any number type, plausible wrong answers refused by name
+
+def printed_launch_answer(card):
+    """The gap per launch a reader computes from what the challenge cell prints (4 digits)."""
+    from floorlab.core.prose import sig
+
+    eager, floor = float(sig(card.eager.median_ms, 4)), float(sig(card.floor.floor_ms, 4))
+    return (eager - floor) * 1e3 / card.launches
+
+
+def test_the_cheapest_launch_check_refuses_the_plausible_mistakes_by_name(room, tmp_path):
+    import numpy as np
+
+    cards = load(room, tmp_path).cards
+    gaps = {c.label: c.gap_per_launch_us for c in cards}
+    wrong = gallery.launch_mistakes(cards)
+    rtx = next(c for c in cards if c.name == "RTX 4090")  # 9.57 µs: the least
+
+    def check(card, us):
+        return gallery.check_smallest(card, us, gaps, names=("my_card", "my_gap_us"),
+                                      unit=" µs", hint="h", wrong=wrong)
+
+    for number in (rtx.gap_per_launch_us, np.float64(rtx.gap_per_launch_us),
+                   np.float32(rtx.gap_per_launch_us), printed_launch_answer(rtx)):
+        assert check("4090", number).startswith("right: RTX 4090 (cuda)")
+    assert check(np.str_("4090"), 9.57).startswith("right")
+    for mistake, given in wrong.items():
+        verdict = check("4090", given[rtx.label])
+        assert verdict.startswith("not yet") and mistake in verdict
+    # on the H200 the floor is 2% of eager: leaving it on lands inside 5% of the right answer
+    h200 = cards[-1]
+    naive = wrong["the whole eager step shared out, the floor not taken off first"][h200.label]
+    assert abs(naive / h200.gap_per_launch_us - 1) < 0.05
+    only_h200 = {h200.label: h200.gap_per_launch_us}
+    verdict = gallery.check_smallest("H200", naive, only_h200, names=("a", "b"), unit=" µs",
+                                     hint="h", wrong=wrong)
+    assert verdict.startswith("not yet") and "the floor not taken off first" in verdict
+
+
+def test_a_card_that_pays_least_only_by_a_mistake_is_named_so():
+    values = {"A (cuda)": 50.0, "B (cuda)": 59.0}
+    wrong = {"eager ÷ launches": {"A (cuda)": 100.0, "B (cuda)": 60.0}}
+    verdict = gallery.check_smallest("B", 60.0, values, names=("a", "b"), unit=" µs",
+                                     hint="h", wrong=wrong)
+    assert verdict.startswith("not yet") and "only by the numbers you get with eager" in verdict
+    assert gallery.check_smallest("A", 50, values, names=("a", "b"), unit=" µs", hint="h",
+                                  wrong=wrong).startswith("right")
+
+
+def test_the_replay_check_takes_the_hint_and_refuses_the_mistakes(room, tmp_path):
+    import numpy as np
+
+    from floorlab.core.checks import check_number
+
+    cost = gallery.fixed_cost(load(room, tmp_path).cards)
+    right = cost.x_floor_at(1000.0)
+    wrong = gallery.replay_mistakes(cost, 1000.0)
+
+    def check(value):
+        return check_number(value, right, unit="×", name="my_replay_x_floor", hint="h",
+                            wrong=wrong)
+
+    # the hint's arithmetic on the numbers the challenge prints (the price to 2 decimals)
+    floor = cost.floor.bytes_per_step / 1000e9 * 1e3
+    from_print = (floor + cost.kernels * round(cost.overhead_us, 2) / 1e3) / floor
+    for value in (right, np.float64(right), from_print, round(right, 1)):
+        assert check(value).startswith("right"), value
+    for mistake, value in wrong.items():
+        verdict = check(value)
+        assert verdict.startswith("not yet") and mistake in verdict, (mistake, verdict)

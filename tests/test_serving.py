@@ -447,3 +447,91 @@ def test_gpu_unguarded_padding_overwrites_exactly_its_slots(served):
     assert overwritten_values(model, tokens, positions, 5, 8) == values_padding_writes(
         model.shape, 3)
     assert _same(model.k_cache, before)
+
+
+# ---------------------------------------------------------------- the checks: any number type, mistakes by name
+
+def test_the_bucket_check_reads_any_number_type():
+    import numpy as np
+
+    hist, kw = {1: 6, 3: 3, 5: 2, 12: 1, 19: 1}, dict(budget_mb=60.0, max_bucket=20)
+    best = best_buckets(hist, COSTS, **kw).buckets
+    for given in (best, list(best), np.array(best), tuple(np.int64(b) for b in best),
+                  tuple(float(b) for b in best), set(best)):
+        assert serving_buckets.check_bucket_choice(given, hist, COSTS, **kw).startswith("right")
+    assert "whole batch size" in serving_buckets.check_bucket_choice((1, 8.5), hist, COSTS, **kw)
+    assert "tuple" in serving_buckets.check_bucket_choice(8, hist, COSTS, **kw)
+    assert "yes/no" in serving_buckets.check_bucket_choice((1, True), hist, COSTS, **kw)
+    assert "at least one" in serving_buckets.check_bucket_choice((), hist, COSTS, **kw)
+
+
+def test_the_bucket_check_names_the_default_buckets():
+    hist, kw = {1: 6, 3: 3, 5: 2, 12: 1, 19: 1}, dict(budget_mb=60.0, max_bucket=20)
+    default = (1, 2, 4, 16)  # within budget, but every step at 19 runs eagerly
+    assert score_buckets(default, hist, COSTS).memory_mb <= 60.0
+    verdict = serving_buckets.check_bucket_choice(default, hist, COSTS, default=default, **kw)
+    assert verdict.startswith("not yet: those are the default buckets")
+    assert "default" not in serving_buckets.check_bucket_choice((1, 2), hist, COSTS,
+                                                                default=default, **kw)
+
+
+def test_the_overwrite_check_reads_any_number_type_and_names_each_mistake():
+    import numpy as np
+
+    batch, bucket = 5, 8
+    right = values_padding_writes(CPU_SHAPE, bucket - batch)
+    mistakes = serving_trap.overwrite_mistakes(CPU_SHAPE, batch, bucket, MAX_CONTEXT)
+    assert right == 3 * 4 * 2 * 2 * 64 and right not in mistakes.values()
+    assert len(set(mistakes.values())) == len(mistakes) >= 5
+
+    def check(value):
+        return serving_trap.check_overwritten(value, right, right, wrong=mistakes)
+
+    for value in (right, np.int64(right), np.float32(right), float(right), torch.tensor(right)):
+        assert check(value).startswith("right: 3,072 values, and"), value
+    for mistake, value in mistakes.items():
+        verdict = check(value)
+        assert verdict.startswith(f"not yet: that is the number you get with {mistake}.")
+        assert "every KV head" in verdict  # the hint still follows
+    assert check(right + 1).startswith("not yet: Each padding row")
+    assert serving_trap.check_overwritten(right, right, 0).startswith("right: 3,072 values, but")
+
+
+def _row(path, batch, ms, spread=0.01):
+    return Row(path, "p", batch, x_floor=ms,
+               timing=Timing(ms, ms * (1 - spread), ms * (1 + spread), ms * 0.9, ms * 1.1, [ms]))
+
+
+def test_speedups_are_said_only_beyond_the_spreads():
+    from floorlab.studies.serving import speedup_lines, speedup_sentence
+
+    eager = {1: _row("eager", 1, 8.0), 16: _row("eager", 16, 8.0, spread=0.3)}
+    graph = {1: _row("graph", 1, 2.0), 16: _row("graph", 16, 7.0)}
+    text = speedup_sentence(eager, graph, (1, 16))
+    assert text == ("the replay is 4.0 times faster than eager at batch 1 and no faster than "
+                    "eager beyond the spreads at batch 16")
+    lines = speedup_lines(eager, graph).splitlines()
+    assert "4.00×" in lines[1] and "overlap" not in lines[1] and "noisy" not in lines[1]
+    assert "overlap" in lines[2] and lines[2].endswith("eager noisy")
+    assert lines[-1].startswith("overlap: eager and graph differ by less than their spreads")
+    assert "overlap" not in speedup_lines({1: eager[1]}, {1: graph[1]})
+
+
+def test_the_slope_note_says_when_the_slope_is_not_a_rows_price():
+    from floorlab.studies.serving import slope_note
+
+    rising = {b: _row("eager", b, 10.0 + b) for b in (1, 2, 4, 8, 16)}
+    assert slope_note(rising) == ""
+    drifting = {**rising, 4: _row("eager", 4, 40.0)}  # batch 4 slower than 8 and 16
+    assert "batch 8 ran faster than batch 4" in slope_note(drifting)
+    assert "load changed" in slope_note(drifting)
+    flat = {b: _row("eager", b, 10.0, spread=0.2) for b in (1, 16)}
+    assert "inside the noise" in slope_note(flat)
+
+
+def test_the_guard_cost_sentence_follows_the_spreads():
+    full = _row("graph", 8, 2.0)
+    assert "guard's copies are the difference" in serving_trap.guard_cost_sentence(
+        _row("graph, padded", 5, 2.2), full)
+    assert "too little to see" in serving_trap.guard_cost_sentence(_row("graph, padded", 5, 2.01), full)
+    assert "load changed" in serving_trap.guard_cost_sentence(_row("graph, padded", 5, 1.5), full)

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from floorlab.core.checks import NOT_ATTEMPTED, checked, close, read_number
+from floorlab.core.checks import NOT_ATTEMPTED, checked, judge, read_number
 from floorlab.core.prose import COLUMN, fmt_gbps, fmt_ms, fmt_times, sig
 from floorlab.core.roofline import (
     BYTES_PER_GB,
@@ -17,6 +17,7 @@ from floorlab.core.roofline import (
     predicted_ms,
 )
 from floorlab.core.runs import Row, Run, reference_run
+from floorlab.core.timing import Comparison, Timing, compare
 from floorlab.studies.gallery_cards import GRAPH, STORED, Card, count_words
 
 
@@ -76,71 +77,155 @@ def claims(cards: list[Card]) -> list[str]:
              f"({low_card.label}, {low.path})"
              + (f"; below the floor: {', '.join(below)}" if below else "")]
     if len(cards) > 1:
-        fast, furthest = cards[-1], max(cards, key=lambda c: c.eager.x_floor)
+        fast = max(cards, key=lambda c: c.floor.bandwidth_gbps)
+        furthest, second = sorted(cards, key=lambda c: -c.eager.x_floor)[:2]
+        apart = compare(in_floors(furthest, furthest.eager), in_floors(second, second.eager))
         lines += [f"expected: the fastest card, {fast.label}, furthest above its floor when eager",
-                  f"observed: {furthest.label}, at {fmt_times(furthest.eager.x_floor)}"]
-    pairs = [(c, c.graph) for c in cards if c.graph is not None]
+                  f"observed: {furthest.label}, at {fmt_times(furthest.eager.x_floor)}"
+                  + ("" if apart.meaningful else
+                     f", within the spread of {second.label} at "
+                     f"{fmt_times(second.eager.x_floor)}, so not told apart")]
+    pairs = replays(cards)
     lines.append("expected: graph replay faster than eager on every card that has it")
     if pairs:
-        slower = [c.label for c, g in pairs if g.median_ms >= c.eager.median_ms]
-        speedups = [c.eager.median_ms / g.median_ms for c, g in pairs]
-        lines.append(f"observed: {len(pairs) - len(slower)} of {len(pairs)} cards, eager ÷ "
-                     f"replay from {min(speedups):.1f}× to {max(speedups):.1f}×"
-                     + (f"; not on {', '.join(slower)}" if slower else ""))
+        faster = [(c, cmp) for c, cmp in pairs if cmp.meaningful and cmp.ratio > 1]
+        untold = [c.label for c, cmp in pairs if not cmp.meaningful]
+        slower = [c.label for c, cmp in pairs if cmp.meaningful and cmp.ratio <= 1]
+        gains = (f", eager ÷ replay {span([cmp.ratio for _, cmp in faster], '{:.1f}×')}"
+                 if faster else "")
+        if len(pairs) == 1:
+            verdict = "faster" if faster else "too close to tell" if untold else "not faster"
+            lines.append(f"observed: {verdict} on the one card that has it{gains}")
+        else:
+            lines.append(f"observed: faster on {len(faster)} of the {len(pairs)} cards that "
+                         f"have it{gains}"
+                         + (f"; too close to tell on {', '.join(untold)}" if untold else "")
+                         + (f"; not on {', '.join(slower)}" if slower else ""))
     else:
         lines.append("observed: no card here has a graph replay (CUDA graphs need a GPU)")
     return [line for text in lines for line in _fits("", text)]
+
+
+def in_floors(card: Card, row: Row) -> Timing:
+    """A row's timing in multiples of the card's floor (every field divided by the floor), so
+    compare can set two cards' multiples side by side."""
+    t, floor = row.timing, card.floor.floor_ms
+    return Timing(t.median_ms / floor, t.p10_ms / floor, t.p90_ms / floor, t.min_ms / floor,
+                  t.max_ms / floor)
+
+
+def replays(cards: list[Card]) -> list[tuple[Card, Comparison]]:
+    """Each card that replayed a graph, with its eager step compared to the replay (compare)."""
+    return [(c, compare(c.eager, c.graph)) for c in cards if c.graph is not None]
+
+
+def span(values: list[float], form: str) -> str:
+    """One number when the values print alike ('4.0×'), else the range ('from 3.1× to 4.0×')."""
+    low, high = form.format(min(values)), form.format(max(values))
+    return low if low == high else f"from {low} to {high}"
+
+
+def noisy_clause(cards: list[Card], row: str = "eager") -> str:
+    """A sentence naming the cards whose `row` timing is noisy (p10-p90 over a quarter of the
+    median), or ''."""
+    noisy = [c.label for c in cards if getattr(c, row) is not None and getattr(c, row).timing.noisy]
+    if not noisy:
+        return ""
+    these = "that card's" if len(noisy) == 1 else "those cards'"
+    return (f" The {row} timing of {', '.join(noisy)} is noisy (its p10-p90 band is wider than "
+            f"a quarter of its median), so read {these} figure loosely.")
 
 
 def _cell(row: Row | None, *, path: bool = False) -> str:
     if row is None:
         return "absent"
     where = f"{row.path}: " if path else ""
-    return f"{where}{sig(row.median_ms)} · {fmt_times(row.x_floor)}"
+    noisy = " (noisy)" if row.timing.noisy else ""
+    return f"{where}{sig(row.median_ms)} · {fmt_times(row.x_floor)}{noisy}"
 
 
 def floor_span(cards: list[Card]) -> str:
-    """A sentence on how far the floors spread, from the slowest card to the fastest."""
-    slow, fast = cards[0], cards[-1]
+    """A sentence on how far the floors spread, from the card of least bandwidth to the most."""
+    slow = min(cards, key=lambda c: c.floor.bandwidth_gbps)
+    fast = max(cards, key=lambda c: c.floor.bandwidth_gbps)
     if len(cards) == 1:
-        return ("The gallery holds one card so far, so there is nothing yet to set beside "
-                "it; add one and run the chapter again.")
+        return (f"The gallery holds one card so far, so its floor of "
+                f"{fmt_ms(slow.floor.floor_ms)} has nothing yet to stand beside; add a card "
+                "and run the chapter again.")
+    grows = fast.floor.bandwidth_gbps / slow.floor.bandwidth_gbps
     ratio = slow.floor.floor_ms / fast.floor.floor_ms
-    return (f"From {slow.label} to {fast.label} the bandwidth grows {ratio:.1f}-fold, and "
+    if f"{grows:.1f}" == "1.0" and same_bytes(cards):
+        return (f"Every card here streams at about {fmt_gbps(fast.floor.bandwidth_gbps)}, so "
+                f"they share one floor: {fmt_ms(fast.floor.floor_ms)}.")
+    if not same_bytes(cards):
+        return (f"From {slow.label} to {fast.label} the bandwidth grows {grows:.1f}-fold and "
+                f"the floor shrinks {ratio:.1f}-fold, from {fmt_ms(slow.floor.floor_ms)} to "
+                f"{fmt_ms(fast.floor.floor_ms)}; the two differ because these runs counted "
+                "different bytes.")
+    return (f"From {slow.label} to {fast.label} the bandwidth grows {grows:.1f}-fold, and "
             f"the floor shrinks by the same factor: {fmt_ms(slow.floor.floor_ms)} ÷ "
-            f"{ratio:.1f} = {fmt_ms(fast.floor.floor_ms)}.")
+            f"{grows:.1f} = {fmt_ms(fast.floor.floor_ms)}.")
 
 
 def eager_span(cards: list[Card]) -> str:
-    """A sentence naming the cards farthest from and nearest to their floors when eager."""
+    """A sentence naming the cards farthest from and nearest to their floors when eager, or
+    saying that their spreads cannot tell them apart."""
     far = max(cards, key=lambda c: c.eager.x_floor)
     near = min(cards, key=lambda c: c.eager.x_floor)
-    text = f"An eager token takes {fmt_times(far.eager.x_floor)} the floor on {far.label}"
+    noisy = noisy_clause(cards)
     if len(cards) == 1:
-        return text + "."
-    return (f"{text}, the farthest of any card here, and {fmt_times(near.eager.x_floor)} on "
-            f"{near.label}, the nearest.")
+        return f"An eager token takes {fmt_times(far.eager.x_floor)} the floor on {far.label}.{noisy}"
+    if fmt_times(far.eager.x_floor) == fmt_times(near.eager.x_floor):
+        return f"An eager token takes {fmt_times(far.eager.x_floor)} the floor on every card here.{noisy}"
+    if not compare(in_floors(far, far.eager), in_floors(near, near.eager)).meaningful:
+        return (f"An eager token takes from {fmt_times(near.eager.x_floor)} to "
+                f"{fmt_times(far.eager.x_floor)} the floor, but the cards' spreads overlap, so "
+                f"this gallery cannot say which card sits farthest above its floor.{noisy}")
+    return (f"An eager token takes {fmt_times(far.eager.x_floor)} the floor on {far.label}, "
+            f"the farthest of any card here, and {fmt_times(near.eager.x_floor)} on "
+            f"{near.label}, the nearest.{noisy}")
 
 
 def replay_gain(cards: list[Card]) -> str:
-    """A sentence on how much less time graph replay took than eager, where a card had it."""
-    wins = [c.eager.median_ms / c.graph.median_ms for c in cards if c.graph is not None]
-    if not wins:
+    """A sentence on how many times as long eager took as graph replay, where a card had it;
+    a card whose two spreads overlap is said to be too close to tell."""
+    pairs = replays(cards)
+    if not pairs:
         return ("No card here replayed the step as a CUDA graph: that needs a GPU, and the "
                 "gallery has no GPU run yet.")
-    return (f"On the {count_words(len(wins), 'card')} that replayed the step as a CUDA graph, "
-            f"the replay took between {min(wins):.1f} and {max(wins):.1f} times less "
-            "time than the eager step.")
+    told = [(c.label, cmp.ratio) for c, cmp in pairs if cmp.meaningful]
+    untold = [c.label for c, cmp in pairs if not cmp.meaningful]
+    noisy = noisy_clause([c for c, _ in pairs]) + noisy_clause([c for c, _ in pairs], "graph")
+    if len(pairs) == 1:
+        (card, cmp), = pairs
+        head = f"{card.label} is the one card here that replayed the step as a CUDA graph"
+        if cmp.meaningful:
+            return (f"{head}, and its eager step took {cmp.ratio:.1f} times as long as the "
+                    f"replay.{noisy}")
+        return (f"{head}, and there eager and replay differ by less than their spreads "
+                f"({cmp.ratio:.1f}× at the medians), so this run cannot tell them apart.{noisy}")
+    head = f"{count_words(len(pairs), 'card')} here replayed the step as a CUDA graph"
+    if not told:
+        return (f"{head}, and on every one eager and replay differ by less than their "
+                f"spreads, so these runs cannot tell them apart.{noisy}")
+    times = span([ratio for _, ratio in told], "{:.1f}")
+    which = "each of them" if not untold else ", ".join(label for label, _ in told)
+    text = (f"{head}. On {which} the eager step took {times} times as long as the replay")
+    if untold:
+        text += (f"; on {', '.join(untold)} the two differ by less than their spreads, so "
+                 "that run cannot tell them apart")
+    return text + f".{noisy}"
 
 
-TABLE_HEAD = ("card", "kind", "torch", "read GB/s", "floor ms", "eager ms · ×",
+TABLE_HEAD = ("card", "kind", "torch", "floor GB/s", "floor ms", "eager ms · ×",
               "graph ms · ×", "best path ms · ×", "date")
 NOWRAP = (3, 4, 5, 6, 8)  # the columns of numbers and the date
 
 
 def gallery_table(cards: list[Card]) -> str:
     """The cards as an HTML table (it renders alike in JupyterLab and the site): device,
-    software, read bandwidth, floor, and each path's median ms · multiple of the floor."""
+    software, the bandwidth the floor divides by (and which one it is), the floor, and each
+    path's median ms · multiple of the floor, marked where its timing is noisy."""
     from html import escape
 
     def row(cells, tag="td"):  # numbers and dates stay on one line; names may wrap
@@ -152,12 +237,17 @@ def gallery_table(cards: list[Card]) -> str:
     for c in cards:
         name = escape(c.name) + (f" #{c.number}" if c.number else "")
         name += f" (<b>{c.tag}</b>)" if c.tag else ""
-        cells = [name, c.kind, escape(c.torch), fmt_gbps(c.read_gbps).removesuffix(" GB/s"),
+        cells = [name, c.kind, escape(c.torch), floor_gbps_cell(c.floor),
                  sig(c.floor.floor_ms), _cell(c.eager), _cell(c.graph),
                  escape(_cell(c.best, path=True)), c.date]
         body.append(row(cells))
     return ('<table style="font-size: 0.85em">\n<thead>' + row(TABLE_HEAD, "th") + "</thead>\n<tbody>\n"
             + "\n".join(body) + "\n</tbody>\n</table>")
+
+
+def floor_gbps_cell(floor: Floor) -> str:
+    """The bandwidth a floor divides by, as the table shows it: '4362 (read)'."""
+    return f"{fmt_gbps(floor.bandwidth_gbps).removesuffix(' GB/s')} ({floor.bandwidth_kind})"
 
 
 # ---- the fixed-cost model, priced from a card's graph replay ------------------------------
@@ -202,25 +292,70 @@ def fixed_cost(cards: list[Card], stored: str = STORED) -> ReplayCost:
     return replay_cost(run, f"the stored run of {run.label}", stored=True)
 
 
-# The gallery: which card pays least, and how much.
+# The gallery, challenge 1: which card pays least per launch, and how much.
+
+def launch_mistakes(cards: list[Card]) -> dict[str, dict[str, float]]:
+    """The plausible wrong ways to price a launch, each as {card label: µs it gives}."""
+    return {
+        "the whole eager step shared out, the floor not taken off first":
+            {c.label: c.eager.median_ms * 1e3 / c.launches for c in cards},
+        "the gap in ms where µs are asked for": {c.label: c.gap_per_launch_us / 1e3 for c in cards},
+        "the whole gap, not shared out over the launches":
+            {c.label: c.gap_per_launch_us * c.launches for c in cards},
+    }
+
 
 @checked
 def check_smallest(my_name, my_value, values: dict[str, float], *, names: tuple[str, str],
-                   unit: str, hint: str) -> str:
+                   unit: str, hint: str, wrong: dict[str, dict[str, float]] | None = None,
+                   rel: float = 0.05) -> str:
     """Verdict on naming the smallest of values ({label: number}), by any part of its label,
-    and giving its number; names are the two answer variables, for the hints."""
+    and giving its number within rel; names are the two answer variables, for the hints.
+
+    wrong maps a plausible mistake to the {label: number} it gives: a card that is least only
+    by a mistake, or a number that mistake gives, is refused with the mistake named."""
     if my_name is None or my_value is None:
         return NOT_ATTEMPTED
     if not isinstance(my_name, str) or not my_name.strip():
         return (f"not yet: {names[0]} should be part of a card's name in quotes, as the "
                 "table writes it.")
+    wrong = wrong or {}
     least = min(values.values())
     named = [label for label in values if my_name.strip().lower() in label.lower()]
     if not named:
         return f"not yet: no card's name contains {my_name!r}; copy part of one from the table."
     right = [label for label in named if values[label] == least]
     if not right:
+        misled = [m for m, given in wrong.items() if given and min(given, key=given.get) in named]
+        if misled:
+            return (f"not yet: {my_name!r} pays least only by the numbers you get with "
+                    f"{misled[0]}; {hint}")
         return f"not yet: {my_name!r} is not the card that pays least; {hint}"
-    if not close(read_number(my_value, names[1]), least, 0.05):
-        return f"not yet: that is the card, but {my_value!r} is not its figure; {hint}"
-    return f"right: {right[0]}, {least:.1f}{unit}."
+    label = right[0]
+    number = read_number(my_value, names[1])
+    verdict, mistake = judge(number, least, rel=rel,
+                             wrong={m: given[label] for m, given in wrong.items() if label in given})
+    if verdict == "right":
+        return f"right: {label}, {least:.1f}{unit}."
+    if verdict == "wrong":
+        return (f"not yet: that is the card, but {sig(number)} is the number you get with "
+                f"{mistake}; {hint}")
+    if verdict == "precision":
+        return (f"not yet: that is the card; give {names[1]} with more digits: at this precision "
+                f"it cannot be told apart from {mistake}.")
+    return f"not yet: that is the card, but {sig(number)} is not its figure; {hint}"
+
+
+# The gallery, challenge 2: the replayed step on another card, by the fixed-cost model.
+
+def replay_mistakes(cost: ReplayCost, bandwidth_gbps: float) -> dict[str, float]:
+    """The plausible wrong answers for the replay's multiple of the floor at bandwidth_gbps."""
+    floor = floor_ms(cost.floor.bytes_per_step, bandwidth_gbps)
+    right = cost.x_floor_at(bandwidth_gbps)
+    return {
+        f"the bandwidth of {cost.label} instead of {fmt_gbps(bandwidth_gbps)}":
+            cost.x_floor_at(cost.floor.bandwidth_gbps),
+        "the kernels' fixed cost alone, the floor's own 1× left out": right - 1.0,
+        "the replayed step in ms where its multiple of the floor is asked for": right * floor,
+        f"the multiple measured on {cost.label}": cost.measured_x_floor,
+    }

@@ -22,7 +22,7 @@ from floorlab.core.roofline import Floor
 from floorlab.core.runs import Row, Run, reference_run
 from floorlab.core.shapes import Qwen3Shape
 from floorlab.core.timelines import Timeline
-from floorlab.core.timing import time_once
+from floorlab.core.timing import compare, time_once
 from floorlab.engine.buckets import EagerFallbackWarning
 from floorlab.engine.graphs import GraphMemory, GraphRunner
 from floorlab.engine.measure import Source, measure_path
@@ -222,16 +222,54 @@ def bucket_rows(model, tokens: torch.Tensor, positions: torch.Tensor, floors: di
 
 
 def speedup_lines(eager: dict[int, Row], graph: dict[int, Row]) -> str:
-    """One printed line per bucket: eager, graph, the speed-up and the multiples of the floor."""
+    """One printed line per bucket: eager, graph, the speed-up (only where the two spreads do not
+    overlap, timing.compare) and the multiples of the floor; noisy timings are marked."""
     lines = [f"{'batch':>5}  {'eager':>10}  {'graph':>10}  {'speed-up':>9}  "
              f"{'graph ÷ floor':>13}  bit-identical"]
     for batch, row in graph.items():
         same = {True: "yes", False: "NO", None: "not checked"}[row.bit_identical]
+        apart = compare(eager[batch], row)
+        speedup = f"{apart.ratio:>8.2f}×" if apart.meaningful else f"{'overlap':>9}"
+        noisy = [f"{r.path} noisy" for r in (eager[batch], row) if r.timing.noisy]
         lines.append(f"{batch:>5}  {fmt_ms(eager[batch].median_ms):>10}  "
-                     f"{fmt_ms(row.median_ms):>10}  "
-                     f"{eager[batch].median_ms / row.median_ms:>8.2f}×  "
-                     f"{row.x_floor:>12.2f}×  {same}")
+                     f"{fmt_ms(row.median_ms):>10}  {speedup}  "
+                     f"{row.x_floor:>12.2f}×  {same}" + "".join(f", {n}" for n in noisy))
+    if any(not compare(eager[b], r).meaningful for b, r in graph.items()):
+        lines.append("overlap: eager and graph differ by less than their spreads there, so "
+                     "that run cannot tell them apart")
     return "\n".join(lines)
+
+
+def speedup_sentence(eager: dict[int, Row], graph: dict[int, Row], batches) -> str:
+    """'the replay is 3.9 times faster than eager at batch 1 and 3.6 times at batch 16', each
+    speed-up said only where the two spreads do not overlap (timing.compare)."""
+    parts = []
+    for i, batch in enumerate(batches):
+        apart = compare(eager[batch], graph[batch])
+        if apart.meaningful:
+            parts.append(f"{apart.ratio:.1f} times {'faster than eager ' if i == 0 else ''}"
+                         f"at batch {batch}")
+        else:
+            parts.append(f"no faster than eager beyond the spreads at batch {batch}")
+    return "the replay is " + " and ".join(parts)
+
+
+def slope_note(rows: dict[int, Row]) -> str:
+    """A sentence when the slope ms_per_row fits to these rows is not a row's price: a larger
+    batch ran faster than a smaller one beyond both spreads (the machine's load changed), or the
+    smallest and largest batch differ by less than their spreads; else ''."""
+    batches = sorted(rows)
+    for a in batches:
+        for b in batches:
+            if b > a and rows[b].median_ms < rows[a].median_ms and compare(rows[a], rows[b]).meaningful:
+                return (f"Here batch {b} ran faster than batch {a}, beyond both spreads, "
+                        "which one more row cannot cause: the machine's load changed during "
+                        "the run, so that slope measures the load, not a row.")
+    if not compare(rows[batches[0]], rows[batches[-1]]).meaningful:
+        return (f"Here batch {batches[0]} and batch {batches[-1]} differ by less than their "
+                "spreads, so a row costs too little for this run to see, and the slope is "
+                "inside the noise.")
+    return ""
 
 
 def ms_per_row(rows: dict[int, Row]) -> float:

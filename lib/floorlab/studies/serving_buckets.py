@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from floorlab.core.checks import NOT_ATTEMPTED, checked
+from floorlab.core.checks import NOT_ATTEMPTED, Unreadable, checked, read_number
 from floorlab.core.prose import fmt_ms
 from floorlab.engine.buckets import bucket_for, check_buckets
 
@@ -139,23 +139,37 @@ def _pareto(options):
 
 # Serving, challenge 1: buckets for a distribution of live batches, within a memory budget.
 
+def read_buckets(my_buckets, name: str = "my_buckets") -> tuple[int, ...]:
+    """The reader's buckets as whole batch sizes, from any sequence of numbers (NumPy's too);
+    raises Unreadable with a hint for text, a single number or a size that is not whole."""
+    if isinstance(my_buckets, (str, bytes)) or not hasattr(my_buckets, "__iter__"):
+        raise Unreadable(f"not yet: write {name} as a tuple of whole batch sizes, for example "
+                         f"(2, 8, 20), not {my_buckets!r}.")
+    sizes = []
+    for item in my_buckets:
+        number = read_number(item, f"each bucket in {name}")
+        if number != int(number) or number < 1:
+            raise Unreadable(f"not yet: a bucket is a whole batch size of at least 1, got "
+                             f"{number:g} in {name}.")
+        sizes.append(int(number))
+    return tuple(sizes)
+
+
 @checked
 def check_bucket_choice(my_buckets, histogram: dict[int, int], costs, *, budget_mb: float,
-                        max_bucket: int) -> str:
-    """Verdict on the reader's buckets: within budget, and within BUDGET_TOLERANCE of the best mean step."""
+                        max_bucket: int, default=None) -> str:
+    """Verdict on the reader's buckets: within budget, and within BUDGET_TOLERANCE of the best mean
+    step; default (the buckets the chapter captured) is named when the reader hands it back."""
 
     if my_buckets is None:
         return NOT_ATTEMPTED
-    if isinstance(my_buckets, (int, str)) or not all(
-            isinstance(b, int) and not isinstance(b, bool) and b >= 1 for b in my_buckets):
-        return ("not yet: write the buckets as a tuple of whole batch sizes, "
-                "for example (2, 8, 20).")
-    if not my_buckets:
+    chosen = read_buckets(my_buckets)
+    if not chosen:
         return "not yet: choose at least one bucket."
-    if max(my_buckets) > max_bucket:
+    if max(chosen) > max_bucket:
         return (f"not yet: the model's cache holds {max_bucket} rows, so no bucket can be "
                 f"larger than {max_bucket}.")
-    mine = score_buckets(tuple(my_buckets), histogram, costs)
+    mine = score_buckets(chosen, histogram, costs)
     if mine.memory_mb > budget_mb:
         return (f"not yet: those graphs reserve {mine.memory_mb:.1f} MB, over the "
                 f"{budget_mb:.1f} MB budget; drop a bucket or pick smaller ones.")
@@ -166,7 +180,9 @@ def check_bucket_choice(my_buckets, histogram: dict[int, int], costs, *, budget_
     hint = ("some steps still run eagerly: what does one of them cost against a replay?"
             if mine.fallback_share else
             "no step falls back; now trade padding for the memory you have left.")
-    return (f"not yet: {mine.mean_ms:.3f} ms per step on average; a choice within budget "
+    same = default is not None and mine.buckets == check_buckets(default)
+    start = "those are the default buckets the chapter captured: " if same else ""
+    return (f"not yet: {start}{mine.mean_ms:.3f} ms per step on average; a choice within budget "
             f"reaches {best.mean_ms:.3f} ms. {hint}")
 
 

@@ -1,6 +1,6 @@
 """Studies wing: the chapter "Serving", the padding trap: what a padded step writes into the
-cache rows of requests that are not in the batch, with the guard and without it, and the
-challenge that asks the reader to count those values.
+cache rows of requests that are not in the batch, with the guard and without it, what the guard
+costs beside a full bucket, and the challenge that asks the reader to count those values.
 """
 from __future__ import annotations
 
@@ -8,7 +8,9 @@ from dataclasses import dataclass
 
 import torch
 
-from floorlab.core.checks import NOT_ATTEMPTED, checked, read_number
+from floorlab.core.checks import NOT_ATTEMPTED, checked, judge, read_number
+from floorlab.core.runs import Row
+from floorlab.core.timing import compare
 from floorlab.engine.buckets import PAD_POSITION, PAD_TOKEN
 
 # ---------------------------------------------------------------- the padding trap
@@ -140,17 +142,60 @@ def _poison_static_inputs(runner, batch: int, bucket: int) -> None:
         runner.static_outputs[bucket][batch:].fill_(float("nan"))
 
 
+def guard_cost_sentence(padded: Row, full: Row) -> str:
+    """What a padded step's time says against a full bucket's: both compute the whole bucket,
+    so beyond the spreads the difference is the guard's copies."""
+    apart = compare(padded, full)
+    if not apart.meaningful:
+        return ("the two differ by less than their spreads, so on this run the guard costs "
+                "too little to see.")
+    if apart.ratio > 1:
+        return (f"the padded step took {apart.ratio:.2f} times as long, beyond both spreads; "
+                "both compute every row of the bucket, so the guard's copies are the "
+                "difference.")
+    return ("the padded step was the faster one, beyond both spreads, though it computes the "
+            "same rows and adds the guard's copies: the machine's load changed between the "
+            "two timings, so re-run before pricing the guard.")
+
+
 # Serving, challenge 2: what padding overwrites without the guard.
 
+def overwrite_mistakes(shape, batch: int, bucket: int, cache_tokens: int) -> dict[str, int]:
+    """The plausible wrong counts of what one padded step overwrites, {mistake: values}; a
+    mistake that gives the right count is left out."""
+    padded = bucket - batch
+    right = values_padding_writes(shape, padded)
+    per_row = right // padded
+    wrong = {
+        "K or V alone, not both": right // 2,
+        "one layer, not every layer": right // shape.num_layers,
+        f"the {shape.num_heads} query heads instead of the {shape.num_kv_heads} KV heads":
+            right // shape.num_kv_heads * shape.num_heads,
+        f"every one of the {cache_tokens} slots of a padding row, not the one it writes":
+            right * cache_tokens,
+        f"the {bucket} rows of the bucket, live rows included": per_row * bucket,
+        f"the {batch} live rows instead of the {padded} padding rows": per_row * batch,
+    }
+    named: dict[int, str] = {}  # mistakes that give the same count are named together
+    for mistake, n in wrong.items():
+        if n != right:
+            named[n] = f"{named[n]}, or with {mistake}" if n in named else mistake
+    return {mistake: n for n, mistake in named.items()}
+
+
 @checked
-def check_overwritten(my_values, expected: int, measured: int) -> str:
-    """Verdict on the reader's count of cache values one padded step overwrites unguarded."""
+def check_overwritten(my_values, expected: int, measured: int, *,
+                      wrong: dict[str, int] | None = None) -> str:
+    """Verdict on the reader's count of cache values one padded step overwrites unguarded: the
+    exact count, or the mistake in wrong ({mistake: count}) that gives the reader's number."""
     if my_values is None:
         return NOT_ATTEMPTED
     value = read_number(my_values, "my_overwritten_values")
-    if value == expected:
+    verdict, mistake = judge(value, expected, rel=0.0, wrong=wrong)
+    if verdict == "right":
         agree = "and" if measured == expected else "but"
         return (f"right: {expected:,} values, {agree} the step run without the guard "
                 f"overwrote {measured:,}.")
-    return ("not yet: each padding row writes one slot of its cache row, for K and for V, "
-            "in every layer, for every KV head: head_dim values each.")
+    told = f"that is the number you get with {mistake}. " if verdict == "wrong" else ""
+    return (f"not yet: {told}Each padding row writes one slot of its cache row, for K and "
+            "for V, in every layer, for every KV head: head_dim values each.")

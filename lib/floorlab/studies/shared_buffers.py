@@ -362,14 +362,55 @@ def check_safe_snippets(answer, keeps: dict[str, bool]) -> str:
     return "not yet: " + "; ".join(hint) + ". Ask of each: whose memory is `out`?"
 
 
+def kept_holds_mistakes(names, buckets, expected: str) -> dict[str, str]:
+    """Why each wrong answer to 'whose logits does A's view hold?' is wrong, {name: why}, given
+    the bucket each request replayed (buckets, in the order of names) and the right name."""
+    mine, why = buckets[0], {}
+    for i, (name, bucket) in enumerate(zip(names, buckets)):
+        if bucket != mine:
+            last = "It ran last, but " if i == len(names) - 1 else ""
+            why[name] = (f"{last}{name} replays bucket {bucket}, which writes a static output "
+                         f"of its own, not bucket {mine}'s.")
+        else:
+            why[name] = (f"{name} did replay bucket {mine}, but a later request replayed it "
+                         "again." if i else f"A's view is bucket {mine}'s static output itself, "
+                         "and a later request replayed that bucket.")
+    why.pop(expected, None)
+    return why
+
+
 @checked
-def check_kept_holds(answer, expected: str, names) -> str:
-    """Verdict on whose logits the reader predicts a kept view holds."""
+def check_kept_holds(answer, expected: str, names, *, wrong: dict[str, str] | None = None) -> str:
+    """Verdict on whose logits the reader predicts a kept view holds; wrong ({name: why}) says
+    why a plausible wrong name is wrong."""
     if answer is None:
         return NOT_ATTEMPTED
     if not isinstance(answer, str) or answer.strip().upper() not in names:
         return f"not yet: answer with one request's name, one of {', '.join(names)}."
-    if answer.strip().upper() == expected:
+    chosen = answer.strip().upper()
+    if chosen == expected:
         return f"right: the view holds {expected}'s logits."
-    return ("not yet: each bucket has its own static output; which request last "
-            "replayed the bucket the kept view belongs to?")
+    why = (wrong or {}).get(chosen)
+    return (f"not yet: {why + ' ' if why else ''}Each bucket has its own static output; which "
+            "request last replayed the bucket the kept view belongs to?")
+
+
+def copy_mistakes(copy_us: float, *, rows: int, bandwidths, floor_gbps: float,
+                  logit_bytes: int) -> dict[str, float]:
+    """The plausible wrong answers for the copy-out's µs, {mistake: µs}; one that lies within 1%
+    of the right answer is left out, since the printed numbers cannot tell the two apart."""
+    wrong = {
+        "each byte counted once, not read and then written": copy_us / 2,
+        f"one row of logits instead of {rows}": copy_us / rows,
+        "GB taken as 2^30 bytes instead of 10^9": copy_us * 1e9 / 2**30,
+        "milliseconds where microseconds are asked for": copy_us / 1e3,
+    }
+    for kind, gbps in bandwidths.as_gbps().items():  # the smaller one, where they differ
+        wrong[f"the {kind} bandwidth, not the larger one the floor divides by"] = (
+            copy_us * floor_gbps / gbps)
+    wrong[f"2 bytes per logit where these logits take {logit_bytes}"] = copy_us * 2 / logit_bytes
+    named: dict[float, str] = {}  # mistakes that give the same number are named together
+    for mistake, us in wrong.items():
+        if abs(us - copy_us) > 0.01 * copy_us:
+            named[us] = f"{named[us]}, or with {mistake}" if us in named else mistake
+    return {mistake: us for us, mistake in named.items()}
