@@ -270,9 +270,9 @@ class Qwen3Decoder(nn.Module):
                     positions: torch.Tensor) -> torch.Tensor:
         """Logits [B, vocab] for one token per row at its position.
 
-        CUDA-graph capturable: no host syncs, static buffers only. Each row's position is
-        its own cache slot (any order: the static cache keeps no count); CUDA inputs get
-        check_decode_inputs' metadata checks only.
+        CUDA-graph capturable: no host syncs, static buffers only. Each row's position
+        is its own cache slot (any order: the static cache keeps no count); CUDA inputs
+        get check_decode_inputs' metadata checks only.
         """
         batch = self.check_inputs(tokens, positions)
         s = self.shape
