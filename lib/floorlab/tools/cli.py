@@ -13,7 +13,8 @@ from floorlab.tools.bench.cli import unwritable, whole_arg
 COMMANDS = {"measure": "measure this card in a minute or two: floor, eager, graph replay",
             "doctor": "check this machine before a workshop: GPU, memory, versions, run times",
             "bench": "the full bench of every decode path (pass its flags after 'bench')",
-            "sweep": "the kernel sweep: launch configurations of the book's GEMVs (flags after 'sweep')"}
+            "sweep": "the kernel sweep: launch configurations of the book's GEMVs (flags after 'sweep')",
+            "twocards": "one card against the step split over ranks (flags after 'twocards')"}
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -22,7 +23,7 @@ def build_parser() -> argparse.ArgumentParser:
                                      description="The commands of the book Below the Floor.")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name, text in COMMANDS.items():
-        sub.add_parser(name, help=text, description=text, add_help=name not in ("bench", "sweep"))
+        sub.add_parser(name, help=text, description=text, add_help=name not in ("bench", "sweep", "twocards"))
     measure = sub.choices["measure"]
     measure.add_argument("--repeats", type=whole_arg("--repeats", 1, None, "5"),
                          help="timed steps per path (default 50 on a GPU, 5 on a CPU)")
@@ -93,6 +94,10 @@ def main(argv=None) -> int:
         from floorlab.tools.sweep import main as sweep_main
 
         return sweep_main(argv[1:])
+    if argv[:1] == ["twocards"]:
+        from floorlab.tools.twocards import main as twocards_main
+
+        return twocards_main(argv[1:])
     args = parser.parse_args(argv)
     if args.command is None:
         parser.error(f"name a command: {', '.join(COMMANDS)} (e.g. python -m floorlab measure)")
