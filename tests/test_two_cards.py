@@ -210,6 +210,8 @@ def test_the_study_reads_the_run_and_draws_its_bars(cpu_run, tmp_path):
     assert rows[0]["preset"] == "tiny" and rows[0]["agrees"] in (True, False, None)
     assert rows[0]["measured"] in ("faster", "slower", "cannot tell")
     assert "gain" in tc.model().table()
+    assert isinstance(two_cards.threads_says(tc, "tiny"), str)
+    assert "GB/s" in two_cards.memory_says(tc, "tiny")
 
 
 def test_the_crossover_challenge_refuses_the_plausible_mistakes(cpu_run):

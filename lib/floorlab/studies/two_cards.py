@@ -194,6 +194,23 @@ def memory_says(tc: TwoCards, preset: str) -> str:
             f"the other streams is {shared}, against {ideal} on paper.")
 
 
+def threads_says(tc: TwoCards, preset: str) -> str:
+    """On a CPU, when the split gained more than its bytes allow: why, in two sentences; else ''."""
+    if tc.on_gpu:
+        return ""
+    card, split = tc.card(preset), tc.split(preset)
+    bytes_ms = tc.card_floor(preset).floor_ms - tc.shared_floor_ms(preset)
+    gained = card.median_ms - split.median_ms
+    if not compare(split, card).meaningful or gained <= max(bytes_ms, 0.0) + card.timing.spread_ms:
+        return ""
+    threads = tc.run.settings["threads_per_rank"]
+    return (f"The split gained {fmt_ms(gained)}, more than the {fmt_ms(max(bytes_ms, 0.0))} "
+            f"its bytes allow at the bandwidth each rank got. The rest is the CPU's doing: one "
+            f"card ran as one process of {threads * tc.ranks} threads, each rank as a process of "
+            f"{threads}, and a CPU runs those differently, the more so when other work shares its "
+            "cores. It says nothing about cards.")
+
+
 def timeline_lines(tc: TwoCards, preset: str) -> list[str]:
     """One line per rank on what its timeline shows, then the collectives timed alone."""
     lines = []
