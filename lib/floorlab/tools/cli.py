@@ -3,6 +3,7 @@ or the sweep, redraw the stored figures."""
 from __future__ import annotations
 
 import argparse
+import importlib
 import sys
 from pathlib import Path
 
@@ -14,7 +15,12 @@ COMMANDS = {"measure": "measure this card in a minute or two: floor, eager, grap
             "doctor": "check this machine before a workshop: GPU, memory, versions, run times",
             "bench": "the full bench of every decode path (pass its flags after 'bench')",
             "sweep": "the kernel sweep: launch configurations of the book's GEMVs (flags after 'sweep')",
-            "redraw": "draw the stored H200 figures again from their stored runs, on the CPU (flags after 'redraw')"}
+            "redraw": "draw the stored H200 figures again from their stored runs, on the CPU (flags after 'redraw')",
+            "twocards": "one card against the step split over ranks (flags after 'twocards')"}
+
+# the commands that parse their own flags, and the module whose main() does it
+PASSTHROUGH = {"bench": "floorlab.tools.bench.cli", "sweep": "floorlab.tools.sweep",
+               "redraw": "floorlab.tools.redraw", "twocards": "floorlab.tools.twocards"}
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -23,7 +29,7 @@ def build_parser() -> argparse.ArgumentParser:
                                      description="The commands of the book Below the Floor.")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name, text in COMMANDS.items():
-        sub.add_parser(name, help=text, description=text, add_help=name not in ("bench", "sweep", "redraw"))
+        sub.add_parser(name, help=text, description=text, add_help=name not in PASSTHROUGH)
     measure = sub.choices["measure"]
     measure.add_argument("--repeats", type=whole_arg("--repeats", 1, None, "5"),
                          help="timed steps per path (default 50 on a GPU, 5 on a CPU)")
@@ -86,18 +92,8 @@ def main(argv=None) -> int:
 
     argv = list(sys.argv[1:] if argv is None else argv)
     parser = build_parser()
-    if argv[:1] == ["bench"]:
-        from floorlab.tools.bench.cli import main as bench_main
-
-        return bench_main(argv[1:])
-    if argv[:1] == ["sweep"]:
-        from floorlab.tools.sweep import main as sweep_main
-
-        return sweep_main(argv[1:])
-    if argv[:1] == ["redraw"]:
-        from floorlab.tools.redraw import main as redraw_main
-
-        return redraw_main(argv[1:])
+    if argv[:1] and argv[0] in PASSTHROUGH:  # a command with flags of its own: loaded only when asked for
+        return importlib.import_module(PASSTHROUGH[argv[0]]).main(argv[1:])
     args = parser.parse_args(argv)
     if args.command is None:
         parser.error(f"name a command: {', '.join(COMMANDS)} (e.g. python -m floorlab measure)")

@@ -1,0 +1,425 @@
+"""Studies wing: the two-cards chapter: a twocards Run read by name, the split's bars, the
+crossover model size predicted from the measured all-reduce and bandwidth, and the checks
+and worked answers of its challenges.
+
+The model: one card's step is its floor plus a fixed cost; a rank's step is its share of
+the floor plus the same fixed cost (it launches as many kernels, each smaller) plus the
+collectives, two all-reduces per layer and one all_gather, each a fixed latency while its
+message is a few kilobytes. Splitting wins once the floor it saves exceeds the collectives.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, replace
+
+from floorlab.core.bandwidth import Bandwidths
+from floorlab.core.checks import NOT_ATTEMPTED, checked, judge, read_number
+from floorlab.core.prose import fmt_ms, sig
+from floorlab.core.roofline import BYTES_PER_GB, Floor, bytes_per_step, floor_ms
+from floorlab.core.runs import Row, Run, reference_run, row_key
+from floorlab.core.shapes import PRESETS, Qwen3Shape
+from floorlab.core.timelines import Timeline
+from floorlab.core.timing import Timing, compare
+from floorlab.engine.ranks import ALL_GATHER, ALL_REDUCE, IN_GRAPH
+from floorlab.engine.tensor_parallel import all_reduces_per_step, rank_shape
+from floorlab.figures.splits import SplitBar
+
+KIND = "twocards"
+REFERENCE = "h200x2-two-cards"  # the stored run of `python -m floorlab twocards` on two H200s
+EAGER, GRAPH = "eager", "graph replay"
+SLOWER_LINK = 4  # challenge 2: a link whose every all-reduce takes this many times as long
+BIG_BATCH, BIG_CONTEXT = 16, 4096  # challenge 3: a serving batch with long contexts
+
+
+NO_STORED = (f"No run of two GPUs is stored with the book yet (lib/floorlab/reference/"
+             f"{REFERENCE}.json), so this page shows no GPU numbers: they appear once the "
+             "chapter has run on a machine with two GPUs and its run is stored. Everything "
+             "else here comes from this machine.")
+
+
+def stored_run() -> Run | None:
+    """The stored run of two H200s, or None while none is stored yet."""
+    return reference_run(REFERENCE, missing_ok=True)
+
+
+@dataclass
+class TwoCards:
+    """A twocards Run, read by name: one card against the split, shape by shape."""
+
+    run: Run
+
+    def __post_init__(self):
+        if self.run.kind != KIND:
+            raise ValueError(f"this run is of kind {self.run.kind!r}, not {KIND!r}; pass the run "
+                             "`python -m floorlab twocards` wrote")
+
+    @property
+    def ranks(self) -> int:
+        """How many ranks the step was split over."""
+        return int(self.run.settings["ranks"])
+
+    @property
+    def on_gpu(self) -> bool:
+        """True for a run on CUDA GPUs (NCCL), False on the CPU (gloo)."""
+        return self.run.on_gpu
+
+    @property
+    def path(self) -> str:
+        """The path the chapter reads: graph replay on GPUs, eager on a CPU (no graphs there)."""
+        return GRAPH if self.on_gpu else EAGER
+
+    @property
+    def presets(self) -> list[str]:
+        """The shapes measured for one card and for the split, smallest first."""
+        names = [n for n in self.run.settings["presets"]
+                 if self.run.find(EAGER, n) and self.run.find(EAGER, self.split_name(n))]
+        return sorted(names, key=lambda n: self.shape(n).param_count())
+
+    def shape(self, preset: str) -> Qwen3Shape:
+        """The shape a preset name stands for in this run."""
+        return Qwen3Shape(**self.run.facts["presets"][preset]["shape"])
+
+    def split_name(self, preset: str) -> str:
+        """The name rows give one rank's share of the preset, '<preset>/tp<ranks>'."""
+        return self.run.facts["presets"][preset]["split"]
+
+    def card_floor(self, preset: str) -> Floor:
+        """One card's floor: the whole step's bytes over the card's bandwidth."""
+        return self.run.floor(preset)
+
+    def rank_floor(self, preset: str) -> Floor:
+        """One rank's floor: its share of the bytes over its own bandwidth, measured alone."""
+        return self.run.floor(self.split_name(preset))
+
+    def card(self, preset: str, path: str | None = None) -> Row:
+        """One card's measured Row of the path (the chapter's path by default)."""
+        return self.run.row(path or self.path, preset)
+
+    def split(self, preset: str, path: str | None = None) -> Row:
+        """The split step's measured Row of the path, as rank 0 timed it."""
+        return self.run.row(path or self.path, self.split_name(preset))
+
+    def collective(self, preset: str, kind: str = ALL_REDUCE) -> Timing:
+        """One collective's time in ms as the chapter's path pays it: inside a replay on GPUs
+        (no launch), called eagerly on a CPU."""
+        found = self.run.find(kind + IN_GRAPH, self.split_name(preset)) if self.on_gpu else None
+        return (found or self.run.row(kind, self.split_name(preset))).timing
+
+    def collectives_ms(self, preset: str) -> float:
+        """ms of collectives in one split step: two all-reduces per layer and one all_gather."""
+        n = all_reduces_per_step(self.shape(preset))
+        return n * self.collective(preset).median_ms + self.collective(preset, ALL_GATHER).median_ms
+
+    def bandwidths(self, which: str) -> list[Bandwidths]:
+        """Each rank's bandwidths, measured "alone" or "together" (every rank streaming at once)."""
+        return [Bandwidths.from_dict(b) for b in self.run.facts[f"bandwidth_{which}"]]
+
+    @property
+    def card_gbps(self) -> float:
+        """GB/s one card's floor divides by."""
+        return self.run.bandwidths.floor_gbps
+
+    @property
+    def alone_gbps(self) -> float:
+        """GB/s the slowest rank streams when it has its memory to itself."""
+        return min(b.floor_gbps for b in self.bandwidths("alone"))
+
+    @property
+    def together_gbps(self) -> float:
+        """GB/s the slowest rank streams while every rank streams at once."""
+        return min(b.floor_gbps for b in self.bandwidths("together"))
+
+    def shared_floor_ms(self, preset: str) -> float:
+        """One rank's floor at the bandwidth it gets while every rank streams, in ms."""
+        return floor_ms(self.rank_floor(preset).bytes_per_step, self.together_gbps)
+
+    def timelines(self, preset: str, path: str | None = None) -> list[Timeline]:
+        """Every rank's timeline of the split step, rank 0 first."""
+        key = row_key(self.split_name(preset), self.run.floor(preset).batch, path or self.path)
+        return [self.run.timelines[f"{key} rank {r}"] for r in range(self.ranks)]
+
+    def card_timeline(self, preset: str, path: str | None = None) -> Timeline:
+        """One card's timeline of the step."""
+        return self.run.timelines[row_key(preset, self.run.floor(preset).batch, path or self.path)]
+
+    def bars(self, preset: str) -> list[SplitBar]:
+        """One card's bar and the split's: each cut into its floor, the collectives and the rest."""
+        card, split = self.card(preset), self.split(preset)
+        alone = self.rank_floor(preset).floor_ms
+        lost = max(self.shared_floor_ms(preset) - alone, 0.0)
+        parts = [("floor", alone)] + ([("floor lost to shared memory", lost)] if lost else [])
+        return [SplitBar(f"1 card, {self.path}", card.timing,
+                         (("floor", self.card_floor(preset).floor_ms),)),
+                SplitBar(f"{self.ranks} ranks, {self.path}", split.timing,
+                         tuple(parts + [("collectives", self.collectives_ms(preset))]))]
+
+    def speedup(self, preset: str) -> float:
+        """One card's time over the split's (medians): above 1 the split is faster."""
+        return self.card(preset).median_ms / self.split(preset).median_ms
+
+    def says(self, preset: str) -> str:
+        """One sentence comparing the split with one card by the book's rule (timing.compare)."""
+        first = f"the split over {self.ranks} ranks"
+        return compare(self.split(preset), self.card(preset)).says(first, "one card")
+
+    def model(self, preset: str | None = None, *, shared: bool = False) -> "Crossover":
+        """The crossover model from this run's numbers: each rank at the bandwidth it has alone,
+        as on cards of their own (shared=True: at the bandwidth it gets with every rank streaming)."""
+        preset = preset or self.presets[-1]
+        return Crossover(ranks=self.ranks, card_gbps=self.card_gbps,
+                         rank_gbps=self.together_gbps if shared else self.alone_gbps,
+                         all_reduce_ms=self.collective(preset).median_ms,
+                         all_gather_ms=self.collective(preset, ALL_GATHER).median_ms,
+                         batch=self.run.floor(preset).batch,
+                         prompt_tokens=self.run.floor(preset).visible_tokens - 1)
+
+
+def memory_says(tc: TwoCards, preset: str) -> str:
+    """What the bandwidth measurements say about the floor per rank, in a sentence or two."""
+    together = [b.floor_gbps for b in tc.bandwidths("together")]
+    ideal, shared = fmt_ms(tc.rank_floor(preset).floor_ms), fmt_ms(tc.shared_floor_ms(preset))
+    if tc.on_gpu:
+        return (f"Each GPU streams from memory of its own: with every rank streaming at once the "
+                f"slowest still drew {tc.together_gbps:.0f} GB/s, {tc.together_gbps / tc.alone_gbps:.0%} "
+                f"of its bandwidth alone, so the floor per rank is {shared} in practice against "
+                f"{ideal} on paper.")
+    ratio = sum(together) / tc.card_gbps
+    if ratio < 1.25:
+        return (f"Together the ranks drew {sum(together):.1f} GB/s, {ratio:.2f}× what one card "
+                f"drew alone: they split one memory's bandwidth between them. A rank's floor in "
+                f"practice is {shared}, not the {ideal} that halving the bytes promised.")
+    return (f"Together the ranks drew {sum(together):.1f} GB/s, {ratio:.2f}× what one card drew "
+            f"alone: here one process did not reach what the memory can give, and two got "
+            f"closer. They still share one memory: a rank's floor at the bandwidth it gets while "
+            f"the other streams is {shared}, against {ideal} on paper.")
+
+
+def threads_says(tc: TwoCards, preset: str) -> str:
+    """On a CPU, when the split gained more than its bytes allow: why, in two sentences; else ''."""
+    if tc.on_gpu:
+        return ""
+    card, split = tc.card(preset), tc.split(preset)
+    bytes_ms = tc.card_floor(preset).floor_ms - tc.shared_floor_ms(preset)
+    gained = card.median_ms - split.median_ms
+    if not compare(split, card).meaningful or gained <= max(bytes_ms, 0.0) + card.timing.spread_ms:
+        return ""
+    threads = tc.run.settings["threads_per_rank"]
+    return (f"The split gained {fmt_ms(gained)}, more than the {fmt_ms(max(bytes_ms, 0.0))} "
+            f"its bytes allow at the bandwidth each rank got. The rest is the CPU's doing: one "
+            f"card ran as one process of {threads * tc.ranks} threads, each rank as a process of "
+            f"{threads}, and a CPU runs those differently, the more so when other work shares its "
+            "cores. It says nothing about cards.")
+
+
+def timeline_lines(tc: TwoCards, preset: str) -> list[str]:
+    """One line per rank on what its timeline shows, then the collectives timed alone."""
+    lines = []
+    for rank, tl in enumerate(tc.timelines(preset)):
+        if tl.gpu:
+            ours = [i for i in tl.gpu if "nccl" in i.name.lower()]
+            lines.append(f"rank {rank}: {tl.kernels} kernels, {len(ours)} of them NCCL "
+                         f"collectives: {sum(i.duration_us for i in ours):.0f} µs of a "
+                         f"{tl.span_us:.0f} µs step")
+        else:
+            gaps_ms = (tl.span_us - tl.cpu_busy_us) / 1e3
+            lines.append(f"rank {rank}: operators busy {tl.busy_share:.0%} of a "
+                         f"{fmt_ms(tl.profiled_ms)} profiled step, gaps {fmt_ms(gaps_ms)}")
+    n, ar = all_reduces_per_step(tc.shape(preset)), tc.collective(preset)
+    lines.append(f"collectives timed alone: {n} all-reduces × {ar.median_ms * 1e3:.1f} µs + "
+                 f"one all_gather = {fmt_ms(tc.collectives_ms(preset))}")
+    return lines
+
+
+@dataclass(frozen=True)
+class Crossover:
+    """Where the split starts to win: the floor it saves against the collectives it adds."""
+
+    ranks: int
+    card_gbps: float
+    rank_gbps: float
+    all_reduce_ms: float
+    all_gather_ms: float
+    batch: int = 1
+    prompt_tokens: int = 32
+
+    def saving_ms(self, shape, *, batch: int | None = None, prompt_tokens: int | None = None) -> float:
+        """ms of floor the split saves: one card's floor less one rank's."""
+        b, p = batch or self.batch, self.prompt_tokens if prompt_tokens is None else prompt_tokens
+        whole = bytes_per_step(shape, b, p + 1)
+        share = bytes_per_step(rank_shape(shape, self.ranks), b, p + 1)
+        return floor_ms(whole, self.card_gbps) - floor_ms(share, self.rank_gbps)
+
+    def cost_ms(self, shape) -> float:
+        """ms of collectives the split adds per step."""
+        return all_reduces_per_step(shape) * self.all_reduce_ms + self.all_gather_ms
+
+    def gain_ms(self, shape, **at) -> float:
+        """ms a split step gains over one card's (negative: the split loses)."""
+        return self.saving_ms(shape, **at) - self.cost_ms(shape)
+
+    def layer_mb(self) -> float:
+        """MB (1e6 bytes) per layer at which a layer's saved floor equals its two all-reduces;
+        infinite when a rank streams no faster than its share of one card (shared memory)."""
+        per_byte_s = 1 / (self.card_gbps * BYTES_PER_GB) - 1 / (self.ranks * self.rank_gbps * BYTES_PER_GB)
+        if per_byte_s <= 0:
+            return math.inf
+        return 2 * self.all_reduce_ms * 1e-3 / per_byte_s / 1e6
+
+    def first_winner(self, presets=PRESETS) -> str:
+        """The smallest preset whose split step gains over one card, or "none"."""
+        shapes = sorted(presets.values(), key=lambda s: s.param_count())
+        return next((s.name for s in shapes if self.gain_ms(s) > 0), "none")
+
+    def crossover_params(self, presets=PRESETS) -> float | None:
+        """Parameters at which the gain crosses zero, between the presets either side of it
+        (linear in parameters); None when every preset gains or none does."""
+        shapes = sorted(presets.values(), key=lambda s: s.param_count())
+        gains = [self.gain_ms(s) for s in shapes]
+        for (a, ga), (b, gb) in zip(zip(shapes, gains), zip(shapes[1:], gains[1:])):
+            if ga <= 0 < gb:
+                pa, pb = a.param_count(), b.param_count()
+                return pa + (pb - pa) * (-ga) / (gb - ga)
+        return None
+
+    def table(self, presets=PRESETS) -> str:
+        """Per preset: its MB per layer, the floor saved, the collectives and the gain, in ms."""
+        lines = [f"{'preset':<11}{'MB/layer':>9}{'saved ms':>11}{'collectives':>12}{'gain ms':>11}"]
+        for s in sorted(presets.values(), key=lambda s: s.param_count()):
+            cells = [sig(v, 4) for v in (self.saving_ms(s), self.cost_ms(s), self.gain_ms(s))]
+            lines.append(f"{s.name:<11}{s.layer_param_count() * 2 / 1e6:>9.0f}"
+                         f"{cells[0]:>11}{cells[1]:>12}{cells[2]:>11}")
+        return "\n".join(lines)
+
+
+def checked_against(tc: TwoCards, model: Crossover) -> list[dict]:
+    """For each measured preset: the split's time predicted from one card's measured time (less
+    the floor saved, plus the collectives) beside the measured one, and both verdicts; the
+    measured verdict by the book's rule (timing.compare), "cannot tell" within the spreads."""
+    out = []
+    for preset in tc.presets:
+        shape, card, split = tc.shape(preset), tc.card(preset), tc.split(preset)
+        seen = compare(split, card)
+        measured = ("cannot tell" if not seen.meaningful
+                    else "faster" if seen.ratio < 1 else "slower")
+        predicted = "faster" if model.gain_ms(shape) > 0 else "slower"
+        out.append({"preset": preset, "card_ms": card.median_ms,
+                    "predicted_ms": card.median_ms - model.gain_ms(shape),
+                    "measured_ms": split.median_ms, "predicted": predicted,
+                    "measured": measured,
+                    "agrees": None if measured == "cannot tell" else measured == predicted})
+    return out
+
+
+def format_checked(rows: list[dict]) -> str:
+    """checked_against as a table, times in ms."""
+    lines = [f"{'preset':<12}{'1 card':>10}{'split, predicted':>18}{'measured':>10}  split is"]
+    for r in rows:
+        lines.append(f"{r['preset']:<12}{sig(r['card_ms'], 4):>10}"
+                     f"{sig(r['predicted_ms'], 4) + ' ' + r['predicted']:>18}"
+                     f"{sig(r['measured_ms'], 4):>10}  {r['measured']}")
+    return "\n".join(lines)
+
+
+# ---- the challenges -------------------------------------------------------------------------
+def _distinct(right: float, wrong: dict[str, float]) -> dict[str, float]:
+    """The wrong answers that differ from the right one and from each other."""
+    out: dict[str, float] = {}
+    for name, value in wrong.items():
+        if math.isfinite(value) and abs(value - right) > 1e-9 * abs(right) and value not in out.values():
+            out[name] = value
+    return out
+
+
+def crossover_wrong(tc: TwoCards, preset: str | None = None) -> dict[str, float]:
+    """The plausible wrong break-even MB per layer, each named by its mistake."""
+    model = tc.model(preset)
+    right = model.layer_mb()
+    eager = replace(model, all_reduce_ms=tc.run.row(
+        ALL_REDUCE, tc.split_name(preset or tc.presets[-1])).median_ms).layer_mb()
+    return _distinct(right, {
+        "one all-reduce per layer instead of two": right / 2,
+        "the bandwidth a rank gets while every rank streams": tc.model(preset, shared=True).layer_mb(),
+        "the eager all-reduce instead of the one inside a replay": eager,
+        "the all-reduce's ms read as µs": right / 1000,
+    })
+
+
+@checked
+def check_crossover(my_layer_mb, my_first_preset, tc: TwoCards, *, presets=PRESETS) -> str:
+    """Verdict on challenge 1: the break-even MB per layer, then the first preset the split speeds up."""
+    if my_layer_mb is None and my_first_preset is None:
+        return NOT_ATTEMPTED
+    model = tc.model()
+    right = model.layer_mb()
+    verdict, mistake = judge(read_number(my_layer_mb, "my_layer_mb"), right, rel=0.05,
+                             wrong=crossover_wrong(tc))
+    if verdict == "wrong":
+        return f"not yet: that is the MB per layer you get with {mistake}."
+    if verdict != "right":
+        return ("not yet: per layer the split saves bytes × (1/card − 1/(ranks × rank)) "
+                "seconds and adds two all-reduces; solve for the bytes, in MB.")
+    first = model.first_winner(presets)
+    if my_first_preset != first:
+        return ("not yet: the MB per layer is right; now compare each preset's gain: the floor "
+                "it saves, its output head included, less 2 × layers all-reduces and one all_gather.")
+    return f"right: {right:,.4g} MB per layer; the first preset the split speeds up is {first}."
+
+
+def answer_crossover(tc: TwoCards, *, presets=PRESETS) -> str:
+    """The worked answer to challenge 1, as arithmetic."""
+    m = tc.model()
+    lines = [f"per layer: 2 × {m.all_reduce_ms * 1e3:.2f} µs ÷ (1/{m.card_gbps:.1f} − "
+             f"1/({m.ranks} × {m.rank_gbps:.1f})) s per GB = {m.layer_mb():,.4g} MB per layer", "",
+             m.table(presets), ""]
+    params = m.crossover_params(presets)
+    first = m.first_winner(presets)
+    if params is not None:
+        lines.append(f"The gain crosses zero near {params / 1e9:.2f}B parameters; the first "
+                     f"preset that gains is {first}.")
+    elif first == "none":
+        lines.append("No preset gains: the floor a rank saves never pays for its collectives.")
+    else:
+        lines.append(f"Every preset gains, {first} included: the crossover lies below it.")
+    return "\n".join(lines)
+
+
+def slower_link_answer(tc: TwoCards) -> float:
+    """Challenge 2: the break-even MB per layer if every all-reduce took SLOWER_LINK times as long."""
+    return SLOWER_LINK * tc.model().layer_mb()
+
+
+def slower_link_wrong(tc: TwoCards) -> dict[str, float]:
+    """Challenge 2's plausible wrong answers, by name."""
+    right, now = slower_link_answer(tc), tc.model().layer_mb()
+    return _distinct(right, {"the crossover left where it was (as if only the link's GB/s "
+                             "mattered)": now, "the crossover divided instead of multiplied": now / SLOWER_LINK})
+
+
+def big_batch_gain_ms(tc: TwoCards, preset: str = "qwen3-0.6b") -> float:
+    """Challenge 3: the split's gain per step at BIG_BATCH rows of BIG_CONTEXT tokens, in ms."""
+    return tc.model().gain_ms(PRESETS[preset], batch=BIG_BATCH, prompt_tokens=BIG_CONTEXT - 1)
+
+
+def big_batch_wrong(tc: TwoCards, preset: str = "qwen3-0.6b") -> dict[str, float]:
+    """Challenge 3's plausible wrong answers, by name."""
+    m, shape = tc.model(), PRESETS[preset]
+    right = big_batch_gain_ms(tc, preset)
+    return _distinct(right, {
+        "the saving alone, without the collectives": m.saving_ms(
+            shape, batch=BIG_BATCH, prompt_tokens=BIG_CONTEXT - 1),
+        "the KV cache left out (only the weights' saving)": m.gain_ms(shape, batch=BIG_BATCH,
+                                                                       prompt_tokens=0)})
+
+
+def answer_big_batch(tc: TwoCards, preset: str = "qwen3-0.6b") -> str:
+    """The worked answer to challenge 3, as arithmetic."""
+    m, shape = tc.model(), PRESETS[preset]
+    at = dict(batch=BIG_BATCH, prompt_tokens=BIG_CONTEXT - 1)
+    kv_gb = BIG_BATCH * BIG_CONTEXT * shape.kv_bytes_per_token() / 1e9
+    return (f"At batch {BIG_BATCH} × {BIG_CONTEXT} tokens the step reads {kv_gb:.2f} GB of KV "
+            f"cache besides {shape.weight_bytes() / 1e9:.2f} GB of weights, and each rank reads "
+            f"its share of both. Saved: {fmt_ms(m.saving_ms(shape, **at))}; collectives: "
+            f"{fmt_ms(m.cost_ms(shape))}, as at batch 1 while the messages stay small; gain "
+            f"{fmt_ms(m.gain_ms(shape, **at))}, against {fmt_ms(m.gain_ms(shape))} at batch 1. "
+            "Batch 1 has the fewest bytes to share per collective, so it is where splitting "
+            "pays least.")
