@@ -212,7 +212,8 @@ def test_prefill_sweep_records_one_point_per_length():
     assert points[2].bytes_moved == prefill_bytes(TINY, 16, dtype_bytes=4)
     assert points[2].per_token().median_ms == pytest.approx(points[2].ms_per_token)
     assert PrefillPoint.from_dict(points[1].to_dict()) == points[1]
-    assert len(format_sweep(points, peak_tflops=1.0).splitlines()) == 4
+    rows = [line for line in format_sweep(points, peak_tflops=1.0).splitlines() if not line.startswith("* noisy")]
+    assert len(rows) == 4  # a header and one row per length; a noisy timing adds a line below
     knees = find_knees(TINY, points, peak_tflops=1.0, bandwidth_gbps=10.0, dtype_bytes=4)
     assert isinstance(knees, Knees) and knees.longest_tokens == 16
     assert all(len(line) <= 84 for line in knees.summary().splitlines())
@@ -280,3 +281,153 @@ def test_graphed_prefill_and_decode_contexts_run_on_cuda():
                                      graphs=True)
     assert [p.context_tokens for p in points] == [16, 64]
     assert all(p.row.path == "graph replay" and p.row.median_ms > 0 for p in points)
+
+
+# ---- noise said where it is printed, and the line through decode at contexts --------------
+
+def _point(tokens: int, samples: list[float]) -> PrefillPoint:
+    from floorlab.core.timing import Timing
+
+    return PrefillPoint("eager", tokens, Timing.from_samples(samples), prefill_flops(TINY, tokens),
+                        prefill_bytes(TINY, tokens))
+
+
+def test_a_noisy_prefill_is_starred_and_its_band_printed_under_the_table():
+    steady, noisy = _point(1, [1.0, 1.01, 0.99, 1.0]), _point(4, [1.0, 2.0, 3.0, 1.1, 2.9])
+    text = format_sweep([steady, noisy], peak_tflops=1.0)
+    rows = text.splitlines()
+    assert "*" not in rows[1] and "2.0*" in rows[2]
+    assert rows[-1].startswith("* noisy: 4 tokens, p10-p90") and "of its median" in rows[-1]
+    knees = find_knees(TINY, [noisy, steady], peak_tflops=1.0, bandwidth_gbps=10.0)
+    assert "noisy" in knees.summary().splitlines()[-1]
+    assert find_knees(TINY, [steady, noisy], peak_tflops=1.0, bandwidth_gbps=10.0).step_note == ""
+
+
+def test_a_line_through_points_gives_its_intercept_slope_and_worst_miss():
+    from floorlab.core.intensity import line_fit
+
+    intercept, slope, worst = line_fit([1, 2, 3], [3.0, 5.0, 7.0])
+    assert (intercept, slope, worst) == (pytest.approx(1.0), pytest.approx(2.0), pytest.approx(0.0, abs=1e-12))
+    with pytest.raises(ValueError, match="two x values"):
+        line_fit([1, 1], [2.0, 3.0])
+
+
+def test_the_stored_contexts_lie_on_a_line_that_reads_the_cache_far_below_the_bandwidth():
+    from floorlab.core.runs import stored_run
+    from floorlab.studies.prefill import REFERENCE, context_cost
+
+    run = stored_run(REFERENCE)
+    points = stored_contexts(run)
+    multiples = [p.row.x_floor for p in points]
+    assert multiples == sorted(multiples) and multiples[-1] > 2 * multiples[0]  # further from the floor
+    cost = context_cost(points)
+    assert cost.apart and cost.worst_fit < 0.05
+    assert cost.per_token_us == pytest.approx(0.537, abs=0.01)
+    assert cost.cache_gbps == pytest.approx(SMALL.kv_bytes_per_token() / (cost.per_token_us * 1e3), rel=1e-9)
+    assert cost.cache_gbps < 0.1 * run.bandwidths.floor_gbps
+
+
+def test_attention_is_what_parts_the_two_ratios_of_the_stored_knees():
+    from floorlab.core.intensity import attention_share, matmul_only_tokens
+    from floorlab.core.runs import stored_run
+    from floorlab.studies.prefill import REFERENCE, stored_rate
+
+    run = stored_run(REFERENCE)
+    peak, floor = stored_rate(run).tflops, run.floor()
+    knees = find_knees(SMALL, stored_sweep(run, "eager"), peak_tflops=peak,
+                       bandwidth_gbps=run.bandwidths.floor_gbps)
+    knee_ratio = knees.fixed_cost_tokens / knees.roofline_tokens
+    step_ratio = knees.step_ms / floor.floor_ms
+    assert knee_ratio == pytest.approx(17.9, abs=0.1) and step_ratio == pytest.approx(23.2, abs=0.1)
+    straight = matmul_only_tokens(SMALL, peak_tflops=peak, step_ms=knees.step_ms) / knees.roofline_tokens
+    assert abs(straight / step_ratio - 1) < 0.03  # without attention the ratios nearly agree
+    assert attention_share(SMALL, knees.fixed_cost_tokens) > 10 * attention_share(SMALL, knees.roofline_tokens)
+
+
+# ---- the challenges: the hint's own arithmetic passes, each plausible mistake is named -------
+
+def _bandwidths(copy_gbps: float, read_gbps: float):
+    from floorlab.core.bandwidth import Bandwidth, Bandwidths
+
+    return Bandwidths(copy=Bandwidth("copy", copy_gbps, copy_gbps, copy_gbps, 1, "stand-in"),
+                      read=Bandwidth("read", read_gbps, read_gbps, read_gbps, 1, "stand-in"))
+
+
+H200 = {"peak_tflops": 777.0, "bandwidths": _bandwidths(4221.5, 4338.8)}
+
+
+def test_the_knee_check_takes_the_hints_arithmetic_and_names_the_copy_bandwidth():
+    np = pytest.importorskip("numpy")
+    from floorlab.studies.prefill import check_answer, knee_answer
+
+    rights, wrong = knee_answer(SMALL, **H200)
+    hinted = 777.0e12 / 4338.8e9  # the rate over the bandwidth, n FLOPs per byte at n tokens
+    counted = roofline_knee_tokens(SMALL, peak_tflops=777.0, bandwidth_gbps=4338.8)
+    for answer in (hinted, counted, np.float64(hinted), np.int64(counted), np.float32(hinted), round(hinted)):
+        verdict = check_answer(answer, rights, wrong=wrong, rel=0.10, hint="h")
+        assert verdict.startswith("right"), (answer, verdict)
+    copy = 777.0e12 / 4221.5e9
+    assert abs(copy / counted - 1) < 0.10  # inside the old tolerance: it used to pass
+    verdict = check_answer(copy, rights, wrong=wrong, rel=0.10, hint="h")
+    assert verdict.startswith("not yet") and "the copy bandwidth instead of the read bandwidth" in verdict
+    verdict = check_answer(hinted / 2, rights, wrong=wrong, rel=0.10, hint="h")
+    assert verdict.startswith("not yet") and "2 FLOPs per byte" in verdict
+    assert check_answer(None, rights, wrong=wrong, rel=0.10, hint="h").startswith("not attempted")
+    assert check_answer("180 tokens", rights, wrong=wrong, rel=0.10, hint="h").startswith("not yet")
+
+
+def test_the_8b_floor_check_names_the_whole_table_and_the_copy_bandwidth():
+    np = pytest.importorskip("numpy")
+    from floorlab.core.checks import check_number
+    from floorlab.studies.prefill import floor_mistakes
+
+    big, bandwidths = get_shape("qwen3-8b"), H200["bandwidths"]
+    right = decode_floor(big, batch=1, prompt_tokens=32767, bandwidths=bandwidths).floor_ms
+    wrong = floor_mistakes(big, 32768, bandwidths)
+    # the hint: 32768 tokens of cache added to the streamed weights, over the bandwidth
+    hinted = (big.streamed_weight_bytes(1) + 32768 * big.kv_bytes_per_token()) / 4338.8e9 * 1e3
+    for answer in (right, hinted, np.float64(right), np.float32(hinted)):
+        assert check_number(answer, right, rel=0.03, hint="h", wrong=wrong).startswith("right"), answer
+    copy = wrong["the copy bandwidth instead of the read bandwidth"]
+    assert abs(copy / right - 1) < 0.03  # inside the old tolerance: it used to pass
+    table = wrong["the whole input table instead of the one row looked up"]
+    assert table == pytest.approx((big.weight_bytes() + 32768 * big.kv_bytes_per_token()) / 4338.8e9 * 1e3)
+    for mistake, value in wrong.items():
+        verdict = check_number(value, right, rel=0.03, hint="h", wrong=wrong)
+        assert verdict.startswith("not yet") and mistake in verdict
+    assert list(floor_mistakes(SMALL, 32768, bandwidths)) == ["the copy bandwidth instead of the read bandwidth"]
+
+
+def test_the_fixed_cost_knee_check_takes_the_quadratic_and_names_attention_left_out():
+    np = pytest.importorskip("numpy")
+    from floorlab.core.intensity import fixed_cost_root_tokens, matmul_only_tokens
+    from floorlab.studies.prefill import check_answer, fixed_cost_answer
+
+    step_ms = 6.4594  # the stored H200's one-token eager prefill
+    rights, wrong = fixed_cost_answer(SMALL, peak_tflops=777.0, step_ms=step_ms)
+    # the hint, from the printed numbers: n × 2P + n(n+1)/2 × 4 L H d = time × rate, solved for n
+    budget, per_token = step_ms * 1e-3 * 777.0e12, 2 * SMALL.matmul_param_count()
+    pair = 4 * SMALL.num_layers * SMALL.num_heads * SMALL.head_dim
+    a, b = pair / 2, per_token + pair / 2
+    hinted = (-b + math.sqrt(b * b + 4 * a * budget)) / (2 * a)
+    assert prefill_flops(SMALL, math.ceil(hinted)) >= budget > prefill_flops(SMALL, math.floor(hinted))
+    assert hinted == pytest.approx(fixed_cost_root_tokens(SMALL, peak_tflops=777.0, step_ms=step_ms))
+    first = fixed_cost_knee_tokens(SMALL, peak_tflops=777.0, step_ms=step_ms)
+    for answer in (hinted, first, np.float64(hinted), np.int64(first), round(hinted)):
+        verdict = check_answer(answer, rights, wrong=wrong, rel=0.10, hint="h")
+        assert verdict.startswith("right"), (answer, verdict)
+    straight = budget / per_token  # what the old printed hint, "about n × 2P", led to
+    assert straight == pytest.approx(matmul_only_tokens(SMALL, peak_tflops=777.0, step_ms=step_ms))
+    assert abs(straight / first - 1) > 0.10  # the old check refused its own hint's number
+    verdict = check_answer(straight, rights, wrong=wrong, rel=0.10, hint="h")
+    assert verdict.startswith("not yet") and "without attention" in verdict
+
+
+def test_a_mistake_no_check_could_tell_from_the_right_answer_is_not_named():
+    from floorlab.studies.prefill import knee_answer
+
+    rights, wrong = knee_answer(SMALL, peak_tflops=777.0, bandwidths=_bandwidths(4330.0, 4338.8))
+    assert not any("bandwidth" in mistake for mistake in wrong)  # 0.2% apart: not a mistake
+    with pytest.raises(ValueError, match="step_ms"):
+        from floorlab.core.intensity import fixed_cost_root_tokens
+        fixed_cost_root_tokens(SMALL, peak_tflops=777.0, step_ms=0.0)

@@ -259,3 +259,104 @@ def test_a_stored_sizes_run_keeps_the_floor_policy_and_its_graphs():
     for preset in view.presets:
         assert view.graph(preset).bit_identical is True and view.timeline(preset).kernels > 0
     assert sizes.fit_cost_model(view).overhead_us > 0
+
+
+# ---- the stored H200 run: noise said where it is printed, checks that name their mistakes ----
+
+@pytest.fixture
+def stored_view():
+    return sizes.stored_sizes()
+
+
+def test_a_noisy_eager_step_is_starred_to_two_figures_and_its_speedup_is_a_band(stored_view):
+    text = sizes.format_sizes(stored_view)
+    lines = text.splitlines()
+    assert all(len(line) <= COLUMN for line in lines)
+    by_preset = {line.split()[0]: line for line in lines if line.startswith("qwen3")}
+    assert "14.3 ms (51.2×)" in by_preset["qwen3-0.6b"] and "*" not in by_preset["qwen3-0.6b"]
+    assert "39 ms (49×)*" in by_preset["qwen3-1.7b"] and "39.4" not in by_preset["qwen3-1.7b"]
+    assert "2.4-11×" in by_preset["qwen3-8b"] and "3.97" not in by_preset["qwen3-8b"]
+    notes = [line for line in lines if line.startswith("* noisy")]
+    for preset, share in (("qwen3-1.7b", "76%"), ("qwen3-4b", "99%"), ("qwen3-8b", "208%")):
+        assert any(preset in note and share in note for note in notes), (preset, notes)
+    assert len(notes) == 3  # the replays and the 0.6B eager step are steady
+
+
+def test_a_speedup_band_spans_the_two_spreads_only_when_one_is_noisy(stored_view):
+    assert stored_view.speedup_band("qwen3-0.6b") is None  # 9% and 0%: the median says it
+    low, high = stored_view.speedup_band("qwen3-8b")
+    eager, graph = stored_view.eager("qwen3-8b").timing, stored_view.graph("qwen3-8b").timing
+    assert low == pytest.approx(eager.p10_ms / graph.p90_ms) and high == pytest.approx(eager.p90_ms / graph.p10_ms)
+    assert low < stored_view.speedup("qwen3-8b") < high
+
+
+def test_the_stored_eager_steps_cannot_be_told_apart_but_the_replays_can(stored_view):
+    from floorlab.core.timing import compare
+
+    eager = compare(stored_view.eager("qwen3-8b"), stored_view.eager("qwen3-0.6b"))
+    assert not eager.meaningful and eager.ratio == pytest.approx(1.68, abs=0.01)
+    replay = compare(stored_view.graph("qwen3-8b"), stored_view.graph("qwen3-0.6b"))
+    assert replay.meaningful
+    prices = [stored_view.fixed_us_per_kernel(p) for p in ("qwen3-0.6b", "qwen3-8b")]
+    assert all(2.5 < us < 3.5 for us in prices)  # a few µs per kernel at either end
+
+
+def test_the_bench_saw_the_same_engine_at_0_8_of_its_small_eager_step():
+    from floorlab.core.runs import reference_run
+    from floorlab.core.timing import compare
+
+    bench = reference_run(sizes.BENCH_REFERENCE)
+    change = compare(bench.row(sizes.BENCH_EAGER, "qwen3-8b", 1), bench.row(sizes.BENCH_EAGER, "qwen3-0.6b", 1))
+    assert change.meaningful and change.ratio == pytest.approx(0.80, abs=0.01)
+
+
+def test_graphs_matter_names_the_forgotten_fixed_cost_and_reads_numpy(stored_view):
+    np = pytest.importorskip("numpy")
+    model = sizes.fit_cost_model(stored_view)
+    answer = bigger_models.graphs_matter_answer(model, PRESETS, threshold=sizes.THRESHOLD,
+                                                issue=stored_view.eager(model.preset).issue)
+    gb = answer.layer_bytes / 1e9
+    for right in (gb, np.float64(gb), np.float32(gb), round(gb, 2)):
+        assert bigger_models.check_graphs_matter(right, "none", answer).startswith("right"), right
+    # the hint's own arithmetic, from the printed numbers: (issue ÷ threshold − kernels × µs) × GB/s
+    fixed_ms = model.kernels_per_layer * model.overhead_us / 1e3
+    hinted = (model.issue_ms_per_layer / sizes.THRESHOLD - fixed_ms) * model.bandwidth_gbps / 1e3
+    assert bigger_models.check_graphs_matter(hinted, "none", answer).startswith("right")
+    bare = answer.wrong_gb[sizes.NO_FIXED_COST]
+    assert abs(bare / gb - 1) < 0.12  # close enough that 10% alone would nearly let it through
+    verdict = bigger_models.check_graphs_matter(bare, "none", answer)
+    assert verdict.startswith("not yet") and sizes.NO_FIXED_COST in verdict
+
+
+def test_the_graphs_matter_answer_carries_the_noisy_issue_time_as_a_band(stored_view):
+    model = sizes.fit_cost_model(stored_view)
+    issue = stored_view.eager(model.preset).issue
+    assert issue.noisy
+    answer = bigger_models.graphs_matter_answer(model, PRESETS, threshold=sizes.THRESHOLD, issue=issue)
+    (low_gb, low_first), (high_gb, high_first) = answer.band["p10"], answer.band["p90"]
+    assert low_gb < answer.layer_bytes / 1e9 < high_gb
+    assert low_first == high_first == answer.first_preset == "none"
+    text = bigger_models.answer_graphs_matter(model, answer, stored_view)
+    assert f"{low_gb:.2f} GB" in text and f"{high_gb:.2f} GB" in text and "under this model" in text
+    assert "the host pays per layer" not in text.lower()
+    steady = bigger_models.graphs_matter_answer(model, PRESETS, threshold=sizes.THRESHOLD)
+    assert steady.band == {}
+
+
+def test_the_32b_multiple_names_the_fitted_presets_kernels(stored_view):
+    np = pytest.importorskip("numpy")
+    model = sizes.fit_cost_model(stored_view)
+    right = model.graph_ms("qwen3-32b") / model.floor_ms("qwen3-32b")
+    wrong = model.multiple_mistakes("qwen3-32b")
+    [(mistake, value)] = wrong.items()
+    assert "qwen3-8b" in mistake and abs(value - right) / right > 0.05
+    # the hint's arithmetic: floor = bytes ÷ bandwidth, plus kernels per layer × layers × µs
+    floor_ms = bytes_per_step(get_shape("qwen3-32b"), 1, 33) / (model.bandwidth_gbps * 1e6)
+    hinted = (floor_ms + model.kernels_per_layer * 64 * model.overhead_us / 1e3) / floor_ms
+    for answer in (right, np.float64(right), hinted):
+        verdict = checks.check_number(answer, right, rel=0.05, hint="h", wrong=wrong)
+        assert verdict.startswith("right"), verdict
+    verdict = checks.check_number(value, right, rel=0.05, hint="h", wrong=wrong)
+    assert verdict.startswith("not yet") and mistake in verdict
+    [same] = model.multiple_mistakes("qwen3-8b").values()  # the fitted preset: no mistake to make
+    assert same == pytest.approx(model.graph_ms("qwen3-8b") / model.floor_ms("qwen3-8b"))

@@ -102,6 +102,41 @@ def fixed_cost_knee_tokens(shape, *, peak_tflops: float, step_ms: float) -> int:
     return _first_tokens(lambda n: prefill_flops(shape, n) / (peak_tflops * 1e12) * 1e3 >= step_ms)
 
 
+def fixed_cost_root_tokens(shape, *, peak_tflops: float, step_ms: float) -> float:
+    """The prompt length, not rounded, whose FLOPs (attention included) take step_ms at peak_tflops.
+
+    prefill_flops(n) = 2 P n + 2 L H d (n² + n), so n is the root of a quadratic."""
+    if not step_ms > 0 or not peak_tflops > 0:
+        raise ValueError(f"step_ms and peak_tflops must be greater than 0, got {step_ms!r} and "
+                         f"{peak_tflops!r}; pass a measured step and rate")
+    budget = step_ms * 1e-3 * peak_tflops * 1e12
+    pair = 2 * shape.num_layers * shape.num_heads * shape.head_dim
+    linear = 2 * shape.matmul_param_count() + pair
+    return (math.sqrt(linear**2 + 4 * pair * budget) - linear) / (2 * pair)
+
+
+def matmul_only_tokens(shape, *, peak_tflops: float, step_ms: float) -> float:
+    """The prompt length whose matrix products alone, 2 FLOPs per parameter per token, take step_ms."""
+    return step_ms * 1e-3 * peak_tflops * 1e12 / (2 * shape.matmul_param_count())
+
+
+def attention_share(shape, prompt_tokens: int) -> float:
+    """Attention's share of a prefill's FLOPs (prefill_flops): it grows with the prompt."""
+    total = prefill_flops(shape, prompt_tokens)
+    return 1 - int(prompt_tokens) * 2 * shape.matmul_param_count() / total
+
+
+def line_fit(xs: Iterable[float], ys: Iterable[float]) -> tuple[float, float, float]:
+    """(intercept, slope, largest miss as a share of y) of the least-squares line through the points."""
+    xs, ys = [float(x) for x in xs], [float(y) for y in ys]
+    if len(xs) != len(ys) or len(set(xs)) < 2:
+        raise ValueError(f"a line needs points at two x values or more, got x = {xs}")
+    mean_x, mean_y = sum(xs) / len(xs), sum(ys) / len(ys)
+    slope = sum((x - mean_x) * (y - mean_y) for x, y in zip(xs, ys)) / sum((x - mean_x) ** 2 for x in xs)
+    intercept = mean_y - slope * mean_x
+    return intercept, slope, max(abs(intercept + slope * x - y) / abs(y) for x, y in zip(xs, ys))
+
+
 def observed_knee_tokens(prompt_tokens: Iterable[int], ms_per_token: Iterable[float], *,
                          within: float = LEVELLED) -> float | None:
     """The prompt length where time per token stops falling, or None if it never did.

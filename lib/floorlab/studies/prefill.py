@@ -12,12 +12,17 @@ from typing import Iterable
 import torch
 
 from floorlab.core.bandwidth import MatmulRate
+from floorlab.core.checks import NOT_ATTEMPTED, checked, judge, read_number
 from floorlab.core.device import resolve_device
 from floorlab.core.intensity import (
     LEVELLED,
     achieved_tflops,
     fixed_cost_knee_tokens,
+    fixed_cost_root_tokens,
     intensity,
+    knee_intensity,
+    line_fit,
+    matmul_only_tokens,
     observed_knee_tokens,
     prefill_flops,
     prefill_workspace_bytes,
@@ -28,7 +33,7 @@ from floorlab.core.progress import progress_bar
 from floorlab.core.prose import fmt_gbps, fmt_ms, sig
 from floorlab.core.roofline import Floor, decode_floor, prefill_bytes
 from floorlab.core.runs import Row
-from floorlab.core.timing import Timing, time_ms
+from floorlab.core.timing import Timing, compare, time_ms
 from floorlab.engine.buckets import bucket_for
 from floorlab.engine.graphs import GraphRunner, capture_graph
 from floorlab.engine.measure import measure_path
@@ -36,9 +41,8 @@ from floorlab.engine.model import with_context
 
 MEMORY_SHARE = 0.8  # the share of free memory a measurement may plan to use
 REFERENCE = "h200-prefill"  # the stored run of this chapter on an NVIDIA H200
-NO_STORED_RUN = ("No stored H200 run of this chapter exists yet; the book stores one the next "
-                 "time the chapter runs on that card. Until then only this machine's numbers "
-                 "appear here.")
+NO_STORED_RUN = ("No stored H200 run of this chapter exists yet; the book stores one the next time the chapter "
+                 "runs on that card. Until then only this machine's numbers appear here.")
 
 
 # ---- prompts in a stream: why prefill is not graphed ---------------------------------------
@@ -48,8 +52,7 @@ def prompt_stream(requests: int, *, seed: int = 0, shortest: int = 16,
     """Prompt lengths in tokens of a seeded stream of requests, log-uniform in [shortest, longest]."""
     rng = random.Random(seed)
     low, high = math.log(shortest), math.log(longest)
-    return [min(max(round(math.exp(rng.uniform(low, high))), shortest), longest)
-            for _ in range(int(requests))]
+    return [min(max(round(math.exp(rng.uniform(low, high))), shortest), longest) for _ in range(int(requests))]
 
 
 def powers_of_two(longest: int) -> tuple[int, ...]:
@@ -70,8 +73,7 @@ class StreamShapes:
 
 
 def stream_shapes(lengths: Iterable[int], buckets: Iterable[int] | None = None) -> StreamShapes:
-    """Distinct prompt shapes of a stream, and what padding them up to buckets (powers of two
-    by default) would take: the buckets used and the extra tokens computed."""
+    """Distinct prompt shapes of a stream, and the buckets (powers of two) and extra tokens padding takes."""
     lengths = [int(n) for n in lengths]
     buckets = tuple(buckets) if buckets is not None else powers_of_two(max(lengths))
     used = {bucket_for(n, buckets) for n in lengths}
@@ -122,33 +124,29 @@ class PrefillPoint:
 
     def to_dict(self) -> dict:
         """Plain dict, ready for JSON."""
-        return {"path": self.path, "prompt_tokens": self.prompt_tokens,
-                "timing": self.timing.to_dict(), "flops": self.flops,
-                "bytes_moved": self.bytes_moved}
+        return {"path": self.path, "prompt_tokens": self.prompt_tokens, "timing": self.timing.to_dict(),
+                "flops": self.flops, "bytes_moved": self.bytes_moved}
 
     @classmethod
     def from_dict(cls, data: dict) -> "PrefillPoint":
         """Rebuild from to_dict() output."""
-        return cls(path=data["path"], prompt_tokens=int(data["prompt_tokens"]),
-                   timing=Timing.from_dict(data["timing"]), flops=int(data["flops"]),
-                   bytes_moved=int(data["bytes_moved"]))
+        return cls(path=data["path"], prompt_tokens=int(data["prompt_tokens"]), timing=Timing.from_dict(data["timing"]),
+                   flops=int(data["flops"]), bytes_moved=int(data["bytes_moved"]))
 
 
 def random_prompt(model, prompt_tokens: int, *, seed: int = 0) -> torch.Tensor:
     """A seeded random prompt [1, prompt_tokens] on the model's device."""
     gen = torch.Generator(device=model.device).manual_seed(seed)
-    return torch.randint(0, model.shape.vocab_size, (1, int(prompt_tokens)), device=model.device,
-                         generator=gen)
+    return torch.randint(0, model.shape.vocab_size, (1, int(prompt_tokens)), device=model.device, generator=gen)
 
 
 def measure_prefill(model, prompt_tokens: Iterable[int], *, warmup: int, repeats: int,
                     graphs: bool = False, progress: str | None = None) -> list[PrefillPoint]:
     """Time model.prefill at each prompt length (batch 1), eagerly or replayed as a CUDA graph.
 
-    graphs=True captures one graph per length, times its replay and frees it before the
-    next: a lab instrument that takes the host out, not how a server runs prefill.
-    Lengths the device has no memory for are left out (prefill_workspace_bytes, fits).
-    """
+    graphs=True captures one graph per length, times its replay and frees it before the next: a lab
+    instrument that takes the host out, not how a server runs prefill. Lengths the device has no
+    memory for are left out (prefill_workspace_bytes, fits)."""
     lengths = [int(n) for n in prompt_tokens]
     too_long = [n for n in lengths if n > model.max_context]
     if too_long:
@@ -174,8 +172,7 @@ def measure_prefill(model, prompt_tokens: Iterable[int], *, warmup: int, repeats
             torch.cuda.empty_cache()
         else:
             timing = time_ms(call, warmup=warmup, repeats=repeats, device=model.device)
-        points.append(PrefillPoint("graph replay" if graphs else "eager", n, timing,
-                                   prefill_flops(model.shape, n),
+        points.append(PrefillPoint("graph replay" if graphs else "eager", n, timing, prefill_flops(model.shape, n),
                                    prefill_bytes(model.shape, n, dtype_bytes=dtype_bytes)))
     return points
 
@@ -199,10 +196,9 @@ def stored_rate(run) -> MatmulRate:
 class Knees:
     """Where a sweep's prefill turns compute-bound, predicted two ways and observed, in tokens.
 
-    roofline_tokens assumes a one-token step costs its floor; fixed_cost_tokens uses what
-    the sweep's shortest prompt really cost (step_ms); observed_tokens is None when time per
-    token was still falling at the sweep's longest prompt.
-    """
+    roofline_tokens assumes a one-token step costs its floor; fixed_cost_tokens uses what the sweep's
+    shortest prompt really cost (step_ms); observed_tokens is None when time per token was still
+    falling at the sweep's longest prompt."""
 
     path: str
     roofline_tokens: int
@@ -210,6 +206,7 @@ class Knees:
     fixed_cost_tokens: int
     observed_tokens: float | None
     longest_tokens: int
+    step_note: str = ""  # says so when the shortest prompt's timing is noisy
 
     def observed_phrase(self) -> str:
         """'from about 950 tokens', or 'beyond 256 tokens, the longest prompt timed'."""
@@ -225,7 +222,7 @@ class Knees:
             f"{fmt_ms(self.step_ms)} as the fixed cost",
             f"  observed: levelled off (within {LEVELLED:g}× of its lowest time per token)",
             f"  {self.observed_phrase()}",
-        ])
+        ] + ([f"  {self.step_note}"] if self.step_note else []))
 
     def to_dict(self) -> dict:
         """Plain dict, ready for JSON."""
@@ -244,21 +241,30 @@ def find_knees(shape, points: list[PrefillPoint], *, peak_tflops: float, bandwid
                                              bandwidth_gbps=bandwidth_gbps, dtype_bytes=dtype_bytes),
         step_ms=shortest,
         fixed_cost_tokens=fixed_cost_knee_tokens(shape, peak_tflops=peak_tflops, step_ms=shortest),
-        observed_tokens=observed_knee_tokens([p.prompt_tokens for p in points],
-                                             [p.ms_per_token for p in points]),
+        observed_tokens=observed_knee_tokens([p.prompt_tokens for p in points], [p.ms_per_token for p in points]),
         longest_tokens=points[-1].prompt_tokens,
+        step_note="".join(line[2:] for line in noise_lines([("the shortest prompt", points[0].timing)])),
     )
 
 
 def format_sweep(points: list[PrefillPoint], *, peak_tflops: float) -> str:
     """A table of a sweep: tokens, ms, ms per token, TFLOP/s, FLOPs per byte, share of the roof."""
-    lines = [f"{'tokens':>7} {'prefill ms':>11} {'ms/token':>10} {'TFLOP/s':>9} "
-             f"{'FLOP/B':>8} {'of roof':>8}"]
+    lines = [f"{'tokens':>7} {'prefill ms':>11} {'ms/token':>10} {'TFLOP/s':>9} {'FLOP/B':>8} {'of roof':>8}"]
     for p in points:
-        lines.append(f"{p.prompt_tokens:>7} {sig(p.timing.median_ms):>11} "
-                     f"{sig(p.ms_per_token):>10} {sig(p.tflops):>9} "
+        lines.append(f"{p.prompt_tokens:>7} {_ms(p.timing):>11} {sig(p.ms_per_token):>10} {sig(p.tflops):>9} "
                      f"{sig(p.flops_per_byte):>8} {p.tflops / peak_tflops:>8.0%}")
-    return "\n".join(lines)
+    return "\n".join(lines + noise_lines([(f"{p.prompt_tokens} tokens", p.timing) for p in points]))
+
+
+def _ms(timing: Timing) -> str:
+    """A median in ms to three figures; a noisy one to two, starred: '6.46', '39*'."""
+    return f"{sig(timing.median_ms, 2)}*" if timing.noisy else sig(timing.median_ms)
+
+
+def noise_lines(timings: list[tuple[str, Timing]]) -> list[str]:
+    """One line per noisy (label, Timing): its p10-p90 band and its share of the median."""
+    return [f"* noisy: {label}, p10-p90 {sig(t.p10_ms)}-{sig(t.p90_ms)} ms, "
+            f"{t.spread_ms / t.median_ms:.0%} of its median" for label, t in timings if t.noisy]
 
 
 # ---- decode at a context --------------------------------------------------------------
@@ -302,30 +308,47 @@ def stored_contexts(run) -> list[ContextPoint]:
 
 def format_contexts(points: list[ContextPoint]) -> str:
     """A table of decode steps at contexts: floor, measured, multiple of the floor, GB/s, KV share."""
-    lines = [f"{'context':>8} {'path':>13} {'floor':>10} {'measured':>10} {'× floor':>8} "
-             f"{'GB/s':>10} {'KV share':>9}"]
+    lines = [f"{'context':>8} {'path':>13} {'floor':>10} {'measured':>10} {'× floor':>8} {'GB/s':>10} {'KV share':>9}"]
     for p in points:
         lines.append(f"{p.context_tokens:>8} {p.row.path:>13} {fmt_ms(p.floor.floor_ms):>10} "
-                     f"{fmt_ms(p.row.median_ms):>10} {p.row.x_floor:>8.2f} "
+                     f"{_ms(p.row.timing) + ' ms':>10} {p.row.x_floor:>8.2f} "
                      f"{fmt_gbps(p.row.achieved_gbps):>10} {p.kv_share:>9.0%}")
-    return "\n".join(lines)
+    return "\n".join(lines + noise_lines([(f"context {p.context_tokens}", p.row.timing) for p in points]))
+
+
+@dataclass(frozen=True)
+class ContextCost:
+    """A decode step's median time against its context as a line, fixed_ms + per_token_us × n; the
+    rate it reads the cache at, its largest miss (a share), and compare(longest, shortest)."""
+
+    fixed_ms: float
+    per_token_us: float
+    cache_gbps: float
+    worst_fit: float
+    apart: bool
+
+
+def context_cost(points: list[ContextPoint]) -> ContextCost:
+    """The least-squares line through the median step times of points (two contexts or more)."""
+    fixed, per_token_ms, worst = line_fit([p.context_tokens for p in points], [p.row.median_ms for p in points])
+    kv = points[0].floor.kv_bytes_per_token
+    cache_gbps = kv / per_token_ms / 1e6 if per_token_ms > 0 else math.inf
+    return ContextCost(fixed, per_token_ms * 1e3, cache_gbps, worst, compare(points[-1].row, points[0].row).meaningful)
 
 
 def decode_memory_bytes(shape, context_tokens: int, dtype_bytes: int = 2) -> int:
-    """Bytes a decode twin at that context needs beyond the model: a second set of weights
-    while it is made (freed once it shares the model's), and a one-row cache of that length."""
+    """Bytes a decode twin at that context needs beyond the model: a second set of weights while it
+    is made (freed once it shares the model's), and a one-row cache of that length."""
     return shape.weight_bytes(dtype_bytes) + context_tokens * shape.kv_bytes_per_token(dtype_bytes)
 
 
-def measure_decode_contexts(model, contexts: Iterable[int], *, bandwidths, warmup: int,
-                            repeats: int, graphs: bool = False,
-                            progress: str | None = None) -> list[ContextPoint]:
+def measure_decode_contexts(model, contexts: Iterable[int], *, bandwidths, warmup: int, repeats: int,
+                            graphs: bool = False, progress: str | None = None) -> list[ContextPoint]:
     """Time one decode step (batch 1) at each context, with a cache of exactly that length.
 
     Each context gets a twin of the model (with_context: same weights, its own cache); the
     step decodes at the last slot. graphs=True replays the step as a CUDA graph. Contexts
-    the device has no memory for are left out (see fits).
-    """
+    the device has no memory for are left out (see fits)."""
     device = resolve_device(model.device)
     dtype_bytes = torch.empty((), dtype=model.dtype).element_size()
     contexts = [int(c) for c in contexts]
@@ -360,3 +383,68 @@ def measure_decode_contexts(model, contexts: Iterable[int], *, bandwidths, warmu
         if device.type == "cuda":
             torch.cuda.empty_cache()
     return points
+
+
+# ---- the challenges' answers: (rights, wrong), each a dict of what was done → the number
+
+def _apart(rights: dict[str, float], wrong: dict[str, float], at_least: float = 0.01) -> dict:
+    """The wrong answers more than at_least (a share) away from every right one."""
+    return {m: w for m, w in wrong.items() if all(abs(w - r) > at_least * abs(r) for r in rights.values())}
+
+
+def _other_bandwidth(bandwidths) -> tuple[str, float]:
+    """('the copy bandwidth instead of the read bandwidth', the copy GB/s): the floor's other one."""
+    kind = bandwidths.floor_kind
+    other = "read" if kind == "copy" else "copy"
+    return f"the {other} bandwidth instead of the {kind} bandwidth", bandwidths.as_gbps()[other]
+
+
+def knee_answer(shape, *, peak_tflops: float, bandwidths) -> tuple[dict, dict]:
+    """Challenge 1: the knee's height in FLOPs per byte (n FLOPs per byte at n tokens) or the
+    first compute-bound prompt; wrong: the other measured bandwidth, or 2 FLOPs per byte."""
+    mistake, other_gbps = _other_bandwidth(bandwidths)
+    knee = knee_intensity(peak_tflops, bandwidths.floor_gbps)
+    first = roofline_knee_tokens(shape, peak_tflops=peak_tflops, bandwidth_gbps=bandwidths.floor_gbps)
+    rights = {"the knee's height": knee, "the first compute-bound prompt": first}
+    wrong = {mistake: knee_intensity(peak_tflops, other_gbps),
+             "2 FLOPs per byte for each token (a bf16 weight is 2 bytes, and 2 FLOPs)": knee / 2}
+    return rights, _apart(rights, wrong)
+
+
+def fixed_cost_answer(shape, *, peak_tflops: float, step_ms: float) -> tuple[dict, dict]:
+    """Challenge 3: the prompt whose FLOPs, attention included, take step_ms at peak_tflops
+    (the quadratic's root, or the first whole prompt past it); wrong: attention left out."""
+    given = {"peak_tflops": peak_tflops, "step_ms": step_ms}
+    rights = {"the root": fixed_cost_root_tokens(shape, **given),
+              "the first whole prompt": fixed_cost_knee_tokens(shape, **given)}
+    wrong = {"the matrix products' FLOPs alone, without attention": matmul_only_tokens(shape, **given)}
+    return rights, _apart(rights, wrong)
+
+
+def floor_mistakes(shape, context_tokens: int, bandwidths) -> dict[str, float]:
+    """Floors in ms (batch 1) made with plausible wrong quantities: the other measured bandwidth,
+    the whole input table instead of the looked-up row (an untied table only)."""
+    floor = decode_floor(shape, batch=1, prompt_tokens=context_tokens - 1, bandwidths=bandwidths)
+    mistake, other_gbps = _other_bandwidth(bandwidths)
+    wrong = {mistake: floor.bytes_per_step / (other_gbps * 1e6)}
+    if not shape.tie_word_embeddings:
+        whole = shape.weight_bytes() + context_tokens * shape.kv_bytes_per_token()
+        wrong["the whole input table instead of the one row looked up"] = whole / (floor.bandwidth_gbps * 1e6)
+    return _apart({"floor": floor.floor_ms}, wrong)
+
+
+@checked
+def check_answer(value, rights: dict[str, float], *, wrong: dict[str, float], rel: float, hint: str,
+                 unit: str = "", name: str = "your answer") -> str:
+    """Verdict on a number with several right forms, each judged as checks.check_number judges one."""
+    if value is None:
+        return NOT_ATTEMPTED
+    number = read_number(value, name)
+    verdicts = dict(judge(number, right, rel=rel, wrong=wrong) for right in rights.values())
+    if "right" in verdicts:
+        return f"right: {' or '.join(dict.fromkeys(f'{r:,.4g}' for r in rights.values()))}{unit}."
+    if "wrong" in verdicts:
+        return f"not yet: that is the number you get with {verdicts['wrong']}. {hint}"
+    if "precision" in verdicts:
+        return f"not yet: close, but not yet told apart from {verdicts['precision']}: give more digits."
+    return f"not yet: {hint}"
