@@ -81,3 +81,31 @@ def test_cuda_bandwidth_structure(kind):
 
 def test_free_memory_is_a_positive_byte_count():
     assert free_bytes("cpu") > 0
+
+
+@pytest.mark.parametrize("field, value", [("gbps", float("nan")), ("gbps", float("inf")), ("gbps", 0.0),
+                                          ("p10_gbps", -1.0), ("gbps", "300"), ("kind", "write"),
+                                          ("bytes_per_rep", 0), ("device", None)])
+def test_a_bandwidth_no_measurement_gives_is_refused(field, value):
+    from dataclasses import asdict
+
+    from floorlab.core.bandwidth import Bandwidths
+
+    good = Bandwidth("read", 300.0, 290.0, 310.0, 10**9, "cpu")
+    with pytest.raises(ValueError, match=field if field != "gbps" else "read gbps"):
+        Bandwidth(**{**asdict(good), field: value})
+    copy = Bandwidth(**{**asdict(good), "kind": "copy"})
+    assert Bandwidths(copy=copy, read=good).floor_gbps == 300.0
+    with pytest.raises(ValueError, match="copy must be the measured copy Bandwidth"):
+        Bandwidths(copy=good, read=good)  # two reads
+    with pytest.raises(ValueError, match="read must be the measured read Bandwidth"):
+        Bandwidths(copy=copy, read=300.0)
+    with pytest.raises(ValueError, match="measured 'copy' and 'read'"):
+        Bandwidths.from_dict({"copy": asdict(copy)})
+
+
+@pytest.mark.parametrize("kwargs, name", [({"repeats": 0}, "repeats"), ({"repeats": 2.5}, "repeats"),
+                                          ({"size_mb": float("nan")}, "size_mb"), ({"size_mb": "16"}, "size_mb")])
+def test_measure_bandwidth_refuses_settings_that_measure_nothing(kwargs, name):
+    with pytest.raises(ValueError, match=name):
+        measure_bandwidth("cpu", **kwargs)

@@ -189,10 +189,23 @@ def test_printed_lines_fit_the_column_and_the_table_has_every_card(room, tmp_pat
     assert ">eager: " in rows[1]  # nothing beats eager on a CPU
 
 
-def test_claims_flag_a_path_below_its_floor(room, tmp_path):
+def test_a_card_below_its_floor_is_skipped_by_the_books_one_rule(room, tmp_path):
     with pytest.warns(BelowFloorWarning):  # measured_row warns as it builds the rows
         card_run(name="Odd", eager_x=0.5, graph_x=0.4).save(room / "odd.json")
-    text = " ".join(gallery.claims(load(room, tmp_path).cards))
+    g = load(room, tmp_path)
+    assert "Odd" not in [c.name for c in g.cards] and len(g.cards) == 3
+    (skipped,) = g.skipped
+    assert "its eager step" in skipped.reason and "0.50× its floor" in skipped.reason
+    assert "below the floor" in skipped.reason
+    # just above the rule's 5% allowance for timer noise, a card is shown
+    card_run(name="Close", eager_x=0.96, graph_x=0.96).save(room / "close.json")
+    assert "Close" in [c.name for c in load(room, tmp_path).cards]
+
+
+def test_claims_flag_a_path_below_its_floor_in_cards_built_by_hand():
+    with pytest.warns(BelowFloorWarning):
+        odd = gallery_cards.Card(card_run(name="Odd", eager_x=0.5, graph_x=0.4))
+    text = " ".join(gallery.claims([odd]))
     assert "below the floor: Odd (cuda) eager, Odd (cuda) graph replay" in text
 
 
@@ -414,3 +427,106 @@ def test_the_replay_check_takes_the_hint_and_refuses_the_mistakes(room, tmp_path
     for mistake, value in wrong.items():
         verdict = check(value)
         assert verdict.startswith("not yet") and mistake in verdict, (mistake, verdict)
+
+# ---- strangers' files: each one is read on its own, and an impossible card is skipped -------
+
+SENTINEL = "@@raw json@@"
+
+
+def card_text(path: str, raw: str, **kw) -> str:
+    """A valid card's JSON with the value at path ('rows.0.timing.median_ms') replaced by raw JSON text."""
+    data = card_run(**kw).to_dict()
+    *parents, last = path.split(".")
+    node = data
+    for key in parents:
+        node = node[int(key)] if isinstance(node, list) else node[key]
+    node[int(last) if isinstance(node, list) else last] = SENTINEL
+    return json.dumps(data).replace(json.dumps(SENTINEL), raw)
+
+
+STRANGE_FILES = {  # name: (path in the card, raw JSON written there, part of the reason)
+    "huge-int": ("facts.big", "9" * 5000, "a number Python will not read (Exceeds the limit (4300 digits)"),
+    "deep-brackets": ("facts.deep", "[" * 100_000 + "]" * 100_000, "nests its brackets"),
+    "device-null": ("device", "null", "its device is NoneType None, where the book's run layout holds a JSON object"),
+    "device-list": ("device", '["NVIDIA H200"]', "its device is list"),
+    "name-number": ("device.name", "4090", "its device name is int 4090"),
+    "kind-unknown": ("device.kind", '"mps"', "its device kind is str 'mps'"),
+    "name-long": ("device.name", json.dumps("H" * 500), "more than 80 characters (500)"),
+    "name-control": ("device.name", json.dumps("H200\n\u001b[31m"), "control characters"),
+    "median-nan": ("rows.0.timing.median_ms", "NaN", "median_ms must be a finite number greater than 0, got float nan"),
+    "median-string": ("rows.0.timing.median_ms", '"3.1"', "got str '3.1'"),
+    "median-negative": ("rows.0.timing.median_ms", "-5.0", "got float -5.0"),
+    "median-out-of-order": ("rows.0.timing.median_ms", "1e6", "out of order"),
+    "issue-nan": ("rows.0.issue.p90_ms", "NaN", "eager issue p90_ms"),
+    "x-floor-stale": ("rows.0.x_floor", "1.5", "says 1.5× the floor, but its median over its floor is 50×"),
+    "x-floor-negative": ("rows.0.x_floor", "-2.4", "x_floor must be a finite number greater than 0"),
+    "bandwidth-huge": ("bandwidths.read.gbps", "1e999",
+                       "read gbps must be a finite number greater than 0, got float inf"),
+    "bandwidth-nan": ("bandwidths.copy.gbps", "NaN", "gbps must be a finite number greater than 0, got float nan"),
+    "bandwidth-zero": ("bandwidths.read.gbps", "0", "gbps must be a finite number greater than 0, got int 0"),
+    "bandwidth-missing": ("bandwidths.read", "{}", "measured 'copy' and 'read' Bandwidth"),
+    "floor-infinite": ("floors.0.floor_ms", "1e999", "floor_ms must be a finite number greater than 0, got float inf"),
+    "floor-not-bytes-over-bandwidth": ("floors.0.floor_ms", "0.01", "is not its bytes over its bandwidth"),
+    "floor-other-bandwidth": ("floors.0.bandwidth_gbps", "8000.0", "the larger of its measured bandwidths is 4000"),
+    "floor-batch-text": ("floors.0.batch", '"one"', "batch must be a whole number >= 1, got str 'one'"),
+    "rows-text": ("rows", '"eager"',
+                  "its rows is str 'eager', where the book's run layout holds a JSON list of JSON objects"),
+    "row-without-path": ("rows.0", '{"preset": "qwen3-0.6b", "batch": 1}', "not in the book's run layout"),
+    "row-other-batch": ("rows.0.batch", "8", "its eager row is of 'qwen3-0.6b' at batch 8, but its floor"),
+    "floors-missing": ("floors", "[]", "it holds 0 floors"),
+    "launches-zero": ("launches.eager.kernels", "0", "eager kernels must be a whole number >= 1, got int 0"),
+    "launches-text": ("launches.eager.kernels", '"many"', "eager kernels must be a whole number >= 1, got str 'many'"),
+    "timeline-text": ("timelines.graph replay.gpu.0.end_us", '"late"', "graph replay timeline cannot be read"),
+}
+
+
+@pytest.mark.parametrize("name", list(STRANGE_FILES))
+def test_a_strangers_impossible_file_is_skipped_with_its_reason_and_the_rest_still_show(room, tmp_path, name):
+    where, raw, reason = STRANGE_FILES[name]
+    (room / f"{name}.json").write_text(card_text(where, raw, name="Stranger"))
+    g = load(room, tmp_path)
+    assert [c.name for c in g.cards] == ["Intel Xeon", "RTX 4090", "NVIDIA H200"]
+    (skipped,) = g.skipped
+    assert skipped.path.name == f"{name}.json"
+    assert reason in skipped.reason, skipped.reason
+    assert len(skipped.reason) < 400  # a reason quotes a refused value, never the whole of it
+    with pytest.raises(gallery_cards.NotACard):
+        gallery_cards.read_card(room / f"{name}.json")
+    # what the chapter does with the cards it kept still works
+    assert all(c.verdict in ("bytes", "dispatch", "operators") for c in g.cards)
+    assert gallery.gallery_table(g.cards).count("<tr>") == 4 and gallery.claims(g.cards)
+
+
+def test_the_unchanged_stranger_is_shown_so_each_case_above_is_its_one_change(room, tmp_path):
+    (room / "stranger.json").write_text(card_text("facts.note", '"nothing odd"', name="Stranger"))
+    g = load(room, tmp_path)
+    assert "Stranger" in [c.name for c in g.cards] and not g.skipped
+
+
+def test_a_file_the_checks_did_not_foresee_is_skipped_not_raised(room, tmp_path, monkeypatch):
+    def broken(card):
+        raise ZeroDivisionError("an unforeseen failure")
+
+    monkeypatch.setattr(gallery_cards, "check_card", broken)
+    g = gallery_cards.load_gallery(room, results_dir=tmp_path / "none", stored=None)
+    assert not g.cards and len(g.skipped) == 3
+    assert all("ZeroDivisionError: an unforeseen failure" in s.reason for s in g.skipped)
+
+
+def test_a_device_name_reaches_the_table_escaped_and_the_figures_letter_for_letter(room, tmp_path):
+    hostile = '<img src=x onerror=alert(1)> $\\frac{1}{0}$ & "quotes"'
+    card_run(name=hostile, gbps=2000.0).save(room / "hostile.json")
+    cards = load(room, tmp_path).cards
+    assert hostile in [c.name for c in cards]
+    table = gallery.gallery_table(cards)
+    assert "<img" not in table and "&lt;img src=x onerror=alert(1)&gt;" in table
+    assert "&amp; &quot;quotes&quot;" in table
+    fig = gallery_bars(cards, path=tmp_path / "bars.png")  # saving draws: a '$' is no mathtext
+    assert any(t.get_text().startswith(hostile.replace("$", r"\$")) for t in fig.axes[0].get_yticklabels())
+    gallery_scatter(cards, cost=gallery.fixed_cost(cards), path=tmp_path / "scatter.png")
+
+
+def test_the_stored_run_that_stands_in_passes_the_same_checks():
+    card = gallery_cards.card_from_run(gallery_cards.reference_run(gallery_cards.STORED), origin="stored")
+    gallery_cards.check_card(card)
+    assert card.floor.floor_ms > 0 and card.eager.x_floor > 1

@@ -430,6 +430,90 @@ def test_kernel_sweep_runs_on_a_tiny_shape(tmp_path, capsys):
     assert "best config per GEMV" in capsys.readouterr().out
 
 
+@pytest.mark.parametrize("flags, error", [
+    (["--batches", "0"], "--batches must be >= 1, got 0"),
+    (["--batches", "1", "0"], "--batches must be >= 1, got 0"),
+    (["--batches", "x"], "--batches must be a whole number such as 1 or 8, got 'x'"),
+    (["--repeats", "0"], "--repeats must be >= 1, got 0"),
+    (["--repeats", "2.5"], "--repeats must be a whole number such as 20, got '2.5'"),
+    (["--configs", "0"], "--configs must be >= 1, got 0"),
+    (["--context", "0"], "--context must be >= 1, got 0"),
+    (["--presets", "qwen3-9b"], "unknown preset 'qwen3-9b'; use one of: qwen3-0.6b"),
+])
+def test_kernel_sweep_refuses_bad_flags_before_it_times_anything(flags, error, capsys, monkeypatch):
+    from floorlab.tools import sweep
+
+    monkeypatch.setattr(sweep, "run_sweep", lambda **kw: pytest.fail("the sweep ran with a bad flag"))
+    with pytest.raises(SystemExit) as exited:
+        sweep.main(["--tiny", *flags])
+    assert exited.value.code == 2
+    err = capsys.readouterr().err
+    assert "usage: python -m floorlab sweep" in err and f"error: argument {flags[0]}: {error}" in err
+
+
+@pytest.mark.parametrize("kwargs, name", [({"batches": [1, 0]}, "each of batches"), ({"batches": 8}, "batches"),
+                                          ({"repeats": 0}, "repeats"), ({"limit": 0}, "limit"),
+                                          ({"context": 2.5}, "context"), ({"presets": ["qwen3-9b"]}, "qwen3-9b")])
+def test_run_sweep_refuses_what_no_sweep_can_use(kwargs, name, monkeypatch):
+    from floorlab.tools import sweep
+
+    monkeypatch.setattr(sweep, "measure_bandwidth", lambda *a, **kw: pytest.fail("the sweep ran"))
+    with pytest.raises(ValueError, match=name):
+        sweep.run_sweep(tiny=True, **kwargs)
+
+
+def test_kernel_sweep_without_triton_says_how_to_install_it():
+    script = ("import sys\nsys.modules['triton'] = None\n"
+              "from floorlab.tools.sweep import main\nsys.exit(main(['--tiny']))\n")
+    env = {**os.environ, "CUDA_VISIBLE_DEVICES": "",
+           "PYTHONPATH": os.pathsep.join([str(LIB), os.environ.get("PYTHONPATH", "")])}
+    done = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 2, done.stderr
+    assert "error: the book's kernels need Triton" in done.stderr and "pip install triton" in done.stderr
+    assert "Traceback" not in done.stderr
+
+
+def test_the_floor_test_holds_a_time_to_its_bytes_unless_they_fit_in_the_cache(monkeypatch):
+    from floorlab.core.roofline import BelowFloorError
+    from floorlab.studies import kernels as kernels_study
+
+    assert kernels_study.cache_bytes("cpu") >= 0  # read from /sys where Linux has it, else 0
+    monkeypatch.setattr(kernels_study, "cache_bytes", lambda device: 2**20)
+    check = kernels_study.check_timed
+    assert check(1.0, 1e9, 1000.0, device="cpu") == 1.0  # 1 GB at 1000 GB/s: 1 ms, on the floor
+    assert check(0.96, 1e9, 1000.0, device="cpu") == 0.96  # within the rule's allowance for noise
+    with pytest.raises(BelowFloorError, match="below the floor: 0.500 ms for 1e.03 MB is 0.5× its floor"):
+        check(0.5, 1e9, 1000.0, device="cpu")
+    assert check(1e-6, 1e5, 1000.0, device="cpu") == 1e-6  # 100 kB sit in the 1 MiB cache: no floor
+    with pytest.raises(BelowFloorError):  # unless a timed replay touches more than the cache holds
+        check(1e-6, 1e5, 1000.0, device="cpu", working_bytes=28e5)
+
+
+def test_kernel_sweep_fails_a_row_timed_below_its_floor_and_exits_non_zero(tmp_path, capsys, monkeypatch):
+    from floorlab.core.runs import load_json
+    from floorlab.studies import kernels as kernels_study
+    from floorlab.tools import sweep, sweep_steps
+
+    # an impossibly fast timer (a nanosecond per GEMV), and a size row as fast on one of its ways; the
+    # tiny shape's weights fit in any cache, where no floor applies: here the device has none
+    monkeypatch.setattr(kernels_study, "cache_bytes", lambda device: 0)
+    monkeypatch.setattr(sweep_steps, "time_per_call_ms", lambda *a, **kw: 1e-6)
+    size_row = {"n": 16, "k": 64, "bytes": 4096, "programs": 4, "config": {}, "alone_us": 1e3, "alone_gbps": 0.004,
+                "serial_us": 1e3, "serial_gbps": 0.004, "chained_us": 1e-6, "chained_gbps": 4e6}
+    monkeypatch.setattr(sweep, "sweep_sizes", lambda *a, **kw: [dict(size_row)])
+    out = tmp_path / "sweep.json"
+    assert sweep.main(["--tiny", "--batches", "1", "--configs", "1", "--skip-steps", "--out", str(out)]) == 1
+    result = load_json(out)
+    assert result["gemv_rows"] and all("below the floor" in r["error"] for r in result["gemv_rows"])
+    assert not any(key in r for r in result["gemv_rows"] for key in ("us", "gbps", "pct_read", "best"))
+    assert result["best"] == {}  # a row that failed never wins
+    (size,) = result["size_rows"]
+    assert "chained" in size["error"] and "below the floor" in size["error"] and "alone_gbps" not in size
+    assert len(result["errors"]) == len(result["gemv_rows"]) + 1
+    text = capsys.readouterr().out
+    assert f"{len(result['errors'])} variants failed:" in text and "error: qkv b1" in text
+
+
 @pytest.mark.parametrize("batch", [1, 8])
 def test_layer_kernel_table_times_each_kernel_with_the_steps_own_config(batch):
     from floorlab.studies.kernels import layer_kernel_rows

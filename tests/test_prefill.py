@@ -431,3 +431,23 @@ def test_a_mistake_no_check_could_tell_from_the_right_answer_is_not_named():
     with pytest.raises(ValueError, match="step_ms"):
         from floorlab.core.intensity import fixed_cost_root_tokens
         fixed_cost_root_tokens(SMALL, peak_tflops=777.0, step_ms=0.0)
+
+@pytest.mark.parametrize("call, name", [
+    (lambda: knee_intensity(float("nan"), 4000.0), "peak_tflops"),
+    (lambda: knee_intensity(800.0, float("inf")), "bandwidth_gbps"),
+    (lambda: knee_intensity("800", 4000.0), "peak_tflops"),
+    (lambda: attainable_tflops(10.0, peak_tflops=0.0, bandwidth_gbps=4000.0), "peak_tflops"),
+    (lambda: attainable_tflops(float("nan"), peak_tflops=800.0, bandwidth_gbps=4000.0), "flops_per_byte"),
+    (lambda: intensity(1e9, 0), "bytes_moved"),
+    (lambda: intensity(float("nan"), 1e9), "flops"),
+    (lambda: fixed_cost_knee_tokens(SMALL, peak_tflops=0.0, step_ms=1.0), "peak_tflops"),
+    (lambda: fixed_cost_knee_tokens(SMALL, peak_tflops=800.0, step_ms=float("nan")), "step_ms"),
+    (lambda: prefill_bound_ms(SMALL, 16, bandwidth_gbps=4000.0, peak_tflops=-1.0), "peak_tflops"),
+    (lambda: observed_knee_tokens([1, 4, 16], [1.0, float("nan"), 0.5]), "ms_per_token"),
+    (lambda: observed_knee_tokens([0, 4, 16], [1.0, 0.7, 0.5]), "prompt_tokens"),
+    (lambda: prefill_flops(SMALL, 16, batch=0), "batch"),
+    (lambda: prefill_bytes(SMALL, 16, batch=1.5), "batch"),
+])
+def test_the_prefill_arithmetic_refuses_nan_zero_and_wrong_types_by_name(call, name):
+    with pytest.raises(ValueError, match=name):
+        call()

@@ -219,3 +219,109 @@ def test_the_verdict_follows_who_is_busy_not_a_loose_threshold():
     # the laptop study: 17 µs per launch and nothing else known
     assert gap_verdict(eager_ms=7.80, floor_ms=3.13, launches=280) == "dispatch"
     assert gap_verdict(eager_ms=3.5, floor_ms=3.13, launches=280) == "bytes"
+
+
+# ---- arithmetic that refuses nonsense ---------------------------------------------------
+
+NAN, INF = float("nan"), float("inf")
+
+
+def test_the_fixed_cost_model_refuses_an_overhead_of_zero_instead_of_dividing_by_it():
+    from floorlab.core.roofline import crossover_gbps, kernels_per_layer_budget, predicted_ms
+
+    for overhead in (0, 0.0, -2.8, NAN, INF, "2.8"):
+        with pytest.raises(ValueError, match="overhead_us must be a finite number greater than 0") as info:
+            crossover_gbps(1.196e9, 512, overhead)
+        assert "overhead_us_per_kernel" in str(info.value)  # how to get one
+        with pytest.raises(ValueError, match="overhead_us"):
+            kernels_per_layer_budget(0.275, 2.0, overhead, 28)
+    with pytest.raises(ValueError, match="target_multiple must be a finite number greater than 1"):
+        kernels_per_layer_budget(0.275, 0.5, 2.8, 28)
+    with pytest.raises(ValueError, match="num_layers"):
+        kernels_per_layer_budget(0.275, 2.0, 2.8, 0)
+    with pytest.raises(ValueError, match="kernels"):
+        crossover_gbps(1.196e9, 0, 2.8)
+    assert predicted_ms(0.275, 512, 0.0) == 0.275  # no overhead: the floor itself
+    with pytest.raises(ValueError, match="floor_ms"):
+        predicted_ms(NAN, 512, 2.8)
+
+
+@pytest.mark.parametrize("bandwidths, said", [
+    (300, "got int 300"), (300.0, "got float 300.0"), ("300", "got str '300'"), ([300, 400], "got list"),
+    (None, "got NoneType None"), ({"write": 300.0}, "got the key str 'write'"),
+])
+def test_bandwidths_of_the_wrong_type_say_what_to_pass(bandwidths, said):
+    from floorlab.core.roofline import decode_floor
+
+    with pytest.raises(ValueError) as info:
+        decode_floor(qwen3_06b(), batch=1, prompt_tokens=32, bandwidths=bandwidths)
+    assert str(info.value).startswith("bandwidths should be a Bandwidths from fl.measure_bandwidths() or a "
+                                      "dict {'copy': GB/s, 'read': GB/s}; ")
+    assert said in str(info.value)
+
+
+@pytest.mark.parametrize("bad", [NAN, INF, -INF, 0.0, -4000.0, "4000", True, None])
+@pytest.mark.parametrize("order", ["copy first", "read first"])
+def test_a_bad_bandwidth_is_refused_whatever_the_order_of_the_keys(bad, order):
+    from floorlab.core.roofline import decode_floor, floor_bandwidth
+
+    pairs = [("copy", bad), ("read", 4000.0)]
+    bandwidths = dict(pairs if order == "copy first" else pairs[::-1])
+    with pytest.raises(ValueError, match=r"bandwidths\['copy'\] must be a finite number greater than 0"):
+        floor_bandwidth(bandwidths)
+    with pytest.raises(ValueError, match="bandwidths"):
+        decode_floor(qwen3_06b(), batch=1, prompt_tokens=32, bandwidths=bandwidths)
+    with pytest.raises(ValueError, match="at least one measured bandwidth"):
+        floor_bandwidth({})
+
+
+@pytest.mark.parametrize("call, name", [
+    (lambda: floor_ms(SEED_BYTES, NAN), "bandwidth_gbps"),
+    (lambda: floor_ms(SEED_BYTES, INF), "bandwidth_gbps"),
+    (lambda: floor_ms(NAN, SEED_GBPS), "bytes_moved"),
+    (lambda: floor_ms("1.19e9", SEED_GBPS), "bytes_moved"),
+    (lambda: floor_ms(10**5000, SEED_GBPS), "bytes_moved"),
+    (lambda: achieved_gbps(SEED_BYTES, 0), "ms"),
+    (lambda: achieved_gbps(SEED_BYTES, NAN), "ms"),
+    (lambda: gap_ms(NAN, 3.13), "measured_ms"),
+    (lambda: per_launch_us(NAN, 280), "gap_ms"),
+    (lambda: per_launch_us(4.67, INF), "launches"),
+    (lambda: check_floor(NAN, 3.13), "measured_ms"),
+    (lambda: check_floor(7.8, INF), "floor_ms"),
+    (lambda: bytes_per_step(StandInShape(), 1.5, 16), "batch_size"),
+    (lambda: bytes_per_step(StandInShape(), True, 16), "batch_size"),
+    (lambda: bytes_per_step(StandInShape(), 1, NAN), "context_len"),
+    (lambda: bytes_per_step(StandInShape(), 1, 16, dtype_bytes=True), "dtype_bytes"),
+    (lambda: bytes_per_step("qwen3-0.6b", 1, 16), "shape should be a model shape"),
+])
+def test_nan_infinity_and_wrong_types_are_refused_by_name(call, name):
+    with pytest.raises(ValueError, match=name):
+        call()
+
+
+def test_the_below_floor_rule_and_the_verdict_refuse_what_no_ratio_is():
+    from floorlab.core.roofline import gap_verdict, is_below_floor
+
+    assert is_below_floor(0.5) and not is_below_floor(0.96)
+    for ratio in (NAN, -1.0, "0.5"):
+        with pytest.raises(ValueError, match="ratio"):
+            is_below_floor(ratio)
+    with pytest.raises(ValueError, match="eager_ms"):
+        gap_verdict(eager_ms=NAN, floor_ms=3.13, launches=280)
+    with pytest.raises(ValueError, match="busy_ms"):
+        gap_verdict(eager_ms=7.8, floor_ms=3.13, launches=280, busy_ms=NAN)
+
+
+@pytest.mark.parametrize("field, value", [
+    ("floor_ms", INF), ("floor_ms", -5.0), ("floor_ms", NAN), ("bandwidth_gbps", 0.0), ("bandwidth_gbps", "4000"),
+    ("batch", 0), ("bytes_per_step", "1.2 GB"), ("bandwidth_kind", "hbm"), ("preset", None), ("cache_tokens", -1),
+])
+def test_a_floor_no_measurement_could_have_is_refused(field, value):
+    from dataclasses import asdict
+
+    from floorlab.core.roofline import Floor, decode_floor
+
+    good = asdict(decode_floor(qwen3_06b(), batch=1, prompt_tokens=32, bandwidths={"read": 4000.0}))
+    with pytest.raises(ValueError, match=field):
+        Floor.from_dict({**good, field: value})
+    assert Floor.from_dict(good).floor_ms == good["floor_ms"]

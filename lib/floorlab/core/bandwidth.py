@@ -11,12 +11,12 @@ from dataclasses import asdict, dataclass
 import torch
 
 from floorlab.core.device import resolve_device
+from floorlab.core.numbers import positive_number, shown, whole_number
 from floorlab.core.prose import sig
-from floorlab.core.roofline import floor_bandwidth
+from floorlab.core.roofline import BANDWIDTH_KINDS, floor_bandwidth
 from floorlab.core.timing import time_ms
 
 MIB = 2**20
-BANDWIDTH_KINDS = ("copy", "read")
 CUDA_DEFAULT_SIZE_MB = 1024
 CPU_DEFAULT_SIZE_MB = 256
 _BUFFER_DTYPE = torch.float32
@@ -32,6 +32,16 @@ class Bandwidth:
     p90_gbps: float
     bytes_per_rep: int
     device: str
+
+    def __post_init__(self):
+        """Refuse a bandwidth no measurement gives: an unknown kind, NaN, infinite, zero or negative."""
+        if self.kind not in BANDWIDTH_KINDS:
+            raise ValueError(f"kind must be one of {BANDWIDTH_KINDS}, got {shown(self.kind)}")
+        for name in ("gbps", "p10_gbps", "p90_gbps"):
+            positive_number(getattr(self, name), f"{self.kind} {name}", "measure it with measure_bandwidth()")
+        whole_number(self.bytes_per_rep, "bytes_per_rep")
+        if not isinstance(self.device, str):
+            raise ValueError(f"device must be the device's name, e.g. 'cuda:0', got {shown(self.device)}")
 
     def __str__(self) -> str:
         return (
@@ -51,6 +61,14 @@ class Bandwidths:
     copy: Bandwidth
     read: Bandwidth
 
+    def __post_init__(self):
+        """Refuse anything but a measured copy and read bandwidth (measure_bandwidths())."""
+        for kind in BANDWIDTH_KINDS:
+            value = getattr(self, kind)
+            if not isinstance(value, Bandwidth) or value.kind != kind:
+                raise ValueError(f"{kind} must be the measured {kind} Bandwidth "
+                                 f"(measure_bandwidth(kind={kind!r})), got {shown(value)}")
+
     @property
     def floor_gbps(self) -> float:
         """GB/s the floor uses: the larger measured bandwidth."""
@@ -63,6 +81,9 @@ class Bandwidths:
 
     def drift_note(self, later: "Bandwidths", *, tolerance: float = 0.2) -> str:
         """A warning when a later measurement's floor bandwidth differs by more than tolerance, else ''."""
+        if not isinstance(later, Bandwidths):
+            raise ValueError(f"later must be a Bandwidths from measure_bandwidths(), got {shown(later)}")
+        tolerance = positive_number(tolerance, "tolerance", "pass a fraction, e.g. 0.2 for 20%")
         change = later.floor_gbps / self.floor_gbps - 1
         if abs(change) <= tolerance:
             return ""
@@ -83,8 +104,12 @@ class Bandwidths:
 
     @classmethod
     def from_dict(cls, data: dict) -> "Bandwidths":
-        """Rebuild from to_dict() output."""
-        return cls(copy=Bandwidth(**data["copy"]), read=Bandwidth(**data["read"]))
+        """Rebuild from to_dict() output (a ValueError when a field is missing or not a measurement)."""
+        try:
+            return cls(copy=Bandwidth(**data["copy"]), read=Bandwidth(**data["read"]))
+        except (KeyError, TypeError) as err:
+            raise ValueError(f"bandwidths should hold a measured 'copy' and 'read' Bandwidth "
+                             f"({type(err).__name__}: {err}); measure them with measure_bandwidths()") from None
 
 
 def _default_size_mb(device: torch.device, kind: str) -> int:
@@ -104,13 +129,10 @@ def measure_bandwidth(device=None, *, kind: str = "copy", size_mb: float | None 
     """
     if kind not in BANDWIDTH_KINDS:
         raise ValueError(f"kind must be one of {BANDWIDTH_KINDS}, got {kind!r}")
-    if size_mb is not None and not size_mb > 0:
-        raise ValueError(
-            f"size_mb must be a positive number of MiB, got {size_mb!r}; leave it None for the "
-            f"default ({CUDA_DEFAULT_SIZE_MB} on CUDA, {CPU_DEFAULT_SIZE_MB} on CPU)"
-        )
-    if int(repeats) != repeats or repeats < 1:
-        raise ValueError(f"repeats must be a whole number >= 1, got {repeats!r}")
+    if size_mb is not None:
+        size_mb = positive_number(size_mb, "size_mb", f"a number of MiB; leave it None for the default "
+                                  f"({CUDA_DEFAULT_SIZE_MB} on CUDA, {CPU_DEFAULT_SIZE_MB} on CPU)")
+    repeats = whole_number(repeats, "repeats")
     device = resolve_device(device)
     if size_mb is None:
         size_mb = _default_size_mb(device, kind)
@@ -199,11 +221,8 @@ def measure_matmul_tflops(device=None, *, dtype: torch.dtype | None = None, size
         dtype = torch.bfloat16 if device.type == "cuda" else torch.float32
     if size is None:
         size = CUDA_MATMUL_SIZE if device.type == "cuda" else CPU_MATMUL_SIZE
-    if isinstance(size, bool) or int(size) != size or size < 1:
-        raise ValueError(f"size must be a whole number >= 1 (the matrices' side), got {size!r}")
-    if int(repeats) != repeats or repeats < 1:
-        raise ValueError(f"repeats must be a whole number >= 1, got {repeats!r}")
-    size = int(size)
+    size = whole_number(size, "size", hint="pass the matrices' side, e.g. 1024")
+    repeats = whole_number(repeats, "repeats")
     gen = torch.Generator(device=device).manual_seed(0)
     a = torch.randn(size, size, device=device, dtype=dtype, generator=gen)
     b = torch.randn(size, size, device=device, dtype=dtype, generator=gen)

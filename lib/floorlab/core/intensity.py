@@ -11,10 +11,13 @@ from __future__ import annotations
 import math
 from typing import Callable, Iterable
 
+from floorlab.core.numbers import nonnegative_number, positive_number, whole_number
 from floorlab.core.roofline import floor_ms, prefill_bytes
 
 LEVELLED = 2.0  # time per token within this multiple of its lowest has stopped falling
 STILL_FALLING = -0.5  # a last log-log slope steeper than this: the sweep ended before levelling
+PEAK_HINT = "pass a measured compute roof in TFLOP/s, e.g. measure_matmul_tflops().tflops"
+GBPS_HINT = "pass a measured bandwidth in GB/s, e.g. measure_bandwidths().floor_gbps"
 
 
 # ---- the arithmetic ---------------------------------------------------------------------
@@ -25,47 +28,47 @@ def flops_per_token(shape, context_tokens: int) -> int:
     2 per parameter it multiplies through (shape.matmul_param_count()), plus attention:
     q·k and the weighted sum of v, 2 · 2 · heads · head_dim per layer and attended token.
     """
-    if int(context_tokens) != context_tokens or context_tokens < 0:
-        raise ValueError(f"context_tokens must be a whole number >= 0, got {context_tokens!r}")
-    attention = 4 * shape.num_layers * shape.num_heads * shape.head_dim * int(context_tokens)
+    context_tokens = whole_number(context_tokens, "context_tokens", at_least=0)
+    attention = 4 * shape.num_layers * shape.num_heads * shape.head_dim * context_tokens
     return 2 * shape.matmul_param_count() + attention
 
 
 def prefill_flops(shape, prompt_tokens: int, batch: int = 1) -> int:
     """FLOPs of a causal prefill: every token through every matrix, token t attending to t + 1."""
-    if int(prompt_tokens) != prompt_tokens or prompt_tokens < 1:
-        raise ValueError(f"prompt_tokens must be a whole number >= 1, got {prompt_tokens!r}")
-    n = int(prompt_tokens)
+    n = whole_number(prompt_tokens, "prompt_tokens")
+    batch = whole_number(batch, "batch")
     attended = n * (n + 1) // 2  # 1 + 2 + ... + n
     per_row = n * 2 * shape.matmul_param_count()
     per_row += 4 * shape.num_layers * shape.num_heads * shape.head_dim * attended
-    return int(batch) * per_row
+    return batch * per_row
 
 
 def intensity(flops: float, bytes_moved: float) -> float:
     """Arithmetic intensity in FLOPs per byte moved."""
-    if not bytes_moved > 0:
-        raise ValueError(f"bytes_moved must be greater than 0, got {bytes_moved!r}")
+    flops = nonnegative_number(flops, "flops", "pass e.g. prefill_flops(shape, prompt_tokens)")
+    bytes_moved = positive_number(bytes_moved, "bytes_moved", "pass e.g. prefill_bytes(shape, prompt_tokens)")
     return flops / bytes_moved
 
 
 def knee_intensity(peak_tflops: float, bandwidth_gbps: float) -> float:
     """FLOPs per byte where the compute roof meets the bandwidth slope: peak ÷ bandwidth."""
-    if not peak_tflops > 0 or not bandwidth_gbps > 0:
-        raise ValueError(f"peak_tflops and bandwidth_gbps must be greater than 0, got "
-                         f"{peak_tflops!r} and {bandwidth_gbps!r}; pass measured values")
+    peak_tflops = positive_number(peak_tflops, "peak_tflops", PEAK_HINT)
+    bandwidth_gbps = positive_number(bandwidth_gbps, "bandwidth_gbps", GBPS_HINT)
     return peak_tflops * 1e12 / (bandwidth_gbps * 1e9)
 
 
 def attainable_tflops(flops_per_byte: float, *, peak_tflops: float, bandwidth_gbps: float) -> float:
     """The roofline: the most TFLOP/s work of that intensity can reach, min(peak, bandwidth × it)."""
+    flops_per_byte = nonnegative_number(flops_per_byte, "flops_per_byte", "pass intensity(flops, bytes)")
+    peak_tflops = positive_number(peak_tflops, "peak_tflops", PEAK_HINT)
+    bandwidth_gbps = positive_number(bandwidth_gbps, "bandwidth_gbps", GBPS_HINT)
     return min(peak_tflops, bandwidth_gbps * 1e9 * flops_per_byte / 1e12)
 
 
 def achieved_tflops(flops: float, ms: float) -> float:
     """TFLOP/s that doing flops in ms milliseconds amounts to."""
-    if not ms > 0:
-        raise ValueError(f"ms must be greater than 0, got {ms!r}; pass a measured time")
+    flops = nonnegative_number(flops, "flops", "pass e.g. prefill_flops(shape, prompt_tokens)")
+    ms = positive_number(ms, "ms", "pass a measured time in milliseconds")
     return flops / (ms * 1e-3) / 1e12
 
 
@@ -97,8 +100,8 @@ def fixed_cost_knee_tokens(shape, *, peak_tflops: float, step_ms: float) -> int:
     step_ms is what one token costs on a path (its floor, or a measured step): below this
     length a prefill costs about as much as that step, whatever its length.
     """
-    if not step_ms > 0:
-        raise ValueError(f"step_ms must be greater than 0, got {step_ms!r}")
+    peak_tflops = positive_number(peak_tflops, "peak_tflops", PEAK_HINT)
+    step_ms = positive_number(step_ms, "step_ms", "pass a measured step time, or a floor, in ms")
     return _first_tokens(lambda n: prefill_flops(shape, n) / (peak_tflops * 1e12) * 1e3 >= step_ms)
 
 
@@ -145,7 +148,9 @@ def observed_knee_tokens(prompt_tokens: Iterable[int], ms_per_token: Iterable[fl
     between sweep points on log scales. None when the lowest is the last point and the
     time per token was still falling steeply there (the sweep ended too soon).
     """
-    xs, ys = [float(n) for n in prompt_tokens], [float(t) for t in ms_per_token]
+    xs = [positive_number(n, "prompt_tokens[]", "pass the sweep's prompt lengths") for n in prompt_tokens]
+    ys = [positive_number(t, "ms_per_token[]", "pass the measured ms per token") for t in ms_per_token]
+    within = positive_number(within, "within", "pass a multiple of the lowest time, e.g. 2.0")
     if len(xs) != len(ys) or len(xs) < 2:
         raise ValueError("pass at least two prompt lengths and one time per token for each")
     lowest = min(ys)
@@ -169,6 +174,7 @@ def prefill_bound_ms(shape, prompt_tokens: int, *, bandwidth_gbps: float, peak_t
                      dtype_bytes: int = 2) -> float:
     """The roofline's lower bound on a prefill in ms: the larger of bytes ÷ bandwidth and
     FLOPs ÷ the compute roof."""
+    peak_tflops = positive_number(peak_tflops, "peak_tflops", PEAK_HINT)
     moved = prefill_bytes(shape, prompt_tokens, dtype_bytes=dtype_bytes)
     compute_ms = prefill_flops(shape, prompt_tokens) / (peak_tflops * 1e12) * 1e3
     return max(floor_ms(moved, bandwidth_gbps), compute_ms)
@@ -177,7 +183,7 @@ def prefill_bound_ms(shape, prompt_tokens: int, *, bandwidth_gbps: float, peak_t
 def prefill_workspace_bytes(shape, prompt_tokens: int, dtype_bytes: int = 2) -> int:
     """Bytes a prefill allocates beyond the weights and the cache, at most: the logits of every
     token, one layer's activations, and the attention scores if they are materialised."""
-    n = int(prompt_tokens)
+    n = whole_number(prompt_tokens, "prompt_tokens")
     rows = shape.vocab_size + 2 * shape.intermediate_size + 4 * shape.hidden_size
     rows += (shape.num_heads + 2 * shape.num_kv_heads) * shape.head_dim
     return n * rows * dtype_bytes + shape.num_heads * n * n * 4

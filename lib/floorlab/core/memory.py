@@ -13,6 +13,7 @@ from dataclasses import dataclass
 import torch
 
 from floorlab.core.device import resolve_device
+from floorlab.core.numbers import nonnegative_number, positive_number, shown, whole_number
 from floorlab.core.shapes import get_shape
 
 HEADROOM_BYTES = 1_000_000_000  # activations, logits, library workspaces and a graph's pool
@@ -20,7 +21,11 @@ HEADROOM_BYTES = 1_000_000_000  # activations, logits, library workspaces and a 
 
 def model_bytes(shape, *, max_batch: int, max_context: int, dtype_bytes: int = 2) -> int:
     """Bytes of a model's weights plus its static KV cache of max_batch rows × max_context slots."""
-    cache = int(max_batch) * int(max_context) * shape.kv_bytes_per_token(dtype_bytes)
+    max_batch = whole_number(max_batch, "max_batch", hint="pass the most rows the cache holds, e.g. 8")
+    max_context = whole_number(max_context, "max_context", hint="pass the cache's slots per row, e.g. 128")
+    if isinstance(dtype_bytes, bool) or dtype_bytes not in (1, 2, 4, 8):
+        raise ValueError(f"dtype_bytes must be 1, 2, 4 or 8 (bf16 is 2), got {shown(dtype_bytes)}")
+    cache = max_batch * max_context * shape.kv_bytes_per_token(dtype_bytes)
     return shape.weight_bytes(dtype_bytes) + cache
 
 
@@ -49,8 +54,18 @@ def free_bytes(device=None) -> int | None:
 
 def fits_bytes(bytes_needed: float, device=None, *, share: float = 1.0) -> bool:
     """True when bytes_needed is within `share` of the bytes free on the device now (or free is unknown)."""
+    bytes_needed = nonnegative_number(bytes_needed, "bytes_needed", "pass a count of bytes, e.g. model_bytes(...)")
+    share = fraction_of_free(share)
     free = free_bytes(device)
     return free is None or bytes_needed <= share * free
+
+
+def fraction_of_free(share) -> float:
+    """share as a fraction of memory greater than 0 and at most 1, or a ValueError."""
+    share = positive_number(share, "share", "pass the fraction of free memory to use, e.g. 0.8")
+    if share > 1:
+        raise ValueError(f"share must be a fraction of the free memory, at most 1, got {shown(share)}")
+    return share
 
 
 @dataclass(frozen=True)
@@ -95,6 +110,9 @@ def check_fits(preset_or_shape, device, *, max_batch: int, max_context: int,
     """Whether the model fits the device's free memory (read now unless `free` is given)."""
     shape = get_shape(preset_or_shape)
     device = torch.device(device)
+    if free is not None:
+        free = whole_number(free, "free", at_least=0, hint="pass the free bytes, or None to read them now")
+    headroom_bytes = whole_number(headroom_bytes, "headroom_bytes", at_least=0)
     weights = shape.weight_bytes(2)
     cache = model_bytes(shape, max_batch=max_batch, max_context=max_context) - weights
     return Fit(preset=shape.name, weight_bytes=weights, cache_bytes=cache,

@@ -5,14 +5,25 @@ Plain arithmetic, no torch. GB means 1e9 bytes throughout, so that
 """
 from __future__ import annotations
 
-import math
 import warnings
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 
+from floorlab.core.numbers import nonnegative_number, number, positive_number, shown, whole_number
 from floorlab.core.prose import fmt_gbps, fmt_ms
 
 BYTES_PER_GB = 1e9
 BELOW_FLOOR_RATIO = 0.95  # a 5% allowance for timer noise before a result counts as below the floor
+BANDWIDTH_KINDS = ("copy", "read")  # the two measured bandwidths a floor may divide by
+MS_HINT = "pass a measured time in milliseconds"
+FLOOR_HINT = "pass the floor from floor_ms(bytes, gbps) or decode_floor(...).floor_ms"
+BYTES_HINT = "pass the bytes one step reads, e.g. bytes_per_step(shape, 1, 16)"
+GBPS_HINT = "pass a measured bandwidth in GB/s, e.g. measure_bandwidth().gbps"
+OVERHEAD_HINT = ("pass the measured µs per kernel, overhead_us_per_kernel(busy_ms, floor_ms, kernels); "
+                 "an overhead of 0 means the kernels cost nothing beyond their bytes, so there is no "
+                 "crossover or budget to find")
+BANDWIDTHS_HINT = ("bandwidths should be a Bandwidths from fl.measure_bandwidths() or a dict "
+                   "{'copy': GB/s, 'read': GB/s}")
 
 
 class BelowFloorWarning(UserWarning):
@@ -23,34 +34,20 @@ class BelowFloorError(RuntimeError):
     """A measurement came in below the roofline floor (raised when check_floor is strict)."""
 
 
-def _require_number(name: str, value: float, *, positive: bool, hint: str) -> float:
-    try:
-        number = float(value)
-    except (TypeError, ValueError):
-        raise ValueError(f"{name} must be a number, got {value!r}; {hint}") from None
-    if math.isnan(number) or math.isinf(number):
-        raise ValueError(f"{name} must be finite, got {value!r}; {hint}")
-    if positive and number <= 0:
-        raise ValueError(f"{name} must be greater than 0, got {value!r}; {hint}")
-    if not positive and number < 0:
-        raise ValueError(f"{name} must not be negative, got {value!r}; {hint}")
-    return number
-
-
 def bytes_per_step(shape, batch_size: int, context_len: int, dtype_bytes: int = 2) -> int:
     """Bytes one decode step must read: the weights it streams plus the KV cache of every sequence.
 
     context_len counts the tokens each row attends to (the prompt plus the token being
     decoded). An untied input embedding counts only the batch_size rows the lookup gathers.
     """
-    if int(batch_size) != batch_size or batch_size < 1:
-        raise ValueError(f"batch_size must be a whole number >= 1, got {batch_size!r}")
-    if int(context_len) != context_len or context_len < 0:
-        raise ValueError(
-            f"context_len must be a whole number >= 0 (tokens each row attends to), got {context_len!r}"
-        )
-    if dtype_bytes not in (1, 2, 4, 8):
-        raise ValueError(f"dtype_bytes must be 1, 2, 4 or 8 (bf16 is 2), got {dtype_bytes!r}")
+    batch_size = whole_number(batch_size, "batch_size", hint="pass the rows decoded together, e.g. 1")
+    context_len = whole_number(context_len, "context_len", at_least=0,
+                               hint="pass the tokens each row attends to, e.g. prompt + 1")
+    if isinstance(dtype_bytes, bool) or dtype_bytes not in (1, 2, 4, 8):
+        raise ValueError(f"dtype_bytes must be 1, 2, 4 or 8 (bf16 is 2), got {shown(dtype_bytes)}")
+    if not all(hasattr(shape, name) for name in ("weight_bytes", "kv_bytes_per_token")):
+        raise ValueError(f"shape should be a model shape such as fl.get_shape('qwen3-0.6b'), "
+                         f"got {shown(shape)}")
     streamed = getattr(shape, "streamed_weight_bytes", None)
     weights = int(streamed(batch_size, dtype_bytes) if streamed else shape.weight_bytes(dtype_bytes))
     kv = int(batch_size) * int(context_len) * int(shape.kv_bytes_per_token(dtype_bytes))
@@ -64,9 +61,8 @@ def prefill_bytes(shape, prompt_tokens: int, batch: int = 1, dtype_bytes: int = 
     An untied input table counts only the rows the lookup gathers. Activations are left
     out, so this is a lower bound, as a floor must be.
     """
-    if int(prompt_tokens) != prompt_tokens or prompt_tokens < 1:
-        raise ValueError(f"prompt_tokens must be a whole number >= 1, got {prompt_tokens!r}")
-    rows = int(batch) * int(prompt_tokens)
+    prompt_tokens = whole_number(prompt_tokens, "prompt_tokens")
+    rows = whole_number(batch, "batch") * prompt_tokens
     return bytes_per_step(shape, rows, 0, dtype_bytes) + rows * int(shape.kv_bytes_per_token(dtype_bytes))
 
 
@@ -87,6 +83,21 @@ class Floor:
     floor_ms: float
     cache_tokens: int | None = None
     kv_bytes_per_token: int = 0
+
+    def __post_init__(self):
+        """Refuse a floor no measurement could have: wrong types, NaN, zero or negative numbers."""
+        if not isinstance(self.preset, str):
+            raise ValueError(f"preset must be the model's name, got {shown(self.preset)}")
+        for name in ("batch", "visible_tokens", "bytes_per_step"):
+            whole_number(getattr(self, name), name)
+        for name in ("cache_tokens", "kv_bytes_per_token"):
+            if getattr(self, name) is not None:
+                whole_number(getattr(self, name), name, at_least=0)
+        positive_number(self.bandwidth_gbps, "bandwidth_gbps", GBPS_HINT)
+        positive_number(self.floor_ms, "floor_ms", FLOOR_HINT)
+        if self.bandwidth_kind not in BANDWIDTH_KINDS:
+            raise ValueError(f"bandwidth_kind must be one of {BANDWIDTH_KINDS}, got "
+                             f"{shown(self.bandwidth_kind)}")
 
     @property
     def bytes_read_by_engine(self) -> int | None:
@@ -129,9 +140,17 @@ def floor_bandwidth(bandwidths) -> tuple[float, str]:
     """
     if hasattr(bandwidths, "as_gbps"):
         bandwidths = bandwidths.as_gbps()
-    values = {kind: float(getattr(bw, "gbps", bw)) for kind, bw in dict(bandwidths).items()}
-    if not values:
-        raise ValueError("pass at least one measured bandwidth, e.g. {'copy': 4200.0, 'read': 4300.0}")
+    if not isinstance(bandwidths, Mapping):
+        raise ValueError(f"{BANDWIDTHS_HINT}; got {shown(bandwidths)}")
+    if not bandwidths:
+        raise ValueError(f"pass at least one measured bandwidth: {BANDWIDTHS_HINT}, e.g. "
+                         "{'copy': 4200.0, 'read': 4300.0}")
+    values = {}
+    for kind, bw in bandwidths.items():  # every value checked, whatever the order of the keys
+        if kind not in BANDWIDTH_KINDS:
+            raise ValueError(f"{BANDWIDTHS_HINT}; got the key {shown(kind)}")
+        values[kind] = positive_number(getattr(bw, "gbps", bw), f"bandwidths[{kind!r}]",
+                                       f"{GBPS_HINT} (GB/s, measured, never looked up)")
     kind = max(values, key=values.get)
     return values[kind], kind
 
@@ -143,11 +162,12 @@ def decode_floor(shape, *, batch: int, prompt_tokens: int, bandwidths,
     Bytes: bytes_per_step at prompt_tokens + 1 visible tokens. Bandwidth: the larger of the
     measured ones (floor_bandwidth). cache_tokens is the static cache length the engine scans.
     """
-    if int(prompt_tokens) != prompt_tokens or prompt_tokens < 0:
-        raise ValueError(f"prompt_tokens must be a whole number >= 0, got {prompt_tokens!r}")
-    visible = int(prompt_tokens) + 1
-    moved = bytes_per_step(shape, batch, visible, dtype_bytes)
+    visible = whole_number(prompt_tokens, "prompt_tokens", at_least=0) + 1
     gbps, kind = floor_bandwidth(bandwidths)
+    moved = bytes_per_step(shape, batch, visible, dtype_bytes)
+    if cache_tokens is not None:
+        cache_tokens = whole_number(cache_tokens, "cache_tokens",
+                                    hint="pass the static cache's slots per row, or None")
     return Floor(preset=getattr(shape, "name", "custom"), batch=int(batch), visible_tokens=visible,
                  bytes_per_step=moved, bandwidth_gbps=gbps, bandwidth_kind=kind,
                  floor_ms=floor_ms(moved, gbps), cache_tokens=cache_tokens,
@@ -156,60 +176,40 @@ def decode_floor(shape, *, batch: int, prompt_tokens: int, bandwidths,
 
 def floor_ms(bytes_moved: float, bandwidth_gbps: float) -> float:
     """Fastest possible time in ms to move bytes_moved at bandwidth_gbps (GB = 1e9 bytes)."""
-    bytes_moved = _require_number(
-        "bytes_moved", bytes_moved, positive=False,
-        hint="pass the bytes one step reads, e.g. bytes_per_step(shape, 1, 16)",
-    )
-    bandwidth_gbps = _require_number(
-        "bandwidth_gbps", bandwidth_gbps, positive=True,
-        hint="pass a measured bandwidth in GB/s, e.g. measure_bandwidth().gbps",
-    )
+    bytes_moved = nonnegative_number(bytes_moved, "bytes_moved", BYTES_HINT)
+    bandwidth_gbps = positive_number(bandwidth_gbps, "bandwidth_gbps", GBPS_HINT)
     return bytes_moved / (bandwidth_gbps * BYTES_PER_GB) * 1e3
 
 
 def achieved_gbps(bytes_moved: float, ms: float) -> float:
     """Bandwidth in GB/s that moving bytes_moved in ms milliseconds amounts to."""
-    bytes_moved = _require_number(
-        "bytes_moved", bytes_moved, positive=False,
-        hint="pass the bytes one step reads, e.g. bytes_per_step(shape, 1, 16)",
-    )
-    ms = _require_number("ms", ms, positive=True, hint="pass a measured time in milliseconds")
+    bytes_moved = nonnegative_number(bytes_moved, "bytes_moved", BYTES_HINT)
+    ms = positive_number(ms, "ms", MS_HINT)
     return bytes_moved / (ms * 1e-3) / BYTES_PER_GB
 
 
 def gap_ms(measured_ms: float, floor_ms: float) -> float:
     """Time in ms the measurement spends above the floor (negative if it beat the floor)."""
-    measured_ms = _require_number(
-        "measured_ms", measured_ms, positive=False, hint="pass a measured time in milliseconds"
-    )
-    floor = _require_number(
-        "floor_ms", floor_ms, positive=False, hint="pass the floor from floor_ms(bytes, gbps)"
-    )
+    measured_ms = nonnegative_number(measured_ms, "measured_ms", MS_HINT)
+    floor = nonnegative_number(floor_ms, "floor_ms", FLOOR_HINT)
     return measured_ms - floor
 
 
 def per_launch_us(gap_ms: float, launches: int) -> float:
     """Microseconds of the gap that fall to each launch: gap_ms / launches, in us."""
-    gap = _require_number(
-        "gap_ms", gap_ms, positive=False,
-        hint="pass measured_ms - floor_ms; a negative gap means the measurement beat the floor",
-    )
-    launches = _require_number(
-        "launches", launches, positive=True,
-        hint="pass the number of launches per step, e.g. count_launches(...).kernels or 28 * 10",
-    )
+    gap = number(gap_ms, "gap_ms",
+                 hint="pass measured_ms - floor_ms; a negative gap means the measurement beat the floor")
+    launches = positive_number(
+        launches, "launches",
+        "pass the number of launches per step, e.g. count_launches(...).kernels or 28 * 10")
     return gap / launches * 1e3
 
 
 def check_floor(measured_ms: float, floor_ms: float, *, what: str = "decode step",
                 strict: bool = False) -> float:
     """Return measured_ms / floor_ms; warn (or raise when strict) if the measurement beats the floor."""
-    measured_ms = _require_number(
-        "measured_ms", measured_ms, positive=False, hint="pass a measured time in milliseconds"
-    )
-    floor = _require_number(
-        "floor_ms", floor_ms, positive=True, hint="pass the floor from floor_ms(bytes, gbps)"
-    )
+    measured_ms = nonnegative_number(measured_ms, "measured_ms", MS_HINT)
+    floor = positive_number(floor_ms, "floor_ms", FLOOR_HINT)
     ratio = measured_ms / floor
     if is_below_floor(ratio):
 
@@ -227,7 +227,7 @@ def check_floor(measured_ms: float, floor_ms: float, *, what: str = "decode step
 
 def is_below_floor(ratio: float) -> bool:
     """True when a measured/floor ratio is below the floor beyond timer noise (BELOW_FLOOR_RATIO)."""
-    return ratio < BELOW_FLOOR_RATIO
+    return nonnegative_number(ratio, "ratio", "pass measured_ms / floor_ms") < BELOW_FLOOR_RATIO
 
 
 def what_if_ms(step_ms: float, *, saved_ms: float, issue_ms: float | None = None) -> float:
@@ -236,12 +236,11 @@ def what_if_ms(step_ms: float, *, saved_ms: float, issue_ms: float | None = None
     Never below the host's issue time (the device cannot outrun its orders), and never
     above step_ms: removing work cannot slow a step down, so a noisy issue time is capped.
     """
-    step_ms = _require_number("step_ms", step_ms, positive=True, hint="pass a measured step time in ms")
-    saved_ms = _require_number("saved_ms", saved_ms, positive=False, hint="pass the ms the fix removes")
+    step_ms = positive_number(step_ms, "step_ms", "pass a measured step time in ms")
+    saved_ms = nonnegative_number(saved_ms, "saved_ms", "pass the ms the fix removes")
     remaining = max(step_ms - saved_ms, 0.0)
     if issue_ms is not None:
-        issue_ms = _require_number("issue_ms", issue_ms, positive=False,
-                                   hint="pass time_with_issue(...).issue.median_ms")
+        issue_ms = nonnegative_number(issue_ms, "issue_ms", "pass time_with_issue(...).issue.median_ms")
         remaining = max(remaining, issue_ms)
     return min(remaining, step_ms)
 
@@ -264,6 +263,12 @@ def gap_verdict(*, eager_ms: float, floor_ms: float, launches: int,
     most of the step (on a CPU they are the host) mean the work itself is slow; failing
     both, the gap per launch is compared with what a dispatch costs.
     """
+    eager_ms = positive_number(eager_ms, "eager_ms", MS_HINT)
+    floor_ms = positive_number(floor_ms, "floor_ms", FLOOR_HINT)
+    if issue_ms is not None:
+        issue_ms = nonnegative_number(issue_ms, "issue_ms", MS_HINT)
+    if busy_ms is not None:
+        busy_ms = nonnegative_number(busy_ms, "busy_ms", MS_HINT)
     if eager_ms < NEAR_FLOOR * floor_ms:
         return "bytes"
     if issue_ms is not None and issue_ms >= BUSY_SHARE * eager_ms:
@@ -314,23 +319,34 @@ def overhead_us_per_kernel(busy_ms: float, floor_ms: float, kernels: int) -> flo
 
     Busy time already holds every byte the kernels move, so the floor comes off first.
     """
-    busy_ms = _require_number("busy_ms", busy_ms, positive=True, hint="pass the GPU busy time of one step")
-    floor = _require_number("floor_ms", floor_ms, positive=False, hint="pass the step's floor in ms")
-    kernels = _require_number("kernels", kernels, positive=True, hint="pass the kernels in one step")
+    busy_ms = positive_number(busy_ms, "busy_ms", "pass the GPU busy time of one step")
+    floor = nonnegative_number(floor_ms, "floor_ms", "pass the step's floor in ms")
+    kernels = positive_number(kernels, "kernels", "pass the kernels in one step")
     return max(busy_ms - floor, 0.0) * 1e3 / kernels
 
 
 def predicted_ms(floor_ms: float, kernels: int, overhead_us: float) -> float:
     """Step time in ms if each of `kernels` adds overhead_us beyond the floor's bytes."""
-    return floor_ms + kernels * overhead_us / 1e3
+    floor = positive_number(floor_ms, "floor_ms", FLOOR_HINT)
+    kernels = nonnegative_number(kernels, "kernels", "pass the kernels in one step")
+    overhead_us = nonnegative_number(overhead_us, "overhead_us", OVERHEAD_HINT)
+    return floor + kernels * overhead_us / 1e3
 
 
 def crossover_gbps(bytes_per_step: int, kernels: int, overhead_us: float) -> float:
     """Bandwidth in GB/s at which the kernels' fixed cost equals the time to stream the bytes."""
-    return bytes_per_step / (kernels * overhead_us * 1e-6) / BYTES_PER_GB
+    moved = positive_number(bytes_per_step, "bytes_per_step", BYTES_HINT)
+    kernels = positive_number(kernels, "kernels", "pass the kernels in one step")
+    overhead_us = positive_number(overhead_us, "overhead_us", OVERHEAD_HINT)
+    return moved / (kernels * overhead_us * 1e-6) / BYTES_PER_GB
 
 
 def kernels_per_layer_budget(floor_ms: float, target_multiple: float, overhead_us: float,
                              num_layers: int) -> float:
     """Most kernels per layer whose fixed cost keeps a step within target_multiple × the floor."""
-    return (target_multiple - 1.0) * floor_ms * 1e3 / overhead_us / num_layers
+    floor = positive_number(floor_ms, "floor_ms", FLOOR_HINT)
+    target_multiple = number(target_multiple, "target_multiple", above=1.0,
+                             hint="a step cannot be faster than its floor; pass e.g. 2.0 for 2× the floor")
+    overhead_us = positive_number(overhead_us, "overhead_us", OVERHEAD_HINT)
+    num_layers = whole_number(num_layers, "num_layers", hint="pass the model's layers, e.g. shape.num_layers")
+    return (target_multiple - 1.0) * floor * 1e3 / overhead_us / num_layers

@@ -34,10 +34,15 @@ def _times_ticks(axis, low: float, high: float) -> None:
     axis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}×"))
 
 
+def _plain(text: str) -> str:
+    """text as matplotlib draws it letter for letter: a '$' in a stranger's device name is no math."""
+    return str(text).replace("$", r"\$")
+
+
 def _card_tick(card) -> str:
     """A card's axis label: its name, then its kind and date (and whose it is)."""
     name = card.name + (f" #{card.number}" if card.number else "")
-    return f"{name}\n{' · '.join(x for x in (card.kind, card.date, card.tag) if x)}"
+    return _plain(f"{name}\n{' · '.join(x for x in (card.kind, card.date, card.tag) if x)}")
 
 
 def gallery_bars(cards, *, path=None, title: str | None = None, note: str | None = None) -> Figure:
@@ -55,9 +60,9 @@ def gallery_bars(cards, *, path=None, title: str | None = None, note: str | None
             row, y = rows[key], g + (k - 1) * 0.28
             name = f"best: {row.path}" if key == "best" else key
             if row is None:
-                bars.append((y, None, PATH_COLOURS[key], f"{key} {card.graph_note}"))
+                bars.append((y, None, PATH_COLOURS[key], _plain(f"{key} {card.graph_note}")))
             else:
-                bars.append((y, row.x_floor, PATH_COLOURS[key], f"{fmt_times(row.x_floor)}  {name}"))
+                bars.append((y, row.x_floor, PATH_COLOURS[key], _plain(f"{fmt_times(row.x_floor)}  {name}")))
     ratios = [r for _, r, _, _ in bars if r is not None]
     low = min(0.7, min(ratios) / 1.3)
     high = max(max(ratios), 3.0) ** (1 / 0.68) * low ** (1 - 1 / 0.68)  # tallest bar at 68%
@@ -130,7 +135,7 @@ def gallery_scatter(cards, *, cost=None, path=None, title: str | None = None,
                        zorder=3)
             ys.append(cost.measured_x_floor)
             if cost.stored and not any(c.origin == "stored" for c in cards):  # not a card here
-                ax.annotate(f"graph replay of\n{cost.label}", xy=(cost.floor.bandwidth_gbps,
+                ax.annotate(_plain(f"graph replay of\n{cost.label}"), xy=(cost.floor.bandwidth_gbps,
                             cost.measured_x_floor), xytext=(-10, 0), textcoords="offset points",
                             ha="right", va="center", fontsize=8.5, color=MUTED,
                             fontstyle="italic")
@@ -157,7 +162,7 @@ def gallery_scatter(cards, *, cost=None, path=None, title: str | None = None,
             near = sum(abs(math.log10(x / p)) < 0.08 for p in placed)
             placed.append(x)
             on_right = math.log(x / left) / math.log(right / left) < 0.72
-            ax.annotate(f"{name}\n{fmt_gbps(x)}", xy=(x, (eager * best) ** 0.5),
+            ax.annotate(_plain(f"{name}\n{fmt_gbps(x)}"), xy=(x, (eager * best) ** 0.5),
                         xytext=(9 if on_right else -9, -30 * near), textcoords="offset points",
                         ha="left" if on_right else "right", va="center", fontsize=8.5,
                         color=INK, fontweight="bold" if card.mine else "normal")

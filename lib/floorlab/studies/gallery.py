@@ -5,6 +5,7 @@ gallery_cards.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from html import escape
 
 from floorlab.core.checks import NOT_ATTEMPTED, checked, judge, read_number
 from floorlab.core.prose import COLUMN, fmt_gbps, fmt_ms, fmt_times, sig
@@ -225,9 +226,9 @@ NOWRAP = (3, 4, 5, 6, 8)  # the columns of numbers and the date
 def gallery_table(cards: list[Card]) -> str:
     """The cards as an HTML table (it renders alike in JupyterLab and the site): device,
     software, the bandwidth the floor divides by (and which one it is), the floor, and each
-    path's median ms · multiple of the floor, marked where its timing is noisy."""
-    from html import escape
+    path's median ms · multiple of the floor, marked where its timing is noisy.
 
+    Every text in it is escaped: the cards come from strangers' files."""
     def row(cells, tag="td"):  # numbers and dates stay on one line; names may wrap
         opened = [f'<{tag} style="white-space: nowrap">' if tag == "td" and i in NOWRAP
                   else f"<{tag}>" for i in range(len(cells))]
@@ -236,11 +237,11 @@ def gallery_table(cards: list[Card]) -> str:
     body = []
     for c in cards:
         name = escape(c.name) + (f" #{c.number}" if c.number else "")
-        name += f" (<b>{c.tag}</b>)" if c.tag else ""
-        cells = [name, c.kind, escape(c.torch), floor_gbps_cell(c.floor),
-                 sig(c.floor.floor_ms), _cell(c.eager), _cell(c.graph),
-                 escape(_cell(c.best, path=True)), c.date]
-        body.append(row(cells))
+        name += f" (<b>{escape(c.tag)}</b>)" if c.tag else ""
+        cells = [escape(text) for text in (
+            c.kind, c.torch, floor_gbps_cell(c.floor), sig(c.floor.floor_ms),
+            _cell(c.eager), _cell(c.graph), _cell(c.best, path=True), c.date)]
+        body.append(row([name, *cells]))
     return ('<table style="font-size: 0.85em">\n<thead>' + row(TABLE_HEAD, "th") + "</thead>\n<tbody>\n"
             + "\n".join(body) + "\n</tbody>\n</table>")
 

@@ -9,13 +9,15 @@ from __future__ import annotations
 
 import gc
 from dataclasses import dataclass
+from functools import lru_cache
 from pathlib import Path
 
 import torch
 import torch.nn.functional as F
 
 from floorlab.core.paths import REFERENCE_DIR
-from floorlab.core.roofline import achieved_gbps
+from floorlab.core.prose import fmt_ms
+from floorlab.core.roofline import BelowFloorError, achieved_gbps, floor_ms, is_below_floor
 from floorlab.core.runs import load_json
 from floorlab.core.shapes import Qwen3Shape
 from floorlab.core.timing import time_ms
@@ -35,6 +37,44 @@ SIZES = (256, 1024, 2048, 4096, 8192, 16384, 65536, 151936)  # GEMV rows N at K 
 TINY = Qwen3Shape(64, 96, 2, 4, 2, 16, 97, False, rope_theta=10000.0, name="tiny")
 MAX_REL_ERR = 2e-2  # a bf16 GEMV against float32 torch
 EPS = 1e-6
+SIZE_WAYS = ("alone", "serial", "chained")  # the ways sweep_sizes times each size
+CPU_CACHES = Path("/sys/devices/system/cpu/cpu0/cache")  # Linux's sizes of each cache level
+UNITS = {"K": 2**10, "M": 2**20, "G": 2**30}
+
+
+@lru_cache(maxsize=None)
+def cache_bytes(device) -> int:
+    """Bytes of the device's last-level cache (a GPU's L2, the CPU's largest level), 0 when unknown."""
+    device = torch.device(device)
+    if device.type == "cuda":
+        index = device.index if device.index is not None else torch.cuda.current_device()
+        return int(getattr(torch.cuda.get_device_properties(index), "L2_cache_size", 0) or 0)
+    sizes = []
+    for path in CPU_CACHES.glob("index*/size"):
+        try:
+            text = path.read_text().strip()  # e.g. '32768K'
+            sizes.append(int(text[:-1]) * UNITS[text[-1]] if text[-1] in UNITS else int(text))
+        except (OSError, ValueError, IndexError):
+            continue
+    return max(sizes, default=0)
+
+
+def check_timed(ms: float, nbytes: float, floor_gbps: float, *, device, working_bytes: float | None = None) -> float:
+    """ms, once it passes the book's floor test (roofline.is_below_floor): BelowFloorError when moving
+    nbytes in ms beats floor_gbps beyond timer noise, so the row must fail, not be reported.
+
+    working_bytes (default nbytes) is what one timed replay touches: when it fits in the device's
+    last-level cache the bytes come from the cache, not from the memory the floor divides by, so
+    there is no floor to test against."""
+    if (nbytes if working_bytes is None else working_bytes) <= cache_bytes(device):
+        return ms
+    floor = floor_ms(nbytes, floor_gbps)
+    if is_below_floor(ms / floor):
+        raise BelowFloorError(
+            f"below the floor: {fmt_ms(ms)} for {nbytes / 1e6:.3g} MB is {ms / floor:.2g}× its floor of "
+            f"{fmt_ms(floor)} at {floor_gbps:.0f} GB/s, which no device can do: a timer that does not "
+            "wait for the device, work that was skipped, or a result that was cached")
+    return ms
 
 
 def gemv_shapes(shape: Qwen3Shape) -> dict[str, tuple[int, int]]:
@@ -121,7 +161,7 @@ def sweep_sizes(sizes, k: int, *, device, dtype, read_gbps: float, copies: int, 
         nbytes = n * k * weights[0].element_size()
         row = {"n": n, "k": k, "bytes": nbytes, "programs": -(-n // config.rows_per_program),
                "config": config.to_dict()}
-        ways = {"alone": (weights[:1], False), "serial": (weights, False), "chained": (weights, pdl_on)}
+        ways = dict(zip(SIZE_WAYS, ((weights[:1], False), (weights, False), (weights, pdl_on))))
         for way, (used, pdl) in ways.items():
             calls = [lambda w=w, p=pdl: launch_gemv(x, w, out, config=config, pdl=PDL_EARLY if p else 0)
                      for w in used]

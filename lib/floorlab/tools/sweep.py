@@ -9,7 +9,10 @@ all graph-replayed, against the floor, and checks replay against eager bit for b
 times the bare GEMV against its size: alone, back to back, and chained with PDL. Last, the
 whole step at the bench's context against itself with one launch config changed at a time:
 the evidence behind floorlab.engine.kernels.default_config.
-Every variant runs in its own try/except: one failure prints and the sweep goes on.
+Every variant runs in its own try/except: one failure prints and the sweep goes on. Every timed
+row whose bytes outgrow the device's last-level cache meets the book's floor test
+(roofline.is_below_floor): one faster than its bytes allow is marked failed, not reported, and any
+failed variant makes the command exit with status 1.
 `--tiny` runs the same code on a tiny shape (on a CPU in Triton's interpreter).
 
 The timing machinery it shares with the kernels chapter lives in studies.kernels.
@@ -21,24 +24,29 @@ from __future__ import annotations
 import argparse
 import sys
 import time
+from collections.abc import Sequence
 
 import torch
 
 from floorlab.core.bandwidth import measure_bandwidth
 from floorlab.core.device import describe_device
+from floorlab.core.numbers import whole_number
 from floorlab.core.runs import save_json
-from floorlab.core.shapes import Qwen3Shape, get_shape
+from floorlab.core.shapes import PRESETS, Qwen3Shape, get_shape
 from floorlab.engine.kernels import (
-    kernels_interpreted,
+    kernels_unavailable,
     pdl_supported,
 )
 from floorlab.studies.kernels import (
     SIZES,
     TINY,
+    cache_bytes,
     free_memory,
     sweep_sizes,
 )
+from floorlab.tools.bench.cli import whole_arg
 from floorlab.tools.sweep_steps import (
+    check_size_rows,
     config_text,
     report_error,
     sweep_gemvs,
@@ -47,6 +55,41 @@ from floorlab.tools.sweep_steps import (
 )
 
 STEP_PRESETS, BATCHES, CONTEXT = ("qwen3-0.6b", "qwen3-8b"), (1, 8), 512
+
+
+def sweep_device():
+    """The device the sweep runs on: the current CUDA GPU, else the CPU (Triton's interpreter)."""
+    return torch.device("cuda", torch.cuda.current_device()) if torch.cuda.is_available() else torch.device("cpu")
+
+
+def preset_arg(text: str) -> str:
+    """An argparse type: a preset the book knows (core.shapes.PRESETS), or an error listing them."""
+    if text not in PRESETS:
+        raise argparse.ArgumentTypeError(f"unknown preset {text!r}; use one of: {', '.join(sorted(PRESETS))}")
+    return text
+
+
+def exit_status(result: dict) -> int:
+    """0 when every variant ran and passed the floor test, else 1."""
+    return 1 if result["errors"] else 0
+
+
+def _whole(value, name: str):
+    """value as a whole number >= 1, None left as None (the default)."""
+    return None if value is None else whole_number(value, name)
+
+
+def _check_args(batches, context, presets, repeats, limit) -> None:
+    """ValueError for a run_sweep argument no sweep can use (the command line checks its flags alike)."""
+    if batches is not None:
+        if isinstance(batches, (str, bytes)) or not isinstance(batches, Sequence) or not batches:
+            raise ValueError(f"batches must be a list of whole numbers >= 1, e.g. [1, 8], got {batches!r}")
+        for batch in batches:
+            whole_number(batch, "each of batches")
+    for value, name in ((context, "context"), (repeats, "repeats"), (limit, "limit")):
+        _whole(value, name)
+    for preset in presets or ():
+        get_shape(preset)
 
 
 def _fits(shape: Qwen3Shape, device, dtype) -> bool:
@@ -76,16 +119,17 @@ def format_table(result: dict) -> str:
                                              f"{r['pct_read']:6.1f} {err:>8}{' *' if r.get('best') else ''}"))
     if result.get("size_rows"):
         lines += ["", f"{'rows N':>7} {'MB':>6} {'programs':>8} {'alone GB/s':>10} {'serial':>7} {'chained':>7}"]
-        lines += [f"{r['n']:7d} {r['bytes'] / 1e6:6.1f} {r['programs']:8d} {r['alone_gbps']:10.0f} "
-                  f"{r['serial_gbps']:7.0f} {r['chained_gbps']:7.0f}" for r in result["size_rows"]]
+        lines += [_line(f"{r['n']:7d} {r['bytes'] / 1e6:6.1f} {r['programs']:8d}", r,
+                        lambda r: f"{r['alone_gbps']:10.0f} {r['serial_gbps']:7.0f} {r['chained_gbps']:7.0f}")
+                  for r in result["size_rows"]]
     lines += ["", "best config per GEMV:"]
     lines += [f"  {key}: {config_text(c)}" for key, c in result["best"].items()]
     lines += ["", f"{'preset':12} {'b':>2} {'path':28} {'graph':>5} {'ms':>8} {'floor':>7} {'x floor':>7} "
                   f"{'rel err':>8} {'bit-id':>6}"]
     for r in result["step_rows"]:
         if r.get("kernel") == "attention":
-            lines.append(f"{r['preset']:12} {r['batch']:>2} {r['path']:28} {'':>5} {r['us'] / 1e3:8.4f} "
-                         f"({r['us']:.2f} µs, {r['gbps']:.0f} GB/s of KV)")
+            lines.append(_line(f"{r['preset']:12} {r['batch']:>2} {r['path']:28} {'':>5}", r,
+                               lambda r: f"{r['us'] / 1e3:8.4f} ({r['us']:.2f} µs, {r['gbps']:.0f} GB/s of KV)"))
             continue
         head = f"{r['preset']:12} {r['batch']:>2} {r['path']:28} {'yes' if r['graph'] else 'no':>5}"
         lines.append(_line(head, r, lambda r: f"{r['ms']:8.3f} {r['floor_ms']:7.3f} {r['x_floor']:7.2f} "
@@ -97,8 +141,11 @@ def format_table(result: dict) -> str:
             head = f"{r['preset']:12} {r['batch']:>2} {r['variant']:34}"
             lines.append(_line(head, r, lambda r: f"{r['ms']:8.4f} {r['x_floor']:7.2f} {r['vs_default']:10.3f} "
                                                  f"{str(r.get('bit_identical', '-')):>6}"))
+    if "cache_bytes" in result:
+        lines += ["", f"floor test: every row whose bytes outgrow the {result['cache_bytes'] / 2**20:.0f} MiB "
+                      "cache; a row below its floor fails"]
     if result["errors"]:
-        lines += ["", f"{len(result['errors'])} variants failed (see errors in the JSON)"]
+        lines += ["", f"{len(result['errors'])} variants failed:"] + [f"  {e}" for e in result["errors"]]
     return "\n".join(lines)
 
 
@@ -107,10 +154,12 @@ def run_sweep(*, tiny: bool = False, batches=None, context: int | None = None, p
               skip_variants: bool = False) -> dict:
     """Run the GEMV sweep and the step timings on this machine; returns the results dict (see format_table)."""
 
-    device = torch.device("cuda", torch.cuda.current_device()) if torch.cuda.is_available() else torch.device("cpu")
-    if device.type == "cpu" and not kernels_interpreted():
-        raise RuntimeError("no CUDA GPU here and Triton's interpreter is off; run on a GPU, or on a CPU with "
-                           "`TRITON_INTERPRET=1 python -m floorlab sweep --tiny`")
+    _check_args(batches, context, presets, repeats, limit)
+    device = sweep_device()
+    why = kernels_unavailable(device)
+    if why:
+        raise RuntimeError(f"the sweep times the book's Triton kernels, and they cannot run here: {why}; on a "
+                           "CPU run `TRITON_INTERPRET=1 python -m floorlab sweep --tiny`")
     on_cuda = device.type == "cuda"
     dtype = torch.bfloat16 if on_cuda and not tiny else torch.float32  # tiny: a float32 check of every path
     start = time.perf_counter()
@@ -124,7 +173,7 @@ def run_sweep(*, tiny: bool = False, batches=None, context: int | None = None, p
     result = {"what": "Triton GEMV sweep and kernel-step timings", "device": describe_device(device),
               "tiny": tiny, "dtype": str(dtype), "context": context, "batches": list(batches),
               "bandwidth_gbps": {"copy": copy.gbps, "read": read.gbps}, "floor_gbps": max(copy.gbps, read.gbps),
-              "pdl": pdl_supported(device), "errors": []}
+              "pdl": pdl_supported(device), "cache_bytes": cache_bytes(device), "errors": []}
     print(f"bandwidth: copy {copy.gbps:.0f} GB/s, read {read.gbps:.0f} GB/s", flush=True)
     result["gemv_rows"], result["best"], result["step_rows"], result["variant_rows"] = [], {}, [], []
     for shape in step_shapes:  # each preset's GEMVs swept, then its steps timed with the winners
@@ -132,6 +181,7 @@ def run_sweep(*, tiny: bool = False, batches=None, context: int | None = None, p
             result["errors"].append(f"{shape.name}: skipped, its weights do not fit in free memory")
             continue
         rows, best = sweep_gemvs(shape, batches, device=device, dtype=dtype, read_gbps=read.gbps,
+                                 floor_gbps=result["floor_gbps"],
                                  copies=shape.num_layers, warmup=warmup, repeats=repeats, limit=limit,
                                  pdl_on=result["pdl"], errors=result["errors"])
         result["gemv_rows"] += [dict(row, preset=shape.name) for row in rows]
@@ -143,6 +193,8 @@ def run_sweep(*, tiny: bool = False, batches=None, context: int | None = None, p
                     (16, 64, 256) if tiny else SIZES, shape.hidden_size, device=device, dtype=dtype,
                     read_gbps=read.gbps, copies=shape.num_layers, warmup=warmup, repeats=repeats,
                     pdl_on=result["pdl"], config=best.get(("qkv", batches[0])))
+                check_size_rows(result["size_rows"], result["floor_gbps"], result["errors"], device=device,
+                                copies=shape.num_layers)
             except Exception as err:  # noqa: BLE001
                 report_error(result["errors"], "size sweep", err)
         if skip_steps:
@@ -172,16 +224,22 @@ def main(argv=None) -> int:
     parser = argparse.ArgumentParser(prog="python -m floorlab sweep", description=__doc__.splitlines()[0])
     parser.add_argument("--out", help="write the results as JSON to this path")
     parser.add_argument("--tiny", action="store_true", help="a tiny shape (runs on a CPU with TRITON_INTERPRET=1)")
-    parser.add_argument("--batches", type=int, nargs="+", help="batch sizes (default 1 8)")
-    parser.add_argument("--presets", nargs="+",
+    parser.add_argument("--batches", type=whole_arg("--batches", 1, None, "1 or 8"), nargs="+",
+                        help="batch sizes (default 1 8)")
+    parser.add_argument("--presets", nargs="+", type=preset_arg,
                         help=f"presets whose GEMVs are swept and steps timed (default {' '.join(STEP_PRESETS)})")
-    parser.add_argument("--context", type=int, help=f"tokens already in the cache (default {CONTEXT})")
-    parser.add_argument("--repeats", type=int, help="timed repeats (default 20 on a GPU)")
-    parser.add_argument("--configs", type=int, default=12, help="at most this many configs per GEMV (default 12)")
+    parser.add_argument("--context", type=whole_arg("--context", 1, None, "512"),
+                        help=f"tokens already in the cache (default {CONTEXT})")
+    parser.add_argument("--repeats", type=whole_arg("--repeats", 1, None, "20"),
+                        help="timed repeats (default 20 on a GPU)")
+    parser.add_argument("--configs", type=whole_arg("--configs", 1, None, "12"), default=12,
+                        help="at most this many configs per GEMV (default 12)")
     parser.add_argument("--skip-steps", action="store_true", help="only the GEMV sweep")
     parser.add_argument("--skip-variants", action="store_true",
                         help="leave out the step with one launch config changed at a time")
     args = parser.parse_args(argv)
+    if why := kernels_unavailable(sweep_device()):  # e.g. no Triton: say how to install it
+        parser.error(why)
     result = run_sweep(tiny=args.tiny, batches=args.batches, context=args.context, presets=args.presets,
                        repeats=args.repeats, limit=args.configs, skip_steps=args.skip_steps or False,
                        skip_variants=args.skip_steps or args.skip_variants)
@@ -190,7 +248,7 @@ def main(argv=None) -> int:
 
         print(f"wrote {save_json(result, args.out)}")
     print(f"done in {result['elapsed_s']:.0f} s")
-    return 0
+    return exit_status(result)
 
 
 if __name__ == "__main__":

@@ -10,7 +10,7 @@ from dataclasses import replace
 import torch
 import torch.nn.functional as F
 
-from floorlab.core.roofline import achieved_gbps, bytes_per_step, floor_ms
+from floorlab.core.roofline import BelowFloorError, achieved_gbps, bytes_per_step, floor_ms
 from floorlab.core.shapes import Qwen3Shape
 from floorlab.core.timing import time_ms
 from floorlab.engine.fused import relative_error
@@ -26,6 +26,8 @@ from floorlab.engine.kernels import (
 from floorlab.engine.model import build_model
 from floorlab.studies.kernels import (
     MAX_REL_ERR,
+    SIZE_WAYS,
+    check_timed,
     free_memory,
     gemv_case,
     gemv_shapes,
@@ -79,10 +81,14 @@ def gemv_configs(name: str, batch: int, shape: Qwen3Shape, limit: int = 12):
 
 
 def sweep_gemvs(shape: Qwen3Shape, batches, *, device, dtype, read_gbps: float, copies: int, warmup: int,
-                repeats: int, limit: int, pdl_on: bool, errors: list) -> tuple[list[dict], dict]:
-    """Rows (one per GEMV, batch, config, PDL) and the best config per (GEMV, batch) by time."""
+                repeats: int, limit: int, pdl_on: bool, errors: list,
+                floor_gbps: float | None = None) -> tuple[list[dict], dict]:
+    """Rows (one per GEMV, batch, config, PDL) and the best config per (GEMV, batch) by time.
+
+    A row timed below its floor (weight bytes at floor_gbps, default read_gbps) fails, never wins."""
 
     rows, best = [], {}
+    floor_gbps = floor_gbps or read_gbps
     for batch in batches:
         early = default_config(batch, **shape_kwargs(shape)).early_launch  # PDL as the step launches it
         for name, (n, k) in gemv_shapes(shape).items():
@@ -107,14 +113,15 @@ def sweep_gemvs(shape: Qwen3Shape, batches, *, device, dtype, read_gbps: float, 
                     else:
                         row["rel_err"] = check(config, pdl)
                         calls = [lambda w=w, c=config, p=pdl: run(w, c, p) for w in weights]
-                    row["us"] = 1e3 * time_per_call_ms(calls, device, warmup, repeats)
+                    row["us"] = 1e3 * check_timed(time_per_call_ms(calls, device, warmup, repeats), nbytes,
+                                                  floor_gbps, device=device, working_bytes=nbytes * count)
                     row["gbps"] = achieved_gbps(nbytes, row["us"] / 1e3)
                     row["pct_read"] = 100 * row["gbps"] / read_gbps
                     row["ok"] = row["rel_err"] <= MAX_REL_ERR
                     if config != "torch":
                         done[config] = row
                 except Exception as err:  # noqa: BLE001
-                    row["error"] = report_error(errors, f"{name} b{batch} {config}", err)
+                    row = _failed(row, report_error(errors, f"{name} b{batch} {config_text(row['config'])}", err))
                 rows.append(row)
             good = {c: r for c, r in done.items() if r["ok"]}
             if good:
@@ -126,11 +133,12 @@ def sweep_gemvs(shape: Qwen3Shape, batches, *, device, dtype, read_gbps: float, 
                            "config": winner.to_dict()}
                     try:
                         calls = [lambda w=w: run(w, winner, False) for w in weights]
-                        row["us"] = 1e3 * time_per_call_ms(calls, device, warmup, repeats)
+                        row["us"] = 1e3 * check_timed(time_per_call_ms(calls, device, warmup, repeats), nbytes,
+                                                      floor_gbps, device=device, working_bytes=nbytes * count)
                         row["gbps"] = achieved_gbps(nbytes, row["us"] / 1e3)
                         row["pct_read"] = 100 * row["gbps"] / read_gbps
                     except Exception as err:  # noqa: BLE001
-                        row["error"] = report_error(errors, f"{name} b{batch} pdl off", err)
+                        row = _failed(row, report_error(errors, f"{name} b{batch} pdl off", err))
                     rows.append(row)
             del weights
             free_memory()
@@ -214,14 +222,20 @@ def time_steps(shape: Qwen3Shape, batches, context: int, *, device, dtype, floor
                 else:
                     def timed(fn=fn, tokens=tokens, positions=positions):
                         fn(tokens, positions)
-                row["ms"] = time_ms(timed, warmup=warmup, repeats=repeats, device=device).median_ms
+                row["ms"] = check_timed(time_ms(timed, warmup=warmup, repeats=repeats, device=device).median_ms,
+                                        moved, floor_gbps, device=device)
                 row["x_floor"] = row["ms"] / floor
             except Exception as err:  # noqa: BLE001
-                row["error"] = report_error(errors, f"{shape.name} b{batch} {path}", err)
+                row = _failed(row, report_error(errors, f"{shape.name} b{batch} {path}", err))
             rows.append(row)
         try:
-            rows.append(time_attention(model, configs[batch].attention, positions, warmup=warmup, repeats=repeats,
-                                       floor_gbps=floor_gbps))
+            attention = time_attention(model, configs[batch].attention, positions, warmup=warmup,
+                                       repeats=repeats, floor_gbps=floor_gbps)
+            check_timed(attention["us"] / 1e3, attention["bytes"], floor_gbps, device=device,
+                        working_bytes=attention["bytes"] * shape.num_layers)  # one launch per layer
+            rows.append(attention)
+        except BelowFloorError as err:
+            rows.append(_failed(attention, report_error(errors, f"{shape.name} b{batch} attention", err)))
         except Exception as err:  # noqa: BLE001
             report_error(errors, f"{shape.name} b{batch} attention", err)
     del model, steps, runners
@@ -284,7 +298,8 @@ def time_step_variants(shape: Qwen3Shape, batches, *, device, dtype, floor_gbps:
     rows = []
     for batch in batches:
         tokens, positions = _prefilled(model, batch, context)
-        floor = floor_ms(bytes_per_step(shape, batch, context + 1), floor_gbps)
+        moved = bytes_per_step(shape, batch, context + 1)
+        floor = floor_ms(moved, floor_gbps)
         default_ms = None
         for label, part, config in step_variants(shape, batch, max_context, tiny=tiny):
             row = {"preset": shape.name, "batch": batch, "context": context, "variant": label, "part": part,
@@ -300,22 +315,48 @@ def time_step_variants(shape: Qwen3Shape, batches, *, device, dtype, floor_gbps:
                 else:
                     def timed(step=step):
                         step(tokens, positions)
-                row["ms"] = time_ms(timed, warmup=warmup, repeats=repeats, device=device).median_ms
+                row["ms"] = check_timed(time_ms(timed, warmup=warmup, repeats=repeats, device=device).median_ms,
+                                        moved, floor_gbps, device=device)
                 row["x_floor"] = row["ms"] / floor
                 default_ms = default_ms or row["ms"]
                 row["vs_default"] = row["ms"] / default_ms
             except Exception as err:  # noqa: BLE001
-                row["error"] = report_error(errors, f"{shape.name} b{batch} {label}", err)
+                row = _failed(row, report_error(errors, f"{shape.name} b{batch} {label}", err))
             rows.append(row)
     del model
     free_memory()
     return rows
 
 
+TIMED_KEYS = ("us", "gbps", "pct_read", "ms", "x_floor", "vs_default", "pct_floor_bw", "ok", "best")
+
+
+def _failed(row: dict, error: str) -> dict:
+    """The row marked failed: its error, and none of the timings a failed row must not report."""
+    kept = {k: v for k, v in row.items() if k not in TIMED_KEYS and not k.endswith(("_us", "_gbps", "_pct_read"))}
+    return dict(kept, error=error)
+
+
+def check_size_rows(rows: list[dict], floor_gbps: float, errors: list, *, device, copies: int) -> None:
+    """Mark each size-sweep row failed (in place) where a way of timing it beats its floor
+    ("alone" launches one weight, the other ways `copies`)."""
+    for i, row in enumerate(rows):
+        for way in SIZE_WAYS:
+            try:
+                check_timed(row[f"{way}_us"] / 1e3, row["bytes"], floor_gbps, device=device,
+                            working_bytes=row["bytes"] * (1 if way == "alone" else copies))
+            except BelowFloorError as err:
+                rows[i] = _failed(row, report_error(errors, f"size sweep N={row['n']} {way}", err))
+                break
+
+
 def report_error(errors: list, what: str, err: Exception) -> str:
-    message = f"{what}: {type(err).__name__}: {err}".splitlines()[0][:300]
+    """Print and keep one line on a failed variant: what, and why (a row below its floor says so itself)."""
+    why = str(err) if isinstance(err, BelowFloorError) else f"{type(err).__name__}: {err}"
+    message = f"{what}: {why}".splitlines()[0][:300]
     print(f"  ! {message}", file=sys.stderr)
-    traceback.print_exc(limit=2, file=sys.stderr)
+    if not isinstance(err, BelowFloorError):  # the message says it all; elsewhere, where it came from
+        traceback.print_exc(limit=2, file=sys.stderr)
     errors.append(message)
     return message
 
