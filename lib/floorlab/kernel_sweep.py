@@ -758,6 +758,12 @@ def main(argv=None) -> int:
     parser.add_argument("--skip-variants", action="store_true",
                         help="leave out the step with one launch config changed at a time")
     args = parser.parse_args(argv)
+    from floorlab.kernels import kernels_unavailable
+
+    why_not = kernels_unavailable("cuda" if torch.cuda.is_available() else "cpu")
+    if why_not:
+        print(f"the kernel sweep cannot run here: {why_not}", file=sys.stderr)
+        return 1
     result = run_sweep(tiny=args.tiny, batches=args.batches, context=args.context, presets=args.presets,
                        repeats=args.repeats, limit=args.configs, skip_steps=args.skip_steps or False,
                        skip_variants=args.skip_steps or args.skip_variants)
@@ -767,7 +773,7 @@ def main(argv=None) -> int:
 
         print(f"wrote {save_json(result, args.out)}")
     print(f"done in {result['elapsed_s']:.0f} s")
-    return 0
+    return 1 if result["errors"] else 0  # a failed variant fails the run
 
 
 if __name__ == "__main__":
