@@ -52,8 +52,12 @@ def test_missing_packages_fail_and_say_how_to_install():
     checks = doctor.version_checks(found, on_gpu=False)
     nbval = next(c for c in checks if c.name == "nbval")
     assert nbval.status == "fail" and "requirements.txt" in nbval.fix
-    assert statuses(checks)["triton"] == "ok"
+    triton = next(c for c in checks if c.name == "triton")  # a CPU needs it too, for Triton's interpreter
+    assert triton.status == "warn" and "interpreter" in triton.found and "triton" in triton.fix.lower()
     assert statuses(doctor.version_checks(ALL_INSTALLED, on_gpu=True))["triton"] == "warn"
+    installed = next(c for c in doctor.version_checks(dict(ALL_INSTALLED, triton="3.9.0"), on_gpu=False)
+                     if c.name == "triton")
+    assert installed.status == "ok" and "3.9.0" in installed.found
     no_lab = statuses(doctor.version_checks(dict(ALL_INSTALLED, jupyterlab=None), on_gpu=True))
     assert no_lab["jupyterlab"] == "warn", "a machine that only builds or tests needs no JupyterLab"
     old_python = dict(ALL_INSTALLED, python="3.9.1")
@@ -117,3 +121,13 @@ def test_doctor_prints_the_plan_of_this_machine(capsys):
     main(["doctor"])
     out = capsys.readouterr().out
     assert "what this card runs" in out and "Plans run on a real card" in " ".join(out.split())
+
+
+def test_the_triton_range_the_errors_name_is_the_one_requirements_txt_asks_for():
+    from pathlib import Path
+
+    from floorlab.engine.kernels import TRITON_REQUIREMENT
+
+    lines = (Path(__file__).resolve().parents[1] / "requirements.txt").read_text().splitlines()
+    [line] = [line for line in lines if line.startswith("triton")]
+    assert line.split(";")[0].strip() == TRITON_REQUIREMENT

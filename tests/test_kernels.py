@@ -15,17 +15,17 @@ from pathlib import Path
 import pytest
 import torch
 
-pytest.importorskip("triton")
-
-from floorlab.engine.fused import relative_error  # noqa: E402
-from floorlab.engine.kernels import (GEMV_NAMES, AttentionConfig, GemvConfig, default_config, gemv, kernels_interpreted,  # noqa: E402
-                              shape_kwargs, triton_step)
-from floorlab.engine.model import build_model  # noqa: E402
 from floorlab.core.shapes import Qwen3Shape  # noqa: E402
+from floorlab.engine.fused import relative_error  # noqa: E402
+from floorlab.engine.kernels import (GEMV_NAMES, AttentionConfig, GemvConfig, default_config, gemv,  # noqa: E402
+                                     how_to_get_triton, kernels_unavailable, shape_kwargs, triton_step)
+from floorlab.engine.model import build_model  # noqa: E402
 
 DEVICE = "cuda" if torch.cuda.is_available() else "cpu"
-if DEVICE == "cpu" and not kernels_interpreted():
-    pytest.skip("no GPU and Triton's interpreter is off: run with TRITON_INTERPRET=1", allow_module_level=True)
+# no Triton here (none installed, or no wheel for this platform) or an interpreter that cannot run the kernels
+WHY_NOT = kernels_unavailable(DEVICE)
+if WHY_NOT:
+    pytest.skip(WHY_NOT, allow_module_level=True)
 
 GQA_TIED = Qwen3Shape(64, 96, 2, 4, 2, 16, 97, True, rope_theta=10000.0, name="gqa-tied")
 MHA_UNTIED = Qwen3Shape(64, 96, 2, 2, 2, 16, 97, False, rope_theta=10000.0, name="mha-untied")
@@ -375,8 +375,16 @@ def test_missing_triton_and_cpu_without_interpreter_say_how_to_fix():
     done = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
     assert "CPU:" in done.stdout and "TRITON_INTERPRET=1" in done.stdout
-    assert "MISSING:" in done.stdout and "pip install triton" in done.stdout
+    assert "MISSING:" in done.stdout and how_to_get_triton() in done.stdout
 
+
+def test_the_kernel_sweep_without_triton_says_how_to_get_it_and_fails():
+    script = ("import sys\nsys.modules['triton'] = None\n"
+              "from floorlab.tools.sweep import main\nsys.exit(main(['--tiny']))\n")
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(LIB), os.environ.get("PYTHONPATH", "")])}
+    done = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 1, done.stderr[-2000:]
+    assert "Traceback" not in done.stderr and how_to_get_triton() in done.stderr
 
 # ---------------------------------------------------------------- GPU
 

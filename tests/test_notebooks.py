@@ -59,7 +59,12 @@ def test_library_code_a_chapter_shows_fits_the_page():
     for path in (ROOT / "lib" / "floorlab").rglob("*.py"):
         if not path.stem.startswith("_"):
             parts = path.relative_to(ROOT / "lib").with_suffix("").parts
-            module = importlib.import_module(".".join(parts))
+            try:
+                module = importlib.import_module(".".join(parts))
+            except ModuleNotFoundError as err:  # the kernels' modules, where Triton has no wheel
+                if err.name != "triton":
+                    raise
+                continue  # a chapter names their code in strings, which source() reads without importing
             namespace.update(vars(module))
             namespace[path.stem] = module  # `from floorlab.engine.kernels import matvec` in a chapter
     shown = {(chapter.name, name.strip()) for chapter in CHAPTERS

@@ -97,7 +97,8 @@ def versions() -> dict[str, str | None]:
 
 
 def version_checks(found: dict[str, str | None], on_gpu: bool) -> list[Check]:
-    """A line per package: missing required ones fail, JupyterLab's warn; triton is needed only on a GPU."""
+    """A line per package: missing required ones fail; JupyterLab's and Triton's warn (the kernels need Triton,
+    compiled on a GPU or in its interpreter on a CPU)."""
     py = tuple(int(p) for p in found["python"].split(".")[:2])
     checks = [Check("python", "ok" if py >= MIN_PYTHON else "fail", found["python"],
                     "" if py >= MIN_PYTHON else
@@ -112,12 +113,14 @@ def version_checks(found: dict[str, str | None], on_gpu: bool) -> list[Check]:
                       Check(name, "warn", "not installed: the chapters run and the site builds, "
                             "but JupyterLab cannot show them", "pip install -r requirements.txt"))
     if found.get("triton"):
-        checks.append(Check("triton", "ok", found["triton"]))
-    elif on_gpu:
-        checks.append(Check("triton", "warn", "not installed",
-                            "the book's own kernels need it: pip install triton"))
+        where = "compiled on the GPU" if on_gpu else "in Triton's interpreter on the CPU"
+        checks.append(Check("triton", "ok", f"{found['triton']} (the book's kernels run {where})"))
     else:
-        checks.append(Check("triton", "ok", "not installed (needed only on a CUDA GPU)"))
+        from floorlab.engine.kernels import how_to_get_triton
+
+        need = "(compiled on the GPU)" if on_gpu else "on a CPU too (they run in Triton's interpreter there)"
+        checks.append(Check("triton", "warn", f"not installed: the book's own kernels need it {need}",
+                            how_to_get_triton()))
     return checks
 
 

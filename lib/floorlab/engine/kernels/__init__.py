@@ -14,8 +14,22 @@ from .config import (GEMV_NAMES, AttentionConfig, GemvConfig, StepConfig, defaul
 
 DTYPES = (torch.bfloat16, torch.float16, torch.float32)
 
-__all__ = ["GEMV_NAMES", "AttentionConfig", "GemvConfig", "StepConfig", "default_block_k", "default_config",
-           "gemv", "kernels_interpreted", "kernels_unavailable", "pdl_supported", "shape_kwargs", "triton_step"]
+__all__ = ["GEMV_NAMES", "TRITON_REQUIREMENT", "AttentionConfig", "GemvConfig", "StepConfig", "default_block_k",
+           "default_config", "gemv", "how_to_get_triton", "kernels_interpreted", "kernels_unavailable",
+           "pdl_supported", "shape_kwargs", "triton_step"]
+# the Triton releases the kernels are tested with, as requirements.txt asks for them
+TRITON_REQUIREMENT = "triton>=3.6,<3.10"
+
+
+def how_to_get_triton() -> str:
+    """How to install Triton on this machine, or why it cannot be: PyPI has wheels for Linux alone."""
+    import platform
+
+    system, machine = platform.system(), platform.machine()
+    if system == "Linux" and machine in ("x86_64", "aarch64"):
+        return f"install it with `pip install -r requirements.txt` or `pip install \"{TRITON_REQUIREMENT}\"`"
+    return (f"Triton publishes wheels for Linux on x86_64 and aarch64 only, not for {system} {machine}: "
+            "the book's kernels run only there (the rest of the book runs here)")
 
 
 def _runtime():
@@ -23,9 +37,8 @@ def _runtime():
     try:
         from . import runtime
     except ImportError as err:
-        raise RuntimeError(
-            f"the book's kernels need Triton, which does not import here ({err}); install it with "
-            "`pip install triton` (Linux wheels of torch with CUDA bring it along)") from None
+        raise RuntimeError(f"the book's kernels need Triton (on a CPU too, where they run in its interpreter), "
+                           f"which does not import here ({err}); {how_to_get_triton()}") from None
     return runtime
 
 
@@ -42,6 +55,10 @@ def kernels_unavailable(device) -> str:
         return ("Triton was imported before TRITON_INTERPRET=1 was set, so its interpreter cannot run "
                 "the kernels: restart the kernel and import floorlab first, or set the variable "
                 "before starting Python")
+    if runtime.interpreter_too_old():
+        return (f"Triton {runtime.triton.__version__}'s interpreter cannot run the kernels' loops with NumPy 2.4 "
+                "or newer (Triton 3.7 fixed that): `pip install \"numpy<2.4\"`, or with a CPU build of torch "
+                "`pip install \"triton>=3.7,<3.10\"`")
     return ""
 
 

@@ -103,7 +103,9 @@ def _attention_kernel(qkv_ptr, pos_ptr, qn_ptr, kn_ptr, cos_ptr, sin_ptr, kc_ptr
     k_new = _norm_rope(row, NQ + kvh + one, one < 1, offs_d, kw, kw_rolled, cos, sin, 1.0 / D, eps, D)
     v_new = tl.load(row + (NQ + NKV + kvh) * D + one[:, None] * D + offs_d[None, :]).to(tl.float32)
     # every split holds this token's k and v in registers; split 0 alone writes them to the cache
-    write = (offs_d[None, :] < D) & (split == 0) & (tl.load(pos_ptr + b) < max_context)
+    # (the scalar condition goes through tl.where: broadcast by &, it leaves an int32 mask
+    # in Triton 3.9's interpreter)
+    write = tl.where((split == 0) & (tl.load(pos_ptr + b) < max_context), offs_d[None, :] < D, False)
     dst = pos * stride_ct + one[:, None] * D + offs_d[None, :]
     tl.store(kc + dst, k_new.to(kc_ptr.dtype.element_ty), mask=write)
     tl.store(vc + dst, v_new.to(vc_ptr.dtype.element_ty), mask=write)

@@ -84,7 +84,10 @@ def _rows_tile(acc, acc_up, sum_sq, w, u, x_ptr, stride_xb, B, bidx, k, k_ok,
         nw = tl.load(norm_ptr + k, mask=k_ok, other=0.0)
     for b in tl.static_range(BLOCK_B):
         here = bidx == b
-        xv = tl.load(x_ptr + b * stride_xb + k, mask=k_ok & (b < B), other=0.0)
+        # (tl.where, not &: a scalar condition broadcast by & leaves a mask of
+        # int32 in Triton 3.9's interpreter, which loads refuse)
+        x_ok = tl.where(b < B, k_ok, False)
+        xv = tl.load(x_ptr + b * stride_xb + k, mask=x_ok, other=0.0)
         xf = xv.to(tl.float32)
         if NORM:  # deferred: the caller scales the sums by 1/rms
             sum_sq += tl.where(here, tl.sum(xf * xf, axis=0), 0.0)

@@ -34,6 +34,19 @@ def interpreter_broken() -> bool:
     return interpreting() and combine is not None and type(combine).__name__ != "InterpretedFunction"
 
 
+def interpreter_too_old() -> bool:
+    """True when the kernels are interpreted by a Triton before 3.7 under NumPy 2.4 or newer.
+
+    (Those interpreters take a loop's bound as int() of a one-element array, which NumPy 2.4 refuses.)
+    """
+    import numpy
+
+    def minor(version: str) -> tuple[int, ...]:
+        return tuple(int(part) for part in version.split(".")[:2])
+
+    return interpreting() and minor(triton.__version__) < (3, 7) and minor(numpy.__version__) >= (2, 4)
+
+
 def pdl_supported(device) -> bool:
     """True when a launch on device can use PDL: compiled kernels, gdc in Triton, compute capability >= 9.0."""
     import torch

@@ -27,7 +27,9 @@ def _embedding_kernel(tokens_ptr, embed_ptr, x_ptr, H, V, stride_e, stride_x,
     b = tl.program_id(0)
     offs = tl.program_id(1) * BLOCK_H + tl.arange(0, BLOCK_H)
     token = tl.load(tokens_ptr + b)
-    ok = (offs < H) & (token >= 0) & (token < V)  # a token outside the vocabulary reads nothing
+    # a token outside the vocabulary reads nothing (tl.where, not &, for the scalar
+    # condition: broadcast by &, it leaves an int32 mask in Triton 3.9's interpreter)
+    ok = tl.where((token >= 0) & (token < V), offs < H, False)
     row = tl.load(embed_ptr + token.to(tl.int64) * stride_e + offs, mask=ok, other=0.0)
     pdl_wait(USE_PDL)  # x may still be read by the kernel before this one
     tl.store(x_ptr + b * stride_x + offs, row, mask=offs < H)
