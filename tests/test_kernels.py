@@ -378,14 +378,6 @@ def test_missing_triton_and_cpu_without_interpreter_say_how_to_fix():
     assert "MISSING:" in done.stdout and how_to_get_triton() in done.stdout
 
 
-def test_the_kernel_sweep_without_triton_says_how_to_get_it_and_fails():
-    script = ("import sys\nsys.modules['triton'] = None\n"
-              "from floorlab.tools.sweep import main\nsys.exit(main(['--tiny']))\n")
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(LIB), os.environ.get("PYTHONPATH", "")])}
-    done = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=300)
-    assert done.returncode == 1, done.stderr[-2000:]
-    assert "Traceback" not in done.stderr and how_to_get_triton() in done.stderr
-
 # ---------------------------------------------------------------- GPU
 
 @pytest.mark.gpu
@@ -477,7 +469,7 @@ def test_kernel_sweep_without_triton_says_how_to_install_it():
            "PYTHONPATH": os.pathsep.join([str(LIB), os.environ.get("PYTHONPATH", "")])}
     done = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=120)
     assert done.returncode == 2, done.stderr
-    assert "error: the book's kernels need Triton" in done.stderr and "pip install triton" in done.stderr
+    assert "error: the book's kernels need Triton" in done.stderr and how_to_get_triton() in done.stderr
     assert "Traceback" not in done.stderr
 
 
