@@ -77,6 +77,18 @@ def test_library_code_a_chapter_shows_fits_the_page():
         assert not wide, f"{chapter} shows {name}, whose line runs past {COLUMN}: {wide[0]!r}"
 
 
+@pytest.mark.parametrize("path", CHAPTERS, ids=lambda p: p.name)
+def test_chapter_code_fits_the_page(path):
+    """A code cell's lines keep to prose.COLUMN, so the site shows them without a scroll bar
+    (the browser test measures the same thing on the built page, much later)."""
+    from floorlab.core.prose import COLUMN
+
+    wide = [(index, line) for index, cell in enumerate(nbformat.read(path, as_version=4).cells)
+            if cell.cell_type == "code" for line in cell.source.splitlines() if len(line) > COLUMN]
+    assert not wide, (f"{path.name}: {len(wide)} code lines run past {COLUMN} characters, "
+                      f"the first in cell {wide[0][0]}: {wide[0][1]!r}")
+
+
 def test_source_by_name_reads_a_module_without_importing_it():
     import sys
 

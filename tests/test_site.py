@@ -94,7 +94,8 @@ INSPECT_PAGE_JS = """([selectors, tolerance]) => {
   const overflowing = Array.from(article.querySelectorAll('pre'))
     .filter(e => e.scrollWidth > e.clientWidth + tolerance)
     .map(e => {
-      const longest = e.innerText.split('\\n').reduce((a, l) => (l.length > a.length ? l : a), '');
+      // textContent: a folded answer's block (a closed <details>) has no innerText
+      const longest = e.textContent.split('\\n').reduce((a, l) => (l.length > a.length ? l : a), '');
       const where = e.closest('.cell_output') ? 'output' : 'code';
       return `${where} block ${e.scrollWidth}px in a ${e.clientWidth}px box, ` +
              `longest line (${longest.length} chars): ${longest}`;
