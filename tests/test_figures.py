@@ -336,3 +336,18 @@ def test_fusion_schematic_counts_kernels_and_boundaries_both_ways(tmp_path):
         fusion_schematic(ops=[("norm", "magic")], kernels=(1,))
     with pytest.raises(ValueError, match="at least one"):
         fusion_schematic(ops=[], kernels=())
+
+
+def test_a_returned_figure_shows_as_a_png_under_any_backend():
+    """Under Agg (MPLBACKEND=Agg) IPython knows no image for a Figure and a chapter would print
+    "<Figure size ...>" where its figure belongs, in JupyterLab and on the site alike."""
+    from IPython.core.interactiveshell import InteractiveShell
+
+    shell = InteractiveShell.instance()
+    try:
+        shell.display_formatter.formatters["image/png"].pop(matplotlib.figure.Figure, None)
+        fig = stacked_bar({"eager": 2.5, "graph replay": 1.2}, 1.0)
+        data, _ = shell.display_formatter.format(fig)
+        assert data["image/png"][:8] == b"\x89PNG\r\n\x1a\n", "a figure would show as its text repr"
+    finally:
+        InteractiveShell.clear_instance()

@@ -21,6 +21,8 @@ RAW_ROLE = re.compile(r"\{(?:eval|glue)[\w:]*\}?|\{[a-z][\w:.+-]*\}`")
 # What a cell error, a stderr stream or a docutils error looks like once rendered.
 ERROR_SELECTORS = (".output.stderr", ".output.traceback", ".output.error", ".system-message",
                    ".problematic")
+# What a cell shows when IPython has no image for the figure it returned.
+FIGURE_REPR = re.compile(r"<Figure size \d+x\d+ with \d+ Axes>")
 ERROR_TEXT = ("Traceback (most recent call last)", "CellExecutionError")
 
 
@@ -121,6 +123,8 @@ def browser_problems(chromium, url: str, name: str, screenshot: Path) -> list[st
     problems += [f"{name}: error output shows: {error}" for error in seen["errors"]]
     problems += [f"{name}: a cell raised ({error!r} shows on the page)"
                  for error in ERROR_TEXT if error in seen["text"]]
+    problems += [f"{name}: a figure shows as its text, not as an image: {line.strip()!r}"
+                 for line in seen["text"].splitlines() if FIGURE_REPR.search(line)]
     problems += [f"{name}: a printed line overflows the content column at {LAPTOP_WIDTH_PX}px: {block}"
                  for block in seen["overflowing"]]
     return problems
@@ -142,6 +146,7 @@ BAD_PAGE = """<html><body><article class="bd-article">
 UserWarning: slow</pre></div></div>
 <div class="cell_input"><pre>print(f"{x}")  # braces in code are fine</pre></div>
 <div class="cell_output"><pre>%s</pre></div>
+<div class="cell_output"><pre>&lt;Figure size 900x279 with 1 Axes&gt;</pre></div>
 </article></body></html>"""
 
 
@@ -150,9 +155,9 @@ def test_the_browser_check_names_each_problem(chromium, tmp_path):
     page = tmp_path / "bad.html"
     page.write_text(BAD_PAGE % ("0123456789 " * 40))
     problems = browser_problems(chromium, page.as_uri(), "bad", tmp_path / "bad.png")
-    assert len(problems) == 6, problems
+    assert len(problems) == 7, problems
     for expected in ("missing.png", "{eval}", "{doc}`", "UserWarning: slow", "a cell raised",
-                     "0123456789 0123456789"):
+                     "0123456789 0123456789", "a figure shows as its text"):
         assert any(expected in problem for problem in problems), (expected, problems)
     assert (tmp_path / "bad.png").stat().st_size > 0
 

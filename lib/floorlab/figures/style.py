@@ -6,6 +6,7 @@ the style lives in a context around each drawing.
 from __future__ import annotations
 
 import textwrap
+from io import BytesIO
 from pathlib import Path
 
 from matplotlib.figure import Figure
@@ -48,10 +49,38 @@ STYLE = {
 }
 
 
+def png_bytes(fig: Figure) -> bytes:
+    """fig as PNG bytes at its own dpi, as the notebook's inline backend would draw it."""
+    buffer = BytesIO()
+    fig.savefig(buffer, format="png", dpi="figure", bbox_inches="tight", facecolor="white")
+    return buffer.getvalue()
+
+
+def show_as_png_in_ipython() -> None:
+    """Let IPython show a Figure as a PNG whatever matplotlib's backend is.
+
+    The inline backend registers this itself. Under Agg (MPLBACKEND=Agg, as CI and some
+    workshop images set it) a cell would print only "<Figure size 900x279 with 1 Axes>".
+    """
+    try:
+        from IPython import get_ipython
+    except ImportError:
+        return
+    shell = get_ipython()
+    if shell is None:
+        return
+    png = shell.display_formatter.formatters["image/png"]
+    try:
+        png.lookup_by_type(Figure)
+    except KeyError:
+        png.for_type(Figure, png_bytes)
+
+
 def new_figure(height_in: float) -> Figure:
     """A Figure that a notebook shows when returned, but not again at the end of the cell."""
     import matplotlib.pyplot as plt  # loads the notebook's display backend
 
+    show_as_png_in_ipython()
     fig = plt.figure(figsize=(FIG_WIDTH_IN, height_in))
     plt.close(fig)  # pyplot forgets it: shown once, as the returned value
     return fig
