@@ -22,7 +22,8 @@ BOOK = {"jupyter-book", "myst-nb", "nbval", "jupyterlab", "jupyterlab-myst", "ip
 CHECK = """
 import pathlib, sys
 import floorlab
-from floorlab.core import paths, reference_figure, reference_run
+from floorlab.core import paths
+from floorlab.core.runs import reference_figure, reference_run
 site = pathlib.Path(sys.argv[1]).resolve()
 assert pathlib.Path(floorlab.__file__).resolve().is_relative_to(site), floorlab.__file__
 assert reference_run('h200-below-the-floor').kind == 'chapter:below-the-floor'

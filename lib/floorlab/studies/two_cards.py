@@ -285,7 +285,7 @@ class Crossover:
         """Per preset: its MB per layer, the floor saved, the collectives and the gain, in ms."""
         lines = [f"{'preset':<11}{'MB/layer':>9}{'saved ms':>11}{'collectives':>12}{'gain ms':>11}"]
         for s in sorted(presets.values(), key=lambda s: s.param_count()):
-            cells = [sig(v, 4) for v in (self.saving_ms(s), self.cost_ms(s), self.gain_ms(s))]
+            cells = [sig(v) for v in (self.saving_ms(s), self.cost_ms(s), self.gain_ms(s))]
             lines.append(f"{s.name:<11}{s.layer_param_count() * 2 / 1e6:>9.0f}"
                          f"{cells[0]:>11}{cells[1]:>12}{cells[2]:>11}")
         return "\n".join(lines)
@@ -314,9 +314,9 @@ def format_checked(rows: list[dict]) -> str:
     """checked_against as a table, times in ms."""
     lines = [f"{'preset':<12}{'1 card':>10}{'split, predicted':>18}{'measured':>10}  split is"]
     for r in rows:
-        lines.append(f"{r['preset']:<12}{sig(r['card_ms'], 4):>10}"
-                     f"{sig(r['predicted_ms'], 4) + ' ' + r['predicted']:>18}"
-                     f"{sig(r['measured_ms'], 4):>10}  {r['measured']}")
+        lines.append(f"{r['preset']:<12}{sig(r['card_ms']):>10}"
+                     f"{sig(r['predicted_ms']) + ' ' + r['predicted']:>18}"
+                     f"{sig(r['measured_ms']):>10}  {r['measured']}")
     return "\n".join(lines)
 
 
@@ -369,7 +369,7 @@ def answer_crossover(tc: TwoCards, *, presets=PRESETS) -> str:
     """The worked answer to challenge 1, as arithmetic."""
     m = tc.model()
     lines = [f"per layer: 2 × {m.all_reduce_ms * 1e3:.2f} µs ÷ (1/{m.card_gbps:.1f} − "
-             f"1/({m.ranks} × {m.rank_gbps:.1f})) s per GB = {m.layer_mb():,.4g} MB per layer", "",
+             f"1/({m.ranks} × {m.rank_gbps:.1f})) s per GB = {sig(m.layer_mb())} MB per layer", "",
              m.table(presets), ""]
     params = m.crossover_params(presets)
     first = m.first_winner(presets)

@@ -26,6 +26,7 @@ from floorlab.core import paths
 from floorlab.core.bandwidth import Bandwidths, measure_bandwidths
 from floorlab.core.device import default_device, describe_device, device_slug
 from floorlab.core.memory import check_fits
+from floorlab.core.prose import sig
 from floorlab.core.roofline import decode_floor
 from floorlab.core.runs import Row, Run, measured_row, row_key, run_stamp
 from floorlab.core.shapes import PRESETS, Qwen3Shape, get_shape
@@ -383,8 +384,8 @@ def format_twocards(run: Run) -> str:
         if r.measured:
             t = r.timing
             x = f"{r.x_floor:>8.2f}" if r.x_floor is not None else f"{'':>8}"
-            lines.append(f"{r.preset:<16} {r.path:<21} {t.median_ms:>9.4f} "
-                         f"{f'{t.p10_ms:.4f}-{t.p90_ms:.4f}':>17} {x}")
+            lines.append(f"{r.preset:<16} {r.path:<21} {sig(t.median_ms):>9} "
+                         f"{f'{sig(t.p10_ms)}-{sig(t.p90_ms)}':>17} {x}")
         else:
             lines.append(f"{r.preset:<16} {r.path:<21} {'-':>9}  {r.note[:34]}")
     if run.facts.get("elapsed_s") is not None:
