@@ -30,9 +30,10 @@ import torch
 
 from floorlab.core.bandwidth import measure_bandwidth
 from floorlab.core.device import describe_device
+from floorlab.core.memory import check_fits
 from floorlab.core.numbers import whole_number
 from floorlab.core.runs import save_json
-from floorlab.core.shapes import PRESETS, Qwen3Shape, get_shape
+from floorlab.core.shapes import PRESETS, get_shape
 from floorlab.engine.kernels import (
     kernels_unavailable,
     pdl_supported,
@@ -90,14 +91,6 @@ def _check_args(batches, context, presets, repeats, limit) -> None:
         _whole(value, name)
     for preset in presets or ():
         get_shape(preset)
-
-
-def _fits(shape: Qwen3Shape, device, dtype) -> bool:
-    """True when the model's weights fit in free device memory with a third to spare."""
-    if device.type != "cuda":
-        return True
-    free, _ = torch.cuda.mem_get_info(device)
-    return shape.param_count() * torch.empty((), dtype=dtype).element_size() * 1.33 < free
 
 
 def _line(head: str, row: dict, body) -> str:
@@ -177,8 +170,9 @@ def run_sweep(*, tiny: bool = False, batches=None, context: int | None = None, p
     print(f"bandwidth: copy {copy.gbps:.0f} GB/s, read {read.gbps:.0f} GB/s", flush=True)
     result["gemv_rows"], result["best"], result["step_rows"], result["variant_rows"] = [], {}, [], []
     for shape in step_shapes:  # each preset's GEMVs swept, then its steps timed with the winners
-        if not _fits(shape, device, dtype):
-            result["errors"].append(f"{shape.name}: skipped, its weights do not fit in free memory")
+        fit = check_fits(shape, device, max_batch=max(batches), max_context=context)
+        if not fit.ok:
+            result["errors"].append(fit.message())
             continue
         rows, best = sweep_gemvs(shape, batches, device=device, dtype=dtype, read_gbps=read.gbps,
                                  floor_gbps=result["floor_gbps"],
