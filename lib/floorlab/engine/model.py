@@ -225,11 +225,17 @@ class Qwen3Decoder(nn.Module):
         q, k, v = qk_rot[:, :, :nq], qk_rot[:, :, nq:], qkv[:, :, nq + nkv:]
         attn = attend(i, q, k, v)
         x2d = x.view(rows, s.hidden_size)
-        x2d.addmm_(attn.reshape(rows, nq * d), w.o_proj.t())
+        self.project_back(x2d, attn.reshape(rows, nq * d), w.o_proj)
         h = F.rms_norm(x, (s.hidden_size,), w.post_norm, eps)
         gate, up = F.linear(h, w.gate_up).chunk(2, -1)
         mlp = F.silu(gate).mul_(up).view(rows, s.intermediate_size)
-        x2d.addmm_(mlp, w.down.t())
+        self.project_back(x2d, mlp, w.down)
+
+    def project_back(self, x2d: torch.Tensor, inputs: torch.Tensor, weight: torch.Tensor) -> None:
+        """Add inputs @ weight.T to the residual x2d in place: o_proj and down, one kernel each.
+
+        The tensor-parallel decoder overrides this to sum each rank's partial product first."""
+        x2d.addmm_(inputs, weight.t())
 
     def _logits(self, x: torch.Tensor) -> torch.Tensor:
         h = F.rms_norm(x, (self.shape.hidden_size,), self.final_norm, self.shape.rms_norm_eps)

@@ -152,31 +152,11 @@ class TPDecoder(Qwen3Decoder):
         return out.view(self.ranks, -1, width).transpose(0, 1).reshape(*lead, self.ranks * width)
 
     # ---- the engine's layer, with its two output projections row-parallel -----------------
-    def _layer(self, i: int, x: torch.Tensor, cos: torch.Tensor,
-               sin_signed: torch.Tensor, attend) -> None:
-        """Run layer i of this shard on x [B, T, hidden] in place; x is whole on every rank.
-
-        The lines are Qwen3Decoder._layer's, over this rank's heads and MLP slice, except
-        that each projection back to hidden_size is summed over ranks before it is added.
-        """
-        s, w = self.shape, self.layers[i]
-        batch, tokens = x.shape[:2]
-        nq, nkv, d = s.num_heads, s.num_kv_heads, s.head_dim
-        eps, rows = s.rms_norm_eps, batch * tokens
-        h = F.rms_norm(x, (s.hidden_size,), w.input_norm, eps)
-        qkv = F.linear(h, w.qkv).view(batch, tokens, nq + 2 * nkv, d)  # column-parallel
-        qk = F.rms_norm(qkv[:, :, : nq + nkv], (d,), None, eps)
-        qk[:, :, :nq].mul_(w.q_norm)
-        qk[:, :, nq:].mul_(w.k_norm)
-        qk_rot = (qk * cos).addcmul_(qk.roll(d // 2, dims=-1), sin_signed)
-        q, k, v = qk_rot[:, :, :nq], qk_rot[:, :, nq:], qkv[:, :, nq + nkv:]
-        attn = attend(i, q, k, v)
-        x2d = x.view(rows, s.hidden_size)
-        x2d.add_(self.all_reduce(torch.mm(attn.reshape(rows, nq * d), w.o_proj.t())))
-        h = F.rms_norm(x, (s.hidden_size,), w.post_norm, eps)
-        gate, up = F.linear(h, w.gate_up).chunk(2, -1)  # column-parallel
-        mlp = F.silu(gate).mul_(up).view(rows, s.intermediate_size)
-        x2d.add_(self.all_reduce(torch.mm(mlp, w.down.t())))  # row-parallel, then summed
+    def project_back(self, x2d: torch.Tensor, inputs: torch.Tensor, weight: torch.Tensor) -> None:
+        """Row-parallel: this rank's partial inputs @ weight.T, summed over ranks, then added to
+        the residual, which is whole on every rank. The rest of Qwen3Decoder's layer runs as it
+        is, over this rank's heads and MLP slice (column-parallel qkv and gate_up)."""
+        x2d.add_(self.all_reduce(torch.mm(inputs, weight.t())))
 
     def _logits(self, x: torch.Tensor) -> torch.Tensor:
         h = F.rms_norm(x, (self.shape.hidden_size,), self.final_norm, self.shape.rms_norm_eps)
