@@ -76,3 +76,15 @@ def test_fits_and_check_fits_refuse_nonsense_sizes():
     with pytest.raises(ValueError, match="headroom_bytes"):
         check_fits("qwen3-0.6b", "cpu", max_batch=1, max_context=128, free=10**12, headroom_bytes=math.nan)
     assert check_fits("qwen3-0.6b", "cpu", max_batch=1, max_context=128, free=10**12).ok
+
+
+def test_wrap_keeps_to_the_column_and_never_breaks_at_a_hyphen():
+    from floorlab.core.prose import COLUMN, wrap
+
+    text = "noisy: " + "p10-p90 " * 20 + "in /tmp/floorlab-two-cards-jy0rl1ol/run.json"
+    lines = wrap(text).splitlines()
+    assert len(lines) > 1 and all(len(line) <= COLUMN for line in lines)
+    assert all(line.strip().startswith("p10-p90") or line.strip().endswith("p10-p90")
+               or "run.json" in line for line in lines[1:])
+    assert "/tmp/floorlab-two-cards-jy0rl1ol/run.json" in wrap(text)
+    assert wrap("short\n\nkept") == "short\n\nkept"

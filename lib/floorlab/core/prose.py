@@ -39,9 +39,11 @@ def fmt_times(ratio: float) -> str:
 
 
 def wrap(text: str, width: int = COLUMN) -> str:
-    """Text re-wrapped to the site's column, paragraph by paragraph (lines kept where they break)."""
-    return "\n".join(textwrap.fill(line, width, subsequent_indent="  ") if len(line) > width else line
-                     for line in text.splitlines())
+    """Text re-wrapped to the site's column, paragraph by paragraph (lines kept where they break).
+
+    Never at a hyphen: "p10-p90", "Re-run" and a run's folder name stay whole."""
+    return "\n".join(textwrap.fill(line, width, subsequent_indent="  ", break_on_hyphens=False)
+                     if len(line) > width else line for line in text.splitlines())
 
 
 def source(obj) -> str:
