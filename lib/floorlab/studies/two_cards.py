@@ -225,7 +225,7 @@ def timeline_lines(tc: TwoCards, preset: str) -> list[str]:
             lines.append(f"rank {rank}: operators busy {tl.busy_share:.0%} of a "
                          f"{fmt_ms(tl.profiled_ms)} profiled step, gaps {fmt_ms(gaps_ms)}")
     n, ar = all_reduces_per_step(tc.shape(preset)), tc.collective(preset)
-    lines.append(f"collectives timed alone: {n} all-reduces × {ar.median_ms * 1e3:.1f} µs + "
+    lines.append(f"collectives timed alone: {n} all-reduces × {sig(ar.median_ms * 1e3)} µs + "
                  f"one all_gather = {fmt_ms(tc.collectives_ms(preset))}")
     return lines
 
