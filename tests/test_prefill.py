@@ -451,3 +451,13 @@ def test_a_mistake_no_check_could_tell_from_the_right_answer_is_not_named():
 def test_the_prefill_arithmetic_refuses_nan_zero_and_wrong_types_by_name(call, name):
     with pytest.raises(ValueError, match=name):
         call()
+
+
+def test_decode_is_placed_against_this_machines_knee():
+    from floorlab.core.intensity import decode_against_knee
+
+    assert "far below" in decode_against_knee(1.0, 230.0)  # an H200: decode is memory-bound
+    cpu = decode_against_knee(1.0, 0.8)  # a CPU's slow bf16 arithmetic: the knee sits at decode
+    assert "does not sit below" in cpu and "GPU" in cpu
+    with pytest.raises(ValueError, match="knee_flops_per_byte"):
+        decode_against_knee(1.0, 0)

@@ -214,6 +214,10 @@ def measure_matmul_tflops(device=None, *, dtype: torch.dtype | None = None, size
     dtype defaults to bf16 on CUDA and float32 on a CPU; pass the model's dtype to measure
     the roof its products run under. size is the side of the matrices (8192 on CUDA,
     1024 on a CPU). A product of n×n matrices counts 2·n³ FLOPs.
+
+    The second matrix is read transposed, as F.linear reads a weight stored [out, in]: the
+    model's own layout. A CPU's bf16 product of two row-major matrices takes a path about
+    15 times slower, a roof that the model's prefill would then pass many times over.
     """
 
     device = resolve_device(device)
@@ -225,14 +229,14 @@ def measure_matmul_tflops(device=None, *, dtype: torch.dtype | None = None, size
     repeats = whole_number(repeats, "repeats")
     gen = torch.Generator(device=device).manual_seed(0)
     a = torch.randn(size, size, device=device, dtype=dtype, generator=gen)
-    b = torch.randn(size, size, device=device, dtype=dtype, generator=gen)
+    weight = torch.randn(size, size, device=device, dtype=dtype, generator=gen)
     out = torch.empty(size, size, device=device, dtype=dtype)
 
     def product():
-        torch.mm(a, b, out=out)
+        torch.mm(a, weight.t(), out=out)  # F.linear(a, weight)
 
     timing = time_ms(product, warmup=3, repeats=repeats, device=device)
-    a = b = out = product = None  # free the matrices before the cache is emptied
+    a = weight = out = product = None  # free the matrices before the cache is emptied
     if device.type == "cuda":
         torch.cuda.empty_cache()
     flops = 2 * size**3

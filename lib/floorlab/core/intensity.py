@@ -57,6 +57,18 @@ def knee_intensity(peak_tflops: float, bandwidth_gbps: float) -> float:
     return peak_tflops * 1e12 / (bandwidth_gbps * 1e9)
 
 
+def decode_against_knee(decode_flops_per_byte: float, knee_flops_per_byte: float) -> str:
+    """One sentence on where decode sits against the knee of this machine's roofline."""
+    decode = nonnegative_number(decode_flops_per_byte, "decode_flops_per_byte")
+    knee = positive_number(knee_flops_per_byte, "knee_flops_per_byte", "pass knee_intensity(...)")
+    if decode < knee / 4:
+        return ("Decode sits far below it, so no amount of faster arithmetic would speed it "
+                "up.")
+    return ("On this machine decode does not sit below it: its arithmetic is slow enough, "
+            "next to its bandwidth, that even one token waits on it. On a GPU the knee is a "
+            "hundred FLOPs per byte or more, and decode is far below it.")
+
+
 def attainable_tflops(flops_per_byte: float, *, peak_tflops: float, bandwidth_gbps: float) -> float:
     """The roofline: the most TFLOP/s work of that intensity can reach, min(peak, bandwidth × it)."""
     flops_per_byte = nonnegative_number(flops_per_byte, "flops_per_byte", "pass intensity(flops, bytes)")

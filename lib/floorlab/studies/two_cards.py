@@ -362,13 +362,13 @@ def check_crossover(my_layer_mb, my_first_preset, tc: TwoCards, *, presets=PRESE
     if my_first_preset != first:
         return ("not yet: the MB per layer is right; now compare each preset's gain: the floor "
                 "it saves, its output head included, less 2 × layers all-reduces and one all_gather.")
-    return f"right: {right:,.4g} MB per layer; the first preset the split speeds up is {first}."
+    return f"right: {right:,.0f} MB per layer; the first preset the split speeds up is {first}."
 
 
 def answer_crossover(tc: TwoCards, *, presets=PRESETS) -> str:
     """The worked answer to challenge 1, as arithmetic."""
     m = tc.model()
-    lines = [f"per layer: 2 × {m.all_reduce_ms * 1e3:.2f} µs ÷ (1/{m.card_gbps:.1f} − "
+    lines = [f"per layer: 2 × {sig(m.all_reduce_ms * 1e3)} µs ÷ (1/{m.card_gbps:.1f} − "
              f"1/({m.ranks} × {m.rank_gbps:.1f})) s per GB = {sig(m.layer_mb())} MB per layer", "",
              m.table(presets), ""]
     params = m.crossover_params(presets)
