@@ -51,6 +51,8 @@ def test_timing_from_known_samples():
     assert t.p10_ms == pytest.approx(1.4)
     assert t.p90_ms == pytest.approx(4.6)
     assert str(t) == "3.00 ms (p10-p90 1.40-4.60, n=5)"
+    slow = Timing.from_samples([139.34, 150.0, 154.62, 158.0, 162.41])
+    assert str(slow) == "155 ms (p10-p90 144-161, n=5)"
 
 
 def test_timing_to_dict_is_json_ready():

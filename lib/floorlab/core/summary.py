@@ -5,7 +5,7 @@ The chapters print a stored bench this way, and the bench's own table adds its t
 """
 from __future__ import annotations
 
-from floorlab.core.prose import COLUMN, fmt_ms
+from floorlab.core.prose import COLUMN, fmt_ms, fmt_times
 from floorlab.core.runs import Run
 from floorlab.core.shapes import PRESETS
 
@@ -27,7 +27,8 @@ def paths_table(run: Run, *, batch: int = 1, paths=None) -> str:
         for preset in presets:
             row = run.find(path, preset, batch)
             measured = row is not None and row.median_ms is not None
-            table[path, preset] = f"{fmt_ms(row.median_ms)} ({row.x_floor:.2f}x)" if measured else "-"
+            table[path, preset] = (f"{fmt_ms(row.median_ms)} ({fmt_times(row.x_floor)})" if measured
+                                  else "-")
     width = max(len(text) for text in [*presets, *table.values()])
     name = max(len(text) for text in ["path", *paths])
     # as many presets side by side as the column holds; more go to further blocks of even size

@@ -12,7 +12,7 @@ from typing import Callable
 
 import torch
 
-from floorlab.core.prose import fmt_ms, wrap
+from floorlab.core.prose import fmt_ms, fmt_times, wrap
 from floorlab.core.roofline import Floor
 from floorlab.core.runs import Row, Run, measured_row, reference_run
 from floorlab.core.timelines import Timeline, steady_timeline
@@ -103,8 +103,8 @@ class Replay:
             lines.append(f"largest difference     {self.graph.max_abs_diff:g}")
         return "\n".join(lines + [
             f"speed-up over eager    {fmt_ms(self.eager.median_ms)} (plain eager) ÷ "
-            f"{fmt_ms(self.graph.median_ms)} = {self.speedup:.2f}×",
-            f"multiple of the floor  {self.graph.x_floor:.2f}× ({fmt_ms(self.floor.floor_ms)})",
+            f"{fmt_ms(self.graph.median_ms)} = {fmt_times(self.speedup)}",
+            f"multiple of the floor  {fmt_times(self.graph.x_floor)} ({fmt_ms(self.floor.floor_ms)})",
         ])
 
 
