@@ -65,7 +65,7 @@ def test_without_a_run_of_its_own_the_calculator_starts_from_the_stored_h200(tmp
     first = presets[0]
     assert first.origin == "stored" and first.key == "h200"
     assert "NVIDIA H200" in first.label and "stored" in first.label
-    assert first.note.startswith("A stored run, not this machine: NVIDIA H200")
+    assert first.note.startswith("A stored run, not the machine that built this site: NVIDIA H200")
     assert [p.key for p in presets][-1] == "laptop"
     # the preset prices the stored run's own eager step at what it measured
     assert _eager_ms(first) == pytest.approx(first.eager_ms, rel=1e-9)
@@ -78,8 +78,8 @@ def test_a_run_of_this_machine_comes_first_under_its_own_name(tmp_path):
     run.save(tmp_path / napkin.CHAPTER_RUN)
     first = napkin.presets(figures_dir=tmp_path)[0]
     assert first.origin == "yours" and first.key == "yours"
-    assert first.label == "A Test Card 9000 (this machine)"
-    assert first.note.startswith("This machine: A Test Card 9000, measured on 2026-")
+    assert first.label == "A Test Card 9000 (built this site)"
+    assert first.note.startswith("The machine that built this site: A Test Card 9000, measured on 2026-")
     assert _eager_ms(first) == pytest.approx(run.row("eager").median_ms, rel=1e-9)
 
 
@@ -231,6 +231,20 @@ def test_the_calculator_is_the_librarys_arithmetic(calculator, screenshots_dir):
         assert seen["bandwidth"] == pytest.approx(preset["bandwidth_gbps"], rel=1e-3)
         assert seen["dispatchUs"] == pytest.approx(preset["dispatch_us"], rel=5e-3)
         _check_outputs(seen, preset["key"])
+    # the what-ifs: each changes one input as it says
+    tab.click(f".napkin-preset[data-preset='{presets[0]['key']}']")
+    before = read()
+    tab.click(".napkin-whatif[data-whatif=bandwidth]")
+    assert read()["bandwidth"] == pytest.approx(2 * before["bandwidth"], rel=1e-3)
+    tab.click(".napkin-whatif[data-whatif=kernels]")
+    assert read()["kernelsPerLayer"] == pytest.approx(before["kernelsPerLayer"] / 10, rel=1e-3)
+    tab.click(".napkin-whatif[data-whatif=model]")
+    seen = read()
+    bigger = sorted((p for p in PRESETS.values() if p.param_count() > PRESETS[before["model"]].param_count()),
+                    key=Qwen3Shape.param_count)
+    assert seen["model"] == (bigger[0].name if bigger else before["model"])
+    _check_outputs(seen, "after the three what-ifs")
+    assert "now yours" in seen["source"]
     tab.click(f".napkin-preset[data-preset='{presets[0]['key']}']")
     tab.click(".napkin-shape-box summary")  # the model's sizes fold out
     for field, value in MOVES:

@@ -93,6 +93,13 @@
     ["replayUs", "replay per kernel", "µs", 0, "any", false, "replay: the device's price"],
   ];
 
+  // one click each: the questions the page opens with
+  const WHAT_IFS = [
+    ["bandwidth", "twice the bandwidth"],
+    ["kernels", "a tenth of the kernels"],
+    ["model", "the next model up"],
+  ];
+
   function el(tag, attrs = {}, ...children) {
     const node = document.createElement(tag);
     for (const [k, v] of Object.entries(attrs)) {
@@ -153,9 +160,14 @@
                                   el("span", {class: "napkin-out-sub", id: `napkin-out-${id}-sub`}));
     const outputs = el("div", {class: "napkin-outputs", role: "status", "aria-live": "polite"},
                        out("floor", "floor"), out("eager", "eager"), out("replay", "replay"));
+    const whatIfs = el("div", {class: "napkin-presets napkin-whatifs", role: "group", "aria-label": "What if"});
+    whatIfs.append(el("span", {class: "napkin-presets-head", text: "What if"}));
+    for (const [key, label] of WHAT_IFS) {
+      whatIfs.append(el("button", {type: "button", class: "napkin-whatif", "data-whatif": key, text: label}));
+    }
     const problems = el("p", {class: "napkin-problems", id: "napkin-problems", role: "alert"});
     const figure = el("figure", {class: "napkin-figure"});
-    root.append(presetBox, source, form, problems, outputs, figure);
+    root.append(presetBox, source, form, whatIfs, problems, outputs, figure);
     return {model, figure, source, problems};
   }
 
@@ -343,6 +355,22 @@
     root.addEventListener("click", (e) => {
       const button = e.target.closest(".napkin-preset");
       if (button) choose(data.presets.find((p) => p.key === button.dataset.preset));
+    });
+    function whatIf(key) {
+      if (key === "bandwidth") $("bandwidth").value = sig(Number($("bandwidth").value) * 2, 4);
+      if (key === "kernels") $("kernelsPerLayer").value = sig(Number($("kernelsPerLayer").value) / 10, 4);
+      if (key === "model") {
+        const params = (name) => paramCount(data.shapes[name]);
+        const now = paramCount(readShape());
+        const next = Object.keys(data.shapes).sort((a, b) => params(a) - params(b)).find((n) => params(n) > now);
+        if (next) writeShape(data.shapes[next]);
+      }
+      root.querySelector("form").dispatchEvent(new Event("input", {bubbles: true}));
+    }
+
+    root.addEventListener("click", (e) => {
+      const button = e.target.closest(".napkin-whatif");
+      if (button) whatIf(button.dataset.whatif);
     });
     ui.model.addEventListener("change", () => {
       if (data.shapes[ui.model.value]) writeShape(data.shapes[ui.model.value]);

@@ -45,7 +45,7 @@ class Preset:
     key: str
     label: str  # the button's words
     note: str  # the sentence under the buttons: where the numbers come from
-    origin: str  # "yours" (the building machine's own run), "stored" or "quoted"
+    origin: str  # "yours" (the run of the machine that builds the site), "stored" or "quoted"
     model: str
     batch: int
     context_tokens: int
@@ -134,15 +134,15 @@ def _device_name(run: Run) -> str:
 
 
 def _button(run: Run, origin: str) -> str:
-    return f"{_device_name(run)} ({'this machine' if origin == 'yours' else 'stored run'})"
+    return f"{_device_name(run)} ({'built this site' if origin == 'yours' else 'stored run'})"
 
 
 def _note(run: Run, origin: str, eager_ms: float, replay_ms: float | None, replay_priced: bool) -> str:
     """Where a run's numbers come from, and what its steps took, in one or two sentences."""
     date = str(run.stamp.get("date", ""))[:10]
     name = _device_name(run)
-    head = (f"This machine: {name}, measured on {date}" if origin == "yours"
-            else f"A stored run, not this machine: {name}, measured on {date}")
+    head = (f"The machine that built this site: {name}, measured on {date}" if origin == "yours"
+            else f"A stored run, not the machine that built this site: {name}, measured on {date}")
     steps = f"eager {fmt_ms(eager_ms)}" + (f", replayed {fmt_ms(replay_ms)}" if replay_ms else "")
     text = f"{head}. Its steps took {steps} per token."
     if not replay_priced:
