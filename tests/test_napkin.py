@@ -273,6 +273,10 @@ def test_the_calculator_is_the_librarys_arithmetic(calculator, screenshots_dir):
     assert "batch" in seen["problems"] and seen["floor"]["text"] == "—"
     tab.fill("#napkin-batch", "1")
     _check_outputs(read(), "batch back to 1")
+    tab.fill("#napkin-bandwidth", "0")
+    assert "read bandwidth: type a number above 0." in read()["problems"]
+    tab.fill("#napkin-bandwidth", "380")
+    _check_outputs(read(), "bandwidth back to 380 GB/s")
     tab.click(f".napkin-preset[data-preset='{presets[0]['key']}']")
     tab.click(".napkin-shape-box summary")  # folded again, as a reader first sees it
     tab.locator("#napkin").screenshot(path=screenshots_dir / "napkin-calculator.png")

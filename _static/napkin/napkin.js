@@ -81,17 +81,20 @@
     ["intermediate_size", "MLP size"], ["num_heads", "query heads"],
     ["num_kv_heads", "KV heads"], ["head_dim", "head size"], ["vocab_size", "vocabulary"],
   ];
-  // [id, label, unit, min, step, whole number?, hint]
+  // kind: "whole" (a whole number of at least min), "positive" (above 0) or "nonnegative"
+  const field = (id, label, unit, kind, min, hint) => ({id, label, unit, kind, min, hint});
   const RUN_FIELDS = [
-    ["batch", "batch", "rows", 1, 1, true, "rows decoded together"],
-    ["context", "context", "tokens", 0, 1, true, "already in the cache; the step adds one"],
+    field("batch", "batch", "rows", "whole", 1, "rows decoded together"),
+    field("context", "context", "tokens", "whole", 0, "already in the cache; the step adds one"),
   ];
   const MACHINE_FIELDS = [
-    ["bandwidth", "read bandwidth", "GB/s", 0, "any", false, "what the floor divides by"],
-    ["kernelsPerLayer", "kernels per layer", "", 0, "any", false, "launches ÷ layers"],
-    ["dispatchUs", "dispatch per launch", "µs", 0, "any", false, "eager: the host's price"],
-    ["replayUs", "replay per kernel", "µs", 0, "any", false, "replay: the device's price"],
+    field("bandwidth", "read bandwidth", "GB/s", "positive", 0, "what the floor divides by"),
+    field("kernelsPerLayer", "kernels per layer", "", "nonnegative", 0, "launches ÷ layers"),
+    field("dispatchUs", "dispatch per launch", "µs", "nonnegative", 0, "eager: the host's price"),
+    field("replayUs", "replay per kernel", "µs", "nonnegative", 0, "replay: the device's price"),
   ];
+  const SHAPE_INPUTS = SHAPE_FIELDS.map(([key, label]) => field(`shape-${key}`, label, "", "whole", 1, ""));
+  const WANTED = {positive: "a number above 0", nonnegative: "a number of 0 or more"};
 
   // one click each: the questions the page opens with
   const WHAT_IFS = [
@@ -110,14 +113,19 @@
     return node;
   }
 
-  function numberField(id, label, unit, min, step, hint) {
+  function numberField(f) {
     const input = el("input", {
-      id: `napkin-${id}`, type: "number", min: String(min), step: String(step),
-      inputmode: "decimal", "aria-describedby": `napkin-${id}-hint`, required: "",
+      id: `napkin-${f.id}`, type: "number", min: String(f.min), step: f.kind === "whole" ? "1" : "any",
+      inputmode: f.kind === "whole" ? "numeric" : "decimal", required: "",
     });
-    const head = el("span", {class: "napkin-label"}, label, unit ? el("span", {class: "napkin-unit", text: ` ${unit}`}) : "");
-    return el("label", {class: "napkin-field", for: input.id}, head, input,
-              el("span", {class: "napkin-hint", id: `napkin-${id}-hint`, text: hint}));
+    const head = el("span", {class: "napkin-label"}, f.label,
+                    f.unit ? el("span", {class: "napkin-unit", text: ` ${f.unit}`}) : "");
+    const label = el("label", {class: "napkin-field", for: input.id}, head, input);
+    if (f.hint) {
+      input.setAttribute("aria-describedby", `napkin-${f.id}-hint`);
+      label.append(el("span", {class: "napkin-hint", id: `napkin-${f.id}-hint`, text: f.hint}));
+    }
+    return label;
   }
 
   function build(root, data) {
@@ -134,9 +142,7 @@
     for (const name of Object.keys(data.shapes)) model.append(el("option", {value: name, text: name}));
     model.append(el("option", {value: "custom", text: "custom (the sizes below)"}));
     const shapeGrid = el("div", {class: "napkin-shape"});
-    for (const [key, label] of SHAPE_FIELDS) {
-      shapeGrid.append(numberField(`shape-${key}`, label, "", 1, 1, ""));
-    }
+    for (const f of SHAPE_INPUTS) shapeGrid.append(numberField(f));
     const tied = el("input", {id: "napkin-shape-tie_word_embeddings", type: "checkbox"});
     shapeGrid.append(el("label", {class: "napkin-check", for: tied.id}, tied,
                         " input table tied to the output head"));
@@ -147,10 +153,10 @@
                         el("label", {class: "napkin-field", for: model.id},
                            el("span", {class: "napkin-label", text: "model"}), model,
                            el("span", {class: "napkin-hint", text: "or type its sizes below"})));
-    for (const f of RUN_FIELDS) modelSet.append(numberField(f[0], f[1], f[2], f[3], f[4], f[6]));
+    for (const f of RUN_FIELDS) modelSet.append(numberField(f));
     modelSet.append(shapeBox);
     const machineSet = el("fieldset", {class: "napkin-set"}, el("legend", {text: "The machine"}));
-    for (const f of MACHINE_FIELDS) machineSet.append(numberField(f[0], f[1], f[2], f[3], f[4], f[6]));
+    for (const f of MACHINE_FIELDS) machineSet.append(numberField(f));
     const form = el("form", {class: "napkin-form", id: "napkin-form", novalidate: ""}, modelSet, machineSet);
     form.addEventListener("submit", (e) => e.preventDefault());
 
@@ -257,27 +263,27 @@
     return SHAPE_FIELDS.every(([k]) => a[k] === b[k]) && a.tie_word_embeddings === b.tie_word_embeddings;
   }
 
+  // The inputs as numbers, and one sentence for each that no step can have.
   function readInputs() {
     const problems = [];
-    const take = (id, label, min, whole) => {
-      const input = $(id);
+    const take = (f) => {
+      const input = $(f.id);
       const v = input.value.trim() === "" ? NaN : Number(input.value);
-      const bad = !isFinite(v) || v < min || (whole && !Number.isInteger(v)) ||
-                  (min === 0 && !whole && id === "bandwidth" && v === 0);
+      const bad = !isFinite(v) || v < f.min || (f.kind === "whole" && !Number.isInteger(v)) ||
+                  (f.kind === "positive" && v <= 0);
       input.setAttribute("aria-invalid", bad ? "true" : "false");
-      if (bad) {
-        const what = whole ? `a whole number of ${min} or more` :
-          id === "bandwidth" ? "a number above 0" : "a number of 0 or more";
-        problems.push(`${label}: type ${what}.`);
-      }
+      if (bad) problems.push(`${f.label}: type ${WANTED[f.kind] || `a whole number of ${f.min} or more`}.`);
       return v;
     };
     const inp = {};
-    for (const f of RUN_FIELDS.concat(MACHINE_FIELDS)) inp[f[0]] = take(f[0], f[1], f[3], f[5]);
+    for (const f of RUN_FIELDS.concat(MACHINE_FIELDS)) inp[f.id] = take(f);
     const shape = {};
-    for (const [key, label] of SHAPE_FIELDS) shape[key] = take(`shape-${key}`, label, 1, true);
+    SHAPE_FIELDS.forEach(([key], i) => { shape[key] = take(SHAPE_INPUTS[i]); });
     shape.tie_word_embeddings = $("shape-tie_word_embeddings").checked;
     inp.shape = shape;
+    if (!problems.length && !isFinite(napkin(inp).eager)) {
+      problems.push("These numbers overflow: try a smaller model or a larger bandwidth.");
+    }
     return {inp, problems};
   }
 
@@ -390,8 +396,6 @@
     choose(data.presets[0]);
   }
 
-  window.floorlabNapkin = {napkin, paramCount, streamedWeightBytes, kvBytesPerToken, bytesPerStep,
-                           floorMs, predictedMs, sig};
   if (document.readyState === "loading") document.addEventListener("DOMContentLoaded", main);
   else main();
 })();
