@@ -3,7 +3,7 @@
 The book grew from one seed chapter, kept outside the repository in ../shared/seed/ beside
 the checkout (FLOORLAB_SEED_DIR names another folder). This test finds every run of 8 or
 more consecutive words that the seed shares with the prose of the book: the markdown cells
-of chapters/*.ipynb, intro.md and facilitators.md. Case and punctuation do not count: both
+of chapters/*.ipynb and the pages in PAGES. Case and punctuation do not count: both
 sides are lowercased, apostrophes dropped and split into runs of letters and digits. Table
 rows of figures are left out on both sides (markdown lines that start with `|`; in the seed
 also lines with tabs or aligned columns, and lines that are mostly numbers). A run never
@@ -22,7 +22,7 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 RUN = 8
 SEED_ENV = "FLOORLAB_SEED_DIR"
-PAGES = ["intro.md", "facilitators.md"]
+PAGES = ["intro.md", "napkin.md", "facilitators.md"]
 
 _APOSTROPHES = re.compile(r"['\u2019\u2018\u02bc]")
 _WORD = re.compile(r"[^\W_]+")
