@@ -4,10 +4,13 @@ Tests marked `gpu` skip on machines without CUDA. Without CUDA, Triton kernels c
 in Triton's CPU interpreter, which must be on before the kernels are first loaded: so it is
 switched on here, and only then.
 
-`built_site` builds the book once per test session, for every test that reads the site.
+`built_site` builds the book once per test session, for every test that reads the site. Its build
+executes every chapter, so a run that builds the site leaves the chapters' nbval items out
+(_chapters_left_to_the_site_build): each chapter runs once per run.
 `chromium` is headless Chromium driven by Playwright, for the tests marked `browser`: they
 skip where there is no Chromium, or fail when FLOORLAB_REQUIRE_BROWSER=1 (as in `.ci/run`).
 """
+import importlib.util
 import os
 import shutil
 import subprocess
@@ -34,7 +37,34 @@ def _cuda_available() -> bool:
     return torch.cuda.is_available()
 
 
+SITE_BUILD_TEST = "tests/test_site.py::test_the_book_builds_without_warnings"
+
+
+def _chapters_left_to_the_site_build(config, items) -> None:
+    """Drop the chapters' nbval items when this run also builds the site, which executes every chapter.
+
+    The site's {eval} numbers need myst-nb's live kernel, so the build cannot reuse nbval's outputs;
+    instead one execution, the build's, serves both. tests/test_site.py fails on a cell that raises
+    (the build stops, naming the notebook) and compares the cells nbval would compare. A run that
+    collects chapters without the build test (`pytest chapters/NAME.ipynb`) runs them under nbval.
+    """
+    if importlib.util.find_spec("jupyter_book") is None:
+        return  # the build test skips, so nbval is the only run of the chapters
+    if not any(item.nodeid == SITE_BUILD_TEST for item in items):
+        return
+    chapters = [item for item in items if type(item).__name__ == "IPyNbCell"]
+    if chapters:
+        items[:] = [item for item in items if type(item).__name__ != "IPyNbCell"]
+        config.hook.pytest_deselected(items=chapters)
+        reporter = config.pluginmanager.get_plugin("terminalreporter")
+        if reporter is not None:
+            reporter.write_line(f"chapters: executed once, by the site build ({len(chapters)} nbval cells "
+                                "deselected; pytest chapters/ runs them under nbval)")
+
+
+@pytest.hookimpl(trylast=True)  # after -k and -m have deselected theirs
 def pytest_collection_modifyitems(config, items):
+    _chapters_left_to_the_site_build(config, items)
     if _cuda_available():
         return
     skip_gpu = pytest.mark.skip(reason="needs a CUDA GPU")

@@ -5,6 +5,7 @@ and the formulas render from the site's own copy of MathJax with the network off
 The pages come from `_toc.yml`, so a chapter added there is checked without touching this file.
 """
 import importlib.util
+import json
 import os
 import re
 from pathlib import Path
@@ -70,6 +71,59 @@ def test_toc_pages_are_read_from_every_level(tmp_path):
 
 def test_the_book_builds_without_warnings(built_site):
     assert built_site.returncode == 0, _first_error(built_site.log)
+
+
+CHECKED = "nbval-check-output"  # cells whose stored output a fresh run must reproduce
+
+
+def _streams(outputs) -> dict[str, str]:
+    """A cell's printed text by stream name, its chunks joined (as nbval compares them)."""
+    text: dict[str, str] = {}
+    for out in outputs:
+        if out.get("output_type") == "stream":
+            text[out["name"]] = text.get(out["name"], "") + "".join(out["text"])
+    return text
+
+
+def checked_output_problems(stored: dict, executed: dict, name: str) -> list[str]:
+    """Cells tagged nbval-check-output whose executed output differs from the stored one, as nbval
+    finds them: stream text and text/plain results, compared exactly."""
+    problems = []
+    for i, cell in enumerate(stored["cells"]):
+        if CHECKED not in cell.get("metadata", {}).get("tags", []):
+            continue
+        ran = executed["cells"][i]
+        want, got = _streams(cell["outputs"]), _streams(ran.get("outputs", []))
+        want_plain = [o["data"].get("text/plain") for o in cell["outputs"] if "data" in o]
+        got_plain = [o["data"].get("text/plain") for o in ran.get("outputs", []) if "data" in o]
+        if (want, want_plain) != (got, got_plain):
+            problems.append(f"{name}, cell {i}: the site build printed {got or got_plain!r}, "
+                            f"the notebook stores {want or want_plain!r}; fix the code, or store "
+                            "the new output if the change is meant")
+    return problems
+
+
+@pytest.mark.parametrize("page", [p for p in PAGES if (ROOT / f"{p}.ipynb").is_file()])
+def test_checked_outputs_match_in_the_site_build(built_site, page):
+    """The site build executes the chapters once for the whole run (see tests/conftest.py), so it checks
+    here what nbval checks when it runs them: each cell tagged nbval-check-output prints what it stores."""
+    executed = built_site.html.parent / "jupyter_execute" / f"{page}.ipynb"
+    if not executed.is_file():
+        pytest.fail(f"{page}: the build wrote no executed notebook ({executed}); see the build test for why",
+                    pytrace=False)
+    stored = json.loads((ROOT / f"{page}.ipynb").read_text())
+    problems = checked_output_problems(stored, json.loads(executed.read_text()), page)
+    assert not problems, "\n".join(problems)
+
+
+def test_the_checked_output_comparison_names_a_changed_line():
+    cell = {"cell_type": "code", "metadata": {"tags": [CHECKED]},
+            "outputs": [{"output_type": "stream", "name": "stdout", "text": ["floor = 3.13 ms\n"]}]}
+    ran = dict(cell, outputs=[{"output_type": "stream", "name": "stdout", "text": ["floor = ", "3.13 ms\n"]}])
+    assert checked_output_problems({"cells": [cell]}, {"cells": [ran]}, "c") == []
+    ran["outputs"][0]["text"] = ["floor = 3.14 ms\n"]
+    problems = checked_output_problems({"cells": [cell]}, {"cells": [ran]}, "c")
+    assert len(problems) == 1 and "c, cell 0" in problems[0] and "3.14" in problems[0], problems
 
 
 @pytest.mark.parametrize("page", PAGES)

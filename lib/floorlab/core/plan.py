@@ -23,7 +23,6 @@ BF16_MIN_CAPABILITY = (8, 0)  # native bf16 arithmetic: Ampere and later
 PDL_MIN_CAPABILITY = (9, 0)  # programmatic dependent launch: Hopper and later
 TRITON_MIN_CAPABILITY = (7, 0)  # the oldest NVIDIA cards Triton's backend still compiles for
 TIMES_FILE = "chapter-times.json"
-TRITON_MODES = ("compiled", "interpreter", "off")
 WIDTH = 84  # CardPlan's printed lines fit this many columns
 NO_GRAPHS = "CUDA graphs need a CUDA GPU"
 

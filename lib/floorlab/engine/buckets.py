@@ -14,7 +14,7 @@ from typing import Callable, Iterable, Iterator
 
 import torch
 
-from floorlab.engine.model import check_decode_inputs, resolved_device
+from floorlab.engine.inputs import check_decode_inputs, resolved_device
 
 DEFAULT_BUCKETS = (1, 2, 4, 8, 16)
 PAD_TOKEN = 0  # what a padding row decodes
@@ -196,7 +196,7 @@ class BucketRunner:
         raise NotImplementedError
 
     def check_inputs(self, tokens: torch.Tensor, positions: torch.Tensor) -> int:
-        """Return the batch B after engine.model.check_decode_inputs against the model's limits.
+        """Return the batch B after engine.inputs.check_decode_inputs against the model's limits.
 
         Host tensors are accepted as well as the model's device (a step copies them in);
         their values are checked there, before the copy, so a float id is never truncated.

@@ -8,7 +8,8 @@ import torch
 from transformers import Qwen3Config, Qwen3ForCausalLM, StaticCache
 
 from floorlab.core.shapes import Qwen3Shape, get_shape
-from floorlab.engine.model import Qwen3Decoder, check_decode_inputs, check_limits, greedy_tokens, init_random_
+from floorlab.engine.inputs import check_decode_inputs, check_limits
+from floorlab.engine.model import Qwen3Decoder, greedy_tokens, init_random_
 
 
 def _empty_hf(shape: Qwen3Shape, device, dtype: torch.dtype, attn_implementation: str) -> Qwen3ForCausalLM:
@@ -57,7 +58,7 @@ class HFDecoder:
         check_limits(batch, tokens, max_batch=self.max_batch, max_context=self.max_context)
 
     def check_inputs(self, tokens: torch.Tensor, positions: torch.Tensor | None) -> int:
-        """Return the batch B of a decode step or a prompt (positions None); see engine.model.check_decode_inputs."""
+        """Return the batch B of a decode step or a prompt (positions None); see engine.inputs.check_decode_inputs."""
         return check_decode_inputs(tokens, positions, vocab_size=self.shape.vocab_size, device=self.device,
                                    max_batch=self.max_batch, max_context=self.max_context)
 

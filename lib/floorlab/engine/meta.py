@@ -22,11 +22,6 @@ class MetaCount:
     other_bytes: int
     on_meta: bool
 
-    @property
-    def total_bytes(self) -> int:
-        """Every tensor the model holds: weights, KV cache and small tables, in bytes."""
-        return self.weight_bytes + self.cache_bytes + self.other_bytes
-
 
 def count_on_meta(preset_or_shape, *, max_batch: int = 1, max_context: int = 128,
                   dtype: torch.dtype = torch.bfloat16) -> MetaCount:

@@ -138,10 +138,6 @@ class TwoCards:
         key = row_key(self.split_name(preset), self.run.floor(preset).batch, path or self.path)
         return [self.run.timelines[f"{key} rank {r}"] for r in range(self.ranks)]
 
-    def card_timeline(self, preset: str, path: str | None = None) -> Timeline:
-        """One card's timeline of the step."""
-        return self.run.timelines[row_key(preset, self.run.floor(preset).batch, path or self.path)]
-
     def bars(self, preset: str) -> list[SplitBar]:
         """One card's bar and the split's: each cut into its floor, the collectives and the rest."""
         card, split = self.card(preset), self.split(preset)

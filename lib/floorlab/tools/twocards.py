@@ -278,11 +278,6 @@ def measure_planned(settings: dict) -> Run:
     return assemble(results, settings, elapsed_s=time.perf_counter() - start)
 
 
-def measure_twocards(device: str | None = None, **options) -> Run:
-    """plan(device, **options), then measure_planned: the Run (kind "twocards")."""
-    return measure_planned(plan(device, **options))
-
-
 def _row(path: str, floor, times: dict, **fields) -> Row:
     return measured_row(path, floor, Timing.from_dict(times["step"]),
                         issue=Timing.from_dict(times["issue"]), **fields)

@@ -12,6 +12,8 @@ import torch
 import triton
 import triton.language as tl
 
+from floorlab.engine.inputs import check_decode_inputs
+
 from .attention import attention_counts, launch_attention
 from .config import StepConfig, default_config, shape_kwargs
 from .matvec import gemv_counts, launch_gemv
@@ -45,24 +47,6 @@ def launch_embedding(tokens: torch.Tensor, embed: torch.Tensor, out: torch.Tenso
     return out
 
 
-def check_inputs(model, tokens: torch.Tensor, positions: torch.Tensor) -> int:
-    """Return the batch B after host-side checks of shapes, dtypes and devices (no device syncs)."""
-    if tokens.dim() != 1 or positions.dim() != 1 or tokens.shape[0] != positions.shape[0]:
-        raise ValueError(f"tokens and positions must be 1-D and of equal length [B], got shapes "
-                         f"{tuple(tokens.shape)} and {tuple(positions.shape)}; pass one position per token")
-    batch = tokens.shape[0]
-    if not 1 <= batch <= model.max_batch:
-        raise ValueError(f"batch {batch} is outside 1..max_batch={model.max_batch}; "
-                         f"build the model with max_batch>={batch}")
-    for name, value in (("tokens", tokens), ("positions", positions)):
-        if value.dtype not in (torch.int32, torch.int64):
-            raise ValueError(f"{name} must be an integer tensor (torch.long), got {value.dtype}")
-        if value.device != model.embed.device:
-            raise ValueError(f"{name} is on {value.device} but the model is on {model.embed.device}; "
-                             f"move {name} with .to(model.device)")
-    return batch
-
-
 def build_step(model, *, pdl: bool, config: StepConfig | None):
     """A step (tokens[B], positions[B]) -> logits[B, vocab] running the kernels; positions must be < max_context."""
     s = model.shape
@@ -79,7 +63,8 @@ def build_step(model, *, pdl: bool, config: StepConfig | None):
 
     def step(tokens: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
         """Logits [B, vocab] in the model's dtype; writes K/V at (row, position) of every layer's cache."""
-        batch = check_inputs(model, tokens, positions)
+        batch = check_decode_inputs(tokens, positions, vocab_size=s.vocab_size, device=model.embed.device,
+                                    max_batch=model.max_batch, max_context=model.max_context)
         cfg = config_for(batch)
         mode = pdl_mode(pdl, cfg.early_launch)
         kw = dict(dtype=model.dtype, device=model.embed.device)
