@@ -122,11 +122,17 @@ class GemvConfig:
 
 @dataclass(frozen=True)
 class AttentionConfig:
-    """Decode attention: context tile (positions), splits of the visible context (flash-decoding), warps."""
+    """Decode attention: context tile (positions), splits of the visible context (flash-decoding), warps.
+
+    o_proj_rows > 0 fuses o_proj into the attention (attention_o_proj.py): each program attends one KV
+    head over the whole context (splits=1) and multiplies by that many rows of o_proj; 0 keeps o_proj a
+    GEMV of its own (StepConfig.o_proj), the two-kernel path.
+    """
 
     block_t: int = 32
     splits: int = 1
     num_warps: int = 4
+    o_proj_rows: int = 0
 
     def check(self) -> "AttentionConfig":
         """Return self after checking every field; raises ValueError saying how to fix a bad one."""
@@ -136,6 +142,11 @@ class AttentionConfig:
             raise ValueError(f"AttentionConfig.block_t must be at least 16 (a tensor-core tile), got {self.block_t}")
         if isinstance(self.splits, bool) or not isinstance(self.splits, int) or not 1 <= self.splits <= 64:
             raise ValueError(f"AttentionConfig.splits must be a whole number from 1 to 64, got {self.splits!r}")
+        if self.o_proj_rows:
+            _power_of_two("o_proj_rows", self.o_proj_rows, "AttentionConfig")
+            if self.splits != 1:
+                raise ValueError(f"AttentionConfig(o_proj_rows={self.o_proj_rows}) attends the whole context in "
+                                 f"each program; pass splits=1 with it (got {self.splits}), or o_proj_rows=0")
         return self
 
     def to_dict(self) -> dict:
