@@ -21,6 +21,7 @@ import torch
 
 from floorlab.core.bandwidth import measure_bandwidths
 from floorlab.core.roofline import bytes_per_step, floor_ms
+from floorlab.core.runs import run_stamp
 from floorlab.core.shapes import get_shape
 from floorlab.core.timing import time_ms
 from floorlab.engine.fused import relative_error
@@ -90,8 +91,8 @@ def time_fusion(presets, batches, *, device, warmup: int, repeats: int) -> dict:
                 row["beyond_us_per_layer"] = 1e3 * (row["ms"] - floor) / shape.num_layers
         del model
         torch.cuda.empty_cache()
-    return {"bandwidths": bandwidths.as_gbps(), "floor_gbps": gbps, "device": torch.cuda.get_device_name(device),
-            "rows": rows}
+    return {"stamp": run_stamp(), "bandwidths": bandwidths.as_gbps(), "floor_gbps": gbps,
+            "device": torch.cuda.get_device_name(device), "rows": rows}
 
 
 def format_rows(rows: list[dict]) -> str:
