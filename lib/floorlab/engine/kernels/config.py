@@ -41,6 +41,11 @@ batch 1 and 2 for every shape, and above that only where hidden_size <= 1024 (th
 pays together with the split gate_up (without that split, the same early release slowed the
 step). The 8B's batch-8 step is slower with it, so wider shapes keep it off there.
 
+Attention fused into o_proj (AttentionConfig.o_proj_rows > 0) is off everywhere: replayed
+side by side on an H200 (python -m floorlab.tools.fusion, stored as reference/h200-fusion.json),
+its best program size took 1.11-1.12 times the two-kernel step at batch 1 on both shapes and
+nearly three times at batch 8, since every block of o_proj rows computes its head's attention again.
+
 Other cards and shapes may prefer other settings: run the sweep on them and pass its best.
 """
 from __future__ import annotations
@@ -150,8 +155,11 @@ class AttentionConfig:
         return self
 
     def to_dict(self) -> dict:
-        """Plain dict, ready for JSON."""
-        return asdict(self)
+        """Plain dict, ready for JSON; o_proj_rows only when fused (runs stored before it existed read the same)."""
+        out = asdict(self)
+        if not self.o_proj_rows:
+            del out["o_proj_rows"]
+        return out
 
 
 @dataclass(frozen=True)
@@ -191,7 +199,7 @@ class StepConfig:
 
     def to_dict(self) -> dict:
         """Plain dict, ready for JSON."""
-        return asdict(self)
+        return {**asdict(self), "attention": self.attention.to_dict()}
 
 
 def default_block_k(batch: int, rows_per_program: int = 4) -> int:
