@@ -28,7 +28,7 @@ from floorlab.engine.fused import relative_error
 from floorlab.engine.graphs import GraphRunner
 from floorlab.engine.kernels import default_config, shape_kwargs, triton_step
 from floorlab.engine.model import build_model
-from floorlab.tools.sweep_steps import VARIANT_CONTEXT, VARIANT_MAX_CONTEXT, _prefilled
+from floorlab.tools.sweep_steps import VARIANT_CONTEXT, VARIANT_MAX_CONTEXT, prefilled
 
 ROUNDS = 3
 
@@ -54,7 +54,7 @@ def time_fusion(presets, batches, *, device, warmup: int, repeats: int) -> dict:
         model = build_model(shape, device=device, dtype=torch.bfloat16, max_batch=max(batches),
                             max_context=VARIANT_MAX_CONTEXT)
         for batch in batches:
-            tokens, positions = _prefilled(model, batch, VARIANT_CONTEXT)
+            tokens, positions = prefilled(model, batch, VARIANT_CONTEXT)
             moved = bytes_per_step(shape, batch, VARIANT_CONTEXT + 1)
             floor = floor_ms(moved, gbps)
             k0, v0 = model.k_cache.clone(), model.v_cache.clone()

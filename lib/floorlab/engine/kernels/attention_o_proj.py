@@ -19,7 +19,7 @@ import torch
 import triton
 import triton.language as tl
 
-from .attention import LOG2_E, _attend_tile, _norm_rope
+from .attention import LOG2_E, attend_tile, norm_rope
 from .runtime import launch_kwargs, pdl_start, pdl_wait
 
 
@@ -80,9 +80,9 @@ def _attention_o_proj_kernel(qkv_ptr, pos_ptr, qn_ptr, kn_ptr, cos_ptr, sin_ptr,
                                                         stride_ct, stride_rope, max_context, D, BLOCK_T)
         visible = pos + 1
         row = qkv_ptr + b * stride_qkv
-        q = _norm_rope(row, kvh * GROUP + g, g < GROUP, offs_d, qw, qw_rolled, cos, sin, 1.0 / D, eps, D)
-        q = q.to(dtype)  # exact: _norm_rope rounds to the dtype
-        k_new = _norm_rope(row, NQ + kvh + one, one < 1, offs_d, kw, kw_rolled, cos, sin, 1.0 / D, eps, D)
+        q = norm_rope(row, kvh * GROUP + g, g < GROUP, offs_d, qw, qw_rolled, cos, sin, 1.0 / D, eps, D)
+        q = q.to(dtype)  # exact: norm_rope rounds to the dtype
+        k_new = norm_rope(row, NQ + kvh + one, one < 1, offs_d, kw, kw_rolled, cos, sin, 1.0 / D, eps, D)
         v_new = tl.load(row + (NQ + NKV + kvh) * D + one[:, None] * D + offs_d[None, :]).to(tl.float32)
         # the first row block's program alone writes this token's k and v to the cache; the others
         # read only positions below it (the scalar condition through tl.where, as attention.py says)
@@ -102,7 +102,7 @@ def _attention_o_proj_kernel(qkv_ptr, pos_ptr, qn_ptr, kn_ptr, cos_ptr, sin_ptr,
                              mask=cached[:, None], other=0.0)
             v_next = tl.load(vc + b * stride_cb + after[:, None] * stride_ct + offs_d[None, :],
                              mask=cached[:, None], other=0.0)
-            m, total_p, acc = _attend_tile(q, k_tile, v_tile, t, pos, visible, k_new, v_new, m, total_p, acc,
+            m, total_p, acc = attend_tile(q, k_tile, v_tile, t, pos, visible, k_new, v_new, m, total_p, acc,
                                            scale_log2)
             k_tile, v_tile = k_next, v_next
         # rounded as the two-kernel path stores it, then the query heads of the group picked out
