@@ -254,7 +254,7 @@ def step_variants(shape: Qwen3Shape, batch: int, max_context: int, *, tiny: bool
                  "gate_up": [g(2, 1024, 2, tile_sums=True), g(4, 1024, 2, tile_sums=True)],
                  "down": [g(4, 4096, 4, tile_sums=True), g(8, 4096, 8, tile_sums=True), g(4, 1024, 2, tile_sums=True)]}
         attention = [AttentionConfig(32, 1, 4), AttentionConfig(64, 1, 4), AttentionConfig(64, 2, 4),
-                     AttentionConfig(32, 4, 4), AttentionConfig(64, 1, 8, o_proj_rows=64)]  # the last: fused
+                     AttentionConfig(32, 4, 4)]
     else:
         wide = g(64, 128, 4, dot=True, swap_ab=True)  # warpgroup MMA
         gemvs = {"qkv": [g(32, 256, 2, dot=True), g(64, 256, 4, 2, dot=True), replace(wide, split_k=8, num_stages=2),
@@ -274,8 +274,7 @@ def step_variants(shape: Qwen3Shape, batch: int, max_context: int, *, tiny: bool
                              replace(wide, block_k=64, num_stages=4), replace(wide, block_k=256, num_stages=2)]}
         attention = [AttentionConfig(64, 2, 8), AttentionConfig(64, 1, 4)]
     variants = [("default", "-", base)]
-    variants += [(f"attention t{a.block_t} s{a.splits} w{a.num_warps}" + (f" + o_proj r{a.o_proj_rows}" if
-                  a.o_proj_rows else ""), "attention", replace(base, attention=a))
+    variants += [(f"attention t{a.block_t} s{a.splits} w{a.num_warps}", "attention", replace(base, attention=a))
                  for a in attention if a != base.attention]
     variants.append((f"early launch {'off' if base.early_launch else 'on'}", "early_launch",
                      replace(base, early_launch=not base.early_launch)))
