@@ -497,3 +497,16 @@ def test_cli_resume_without_a_run_says_how_to_start_one(tmp_path):
 
     with pytest.raises(SystemExit, match="no partial bench run at .*start one without --resume"):
         main(["--resume", "--out", str(tmp_path / "none.json"), "--presets", "qwen3-0.6b"])
+
+
+@pytest.mark.parametrize("card_gb, expected", [(16, ("qwen3-0.6b",)), (141, ("qwen3-0.6b", "qwen3-8b"))])
+def test_the_default_presets_leave_out_a_model_the_card_cannot_hold(card_gb, expected, monkeypatch, capsys):
+    from types import SimpleNamespace
+
+    from floorlab.tools.bench.settings import default_presets
+
+    card = SimpleNamespace(total_memory=card_gb * 10**9)
+    monkeypatch.setattr(torch.cuda, "get_device_properties", lambda device: card)
+    assert default_presets(torch.device("cuda", 0), (1, 8)) == expected
+    said = capsys.readouterr().out
+    assert ("leaving qwen3-8b out" in said) == (len(expected) == 1)

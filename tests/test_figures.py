@@ -132,6 +132,18 @@ def test_timeline_one_rectangle_per_interval():
     assert "cudaGraphLaunch" in all_text(graph_ax.figure)
 
 
+def test_timeline_draws_every_boundary_of_overlapping_kernels_in_two_halves_of_the_row():
+    """Under PDL each kernel starts before the one before it ends: one solid bar would hide the boundaries."""
+    kernels = [Interval(f"k{i}", 3.0 * i, 3.0 * i + 4.0) for i in range(7)]
+    fig = timeline([Timeline([Interval("cudaGraphLaunch", -5.0, -1.0)], kernels, span_us=25.0, label="pdl")])
+    (ax,) = fig.axes
+    (upper,), (lower,) = by_gid(ax, "gpu"), by_gid(ax, "gpu-overlap")
+    assert len(upper.get_paths()) == 4 and len(lower.get_paths()) == 3
+    assert "overlapping ones take turns in two halves" in all_text(fig)
+    (ax,) = timeline([graph_timeline()]).axes  # back to back, no overlap: one row as before
+    assert by_gid(ax, "gpu-overlap") == []
+
+
 def test_timeline_shades_and_reports_gpu_idle_time():
     eager = eager_timeline()
     eager_ax, graph_ax = timeline([eager, graph_timeline()]).axes

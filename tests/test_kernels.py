@@ -391,11 +391,13 @@ def test_bf16_step_matches_plain_on_the_real_layer_shape():
         positions = 40 - torch.arange(batch, device="cuda")  # rows at different positions
         k0, v0 = model.k_cache.clone(), model.v_cache.clone()
         expected = model.decode_step(tokens, positions)
-        for pdl in (False, None):
+        base = default_config(batch, max_context=model.max_context, **shape_kwargs(SMALL))
+        fused = replace(base, attention=replace(base.attention, splits=1, o_proj_rows=32))
+        for pdl, config in ((False, None), (None, None), (None, fused)):
             model.k_cache.copy_(k0)
             model.v_cache.copy_(v0)
-            got = triton_step(model, pdl=pdl)(tokens, positions)
-            assert relative_error(got, expected) <= 2e-2, (batch, pdl)
+            got = triton_step(model, pdl=pdl, config=config)(tokens, positions)
+            assert relative_error(got, expected) <= 2e-2, (batch, pdl, config)
 
 
 @pytest.mark.gpu
@@ -403,14 +405,19 @@ def test_graph_replay_is_bit_identical_at_buckets_1_and_8():
     from floorlab.engine.graphs import GraphRunner
 
     model = build_model(SMALL, device="cuda", max_batch=8, max_context=64)
-    runner = GraphRunner(model, buckets=(1, 8), step_fn=triton_step(model))
-    runner.capture()
-    for batch in (1, 8):
-        model.reset_cache()
-        model.prefill(torch.randint(0, SMALL.vocab_size, (batch, 16), device="cuda"))
-        tokens = torch.randint(0, SMALL.vocab_size, (batch,), device="cuda")
-        positions = torch.full((batch,), 16, device="cuda")
-        assert runner.check_bit_identical(tokens, positions), runner.last_max_abs_diff
+    for o_proj_rows in (0, 32):  # attention and o_proj as two kernels, and as one
+        configs = {b: default_config(b, max_context=model.max_context, **shape_kwargs(SMALL)) for b in (1, 8)}
+        configs = {b: replace(c, attention=replace(c.attention, splits=1 if o_proj_rows else c.attention.splits,
+                                                   o_proj_rows=o_proj_rows)) for b, c in configs.items()}
+        steps = {b: triton_step(model, config=c) for b, c in configs.items()}
+        runner = GraphRunner(model, buckets=(1, 8), step_fn=lambda t, p: steps[t.shape[0]](t, p))
+        runner.capture()
+        for batch in (1, 8):
+            model.reset_cache()
+            model.prefill(torch.randint(0, SMALL.vocab_size, (batch, 16), device="cuda"))
+            tokens = torch.randint(0, SMALL.vocab_size, (batch,), device="cuda")
+            positions = torch.full((batch,), 16, device="cuda")
+            assert runner.check_bit_identical(tokens, positions), (o_proj_rows, batch, runner.last_max_abs_diff)
 
 
 def test_kernel_sweep_runs_on_a_tiny_shape(tmp_path, capsys):
@@ -556,8 +563,9 @@ def test_layer_kernel_table_times_unsplit_gemvs_again_without_the_pdl_wait(monke
 
     model = _model(GQA_TIED, max_batch=8)
     positions = torch.full((1,), 12, device=DEVICE)
+    monkeypatch.setattr(study, "pdl_supported", lambda device: False)  # as in the interpreter, on any card
     plain = layer_kernel_rows(model, positions, read_gbps=100.0, warmup=0, repeats=1)
-    assert all(r.get("us_no_wait") is None for r in plain)  # no PDL here
+    assert all(r.get("us_no_wait") is None for r in plain)  # no PDL
     assert "no wait" not in format_layer_table(plain, 2)
 
     modes = []
@@ -610,3 +618,35 @@ def test_importing_floorlab_turns_the_interpreter_on_without_a_gpu_unless_told_o
                               timeout=300)
         assert done.returncode == 0, done.stderr[-2000:]
         assert done.stdout.strip() == expected
+
+
+# ---------------------------------------------------------------- attention fused into o_proj
+
+@pytest.mark.parametrize("shape, rows, tokens, positions", [
+    (GQA_TIED, 16, [5, 7, 96], [6, 3, 37]),  # rows at different positions, more than one tile of context
+    (MHA_UNTIED, 32, [11], [21]),
+])
+def test_step_with_attention_fused_into_o_proj_matches_plain_and_leaves_the_counters_at_zero(
+        shape, rows, tokens, positions, monkeypatch):
+    from floorlab.engine.kernels import attention_o_proj
+
+    made = []
+    real = attention_o_proj.fused_counts
+    monkeypatch.setattr(attention_o_proj, "fused_counts", lambda *a, **kw: made.append(real(*a, **kw)) or made[-1])
+    from floorlab.engine.kernels import step as step_module
+    monkeypatch.setattr(step_module, "fused_counts", attention_o_proj.fused_counts)
+    model = _model(shape)
+    base = default_config(len(tokens))
+    config = replace(base, attention=AttentionConfig(block_t=16, o_proj_rows=rows))
+    tokens, positions = (torch.tensor(v, device=DEVICE) for v in (tokens, positions))
+    err, cache_diff = _compare_with_plain(model, tokens, positions, config)
+    assert err < MAX_REL_ERR
+    assert cache_diff < 1e-5
+    assert len(made) == 1 and made[0].numel() == -(-shape.hidden_size // rows) and not made[0].any()
+
+
+def test_fused_o_proj_attends_the_whole_context_in_one_split():
+    with pytest.raises(ValueError, match="splits=1"):
+        AttentionConfig(splits=2, o_proj_rows=16).check()
+    with pytest.raises(ValueError, match="power of two"):
+        AttentionConfig(o_proj_rows=24).check()

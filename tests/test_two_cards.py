@@ -262,7 +262,6 @@ def _two_gpus() -> bool:
     return torch.cuda.is_available() and torch.cuda.device_count() >= 2
 
 
-needs_two_gpus = pytest.mark.skipif(not _two_gpus(), reason="needs two CUDA GPUs, one per rank")
 
 
 def graph_worker(rank: int, ranks: int, shape) -> dict:
@@ -285,7 +284,8 @@ def graph_worker(rank: int, ranks: int, shape) -> dict:
 
 
 @pytest.mark.gpu
-@needs_two_gpus
+@pytest.mark.two_gpus
+@pytest.mark.skipif(not _two_gpus(), reason="needs two CUDA GPUs, one per rank")
 def test_the_split_step_matches_one_gpu_in_bf16():
     results = run_ranks(parity_worker, 2, device="cuda", args=(SHAPES[2:], "cuda", "bfloat16"))
     for found in results:
@@ -293,7 +293,8 @@ def test_the_split_step_matches_one_gpu_in_bf16():
 
 
 @pytest.mark.gpu
-@needs_two_gpus
+@pytest.mark.two_gpus
+@pytest.mark.skipif(not _two_gpus(), reason="needs two CUDA GPUs, one per rank")
 def test_a_graph_of_the_split_step_replays_bit_identical_to_eager():
     shape = Qwen3Shape(1024, 3072, 4, 16, 8, 128, 32768, True, name="small")
     for found in run_ranks(graph_worker, 2, device="cuda", args=(shape,)):

@@ -34,6 +34,9 @@ def timeline(
 ) -> Figure:
     """One panel per Timeline: a CPU row of calls and a GPU row of kernels, idle GPU time shaded.
 
+    Where kernels overlap (a kernel launched under PDL starts before the one before it ends),
+    they take turns in the GPU row's upper and lower half, each outlined, so every boundary shows.
+
     Each panel draws one steady-state step from its first kernel (or operator) to the
     next step's; host calls issued earlier, while the previous step ran, sit left of
     zero. A dotted mark shows the step's time without the profiler, when known.
@@ -83,8 +86,15 @@ def timeline(
                 ax.broken_barh([(a / scale, (b - a) / scale) for a, b in idle],
                                (y_gpu - row_h / 2, row_h), facecolors=IDLE_RED, alpha=IDLE_ALPHA,
                                linewidth=0, gid="gpu-idle", zorder=1)
-                ax.broken_barh(bars(gpu), (y_gpu - row_h / 2, row_h), facecolors=GPU_BLUE,
-                               linewidth=0, gid="gpu", zorder=2)
+                if _overlapping(gpu):  # (PDL) kernels in turn take the upper and lower half of the row
+                    ordered = sorted(gpu, key=lambda i: i.start_us)
+                    for lane, gid in enumerate(("gpu", "gpu-overlap")):
+                        ax.broken_barh(bars(ordered[lane::2]), (y_gpu - lane * row_h / 2, row_h / 2),
+                                       facecolors=GPU_BLUE, edgecolors="white", linewidth=0.5,
+                                       gid=gid, zorder=2)
+                else:
+                    ax.broken_barh(bars(gpu), (y_gpu - row_h / 2, row_h), facecolors=GPU_BLUE,
+                                   linewidth=0, gid="gpu", zorder=2)
                 ax.set_title(f"GPU idle {tl.gpu_idle_share:.0%} of the step", loc="right",
                              color=IDLE_RED, fontsize=9.5, pad=4)
                 head = f"{tl.label} · {tl.kernels} kernels · step {fmt_ms(tl.profiled_ms)} profiled"
@@ -126,7 +136,9 @@ def timeline(
         axes[-1].set_xlabel(shown)
         handles = [Patch(color=CPU_GREY, label="CPU: launch call or operator")]
         if any_gpu:
-            handles += [Patch(color=GPU_BLUE, label="GPU: kernel running"),
+            lanes = any(_overlapping(tl.gpu) for tl in timelines)
+            handles += [Patch(color=GPU_BLUE, label="GPU: kernel running" + (
+                            "; overlapping ones take turns in two halves" if lanes else "")),
                         Patch(color=IDLE_RED, alpha=IDLE_ALPHA, label="GPU idle")]
         handles.append(Line2D([], [], color=MUTED, linewidth=0.9, label="next step starts"))
         if any_timed:
@@ -139,6 +151,12 @@ def timeline(
         legend_and_note(axes[-1], handles, ncol=min(len(handles), 3), note=note, below_pt=36)
         save_png(fig, path)
     return fig
+
+
+def _overlapping(intervals) -> bool:
+    """True when some interval starts before the one before it ends (kernels under PDL)."""
+    ordered = sorted(intervals, key=lambda i: i.start_us)
+    return any(b.start_us < a.end_us for a, b in zip(ordered, ordered[1:]))
 
 
 def _base_call_name(name: str) -> str:

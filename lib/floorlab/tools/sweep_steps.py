@@ -162,7 +162,7 @@ def _per_batch(model, configs: dict, pdl: bool | None = None):
     return lambda tokens, positions: steps[tokens.shape[0]](tokens, positions)
 
 
-def _prefilled(model, batch: int, context: int) -> tuple[torch.Tensor, torch.Tensor]:
+def prefilled(model, batch: int, context: int) -> tuple[torch.Tensor, torch.Tensor]:
     """(tokens, positions) of one decode step after a fresh cache holds `context` random tokens per row."""
     device, vocab = model.embed.device, model.shape.vocab_size
     gen = torch.Generator().manual_seed(batch)
@@ -201,7 +201,7 @@ def time_steps(shape: Qwen3Shape, batches, context: int, *, device, dtype, floor
                 runners.pop(path, None)
                 report_error(errors, f"{shape.name} {path} capture", err)
     for batch in batches:
-        tokens, positions = _prefilled(model, batch, context)
+        tokens, positions = prefilled(model, batch, context)
         moved = bytes_per_step(shape, batch, context + 1)
         floor = floor_ms(moved, floor_gbps)
         reference = None
@@ -297,7 +297,7 @@ def time_step_variants(shape: Qwen3Shape, batches, *, device, dtype, floor_gbps:
     model = build_model(shape, device=device, dtype=dtype, max_batch=max(batches), max_context=max_context)
     rows = []
     for batch in batches:
-        tokens, positions = _prefilled(model, batch, context)
+        tokens, positions = prefilled(model, batch, context)
         moved = bytes_per_step(shape, batch, context + 1)
         floor = floor_ms(moved, floor_gbps)
         default_ms = None

@@ -24,7 +24,7 @@ LOG2_E = 1.4426950408889634
 
 
 @triton.jit
-def _norm_rope(row_ptr, heads, h_ok, offs_d, w, w_rolled, cos, sin, inv_d, eps, D: tl.constexpr):
+def norm_rope(row_ptr, heads, h_ok, offs_d, w, w_rolled, cos, sin, inv_d, eps, D: tl.constexpr):
     """RMSNorm (float32, cast, times weight) then RoPE x*cos + roll(x, D/2)*sin of heads [H, D]; returns float32.
 
     w, w_rolled: the norm weight and the same rolled by D/2; cos, sin: this position's rows (float32).
@@ -41,7 +41,7 @@ def _norm_rope(row_ptr, heads, h_ok, offs_d, w, w_rolled, cos, sin, inv_d, eps, 
 
 
 @triton.jit
-def _attend_tile(q, k_tile, v_tile, t, pos, end, k_new, v_new, m, l, acc, scale_log2):
+def attend_tile(q, k_tile, v_tile, t, pos, end, k_new, v_new, m, l, acc, scale_log2):
     """Online-softmax update with positions t: cached K/V below pos, this token's k_new/v_new at pos.
 
     q is [heads padded to 16, D] in the cache dtype, so both products run on tensor cores.
@@ -97,10 +97,10 @@ def _attention_kernel(qkv_ptr, pos_ptr, qn_ptr, kn_ptr, cos_ptr, sin_ptr, kc_ptr
 
     row = qkv_ptr + b * stride_qkv
     g = tl.arange(0, GROUP_P)
-    q = _norm_rope(row, kvh * GROUP + g, g < GROUP, offs_d, qw, qw_rolled, cos, sin, 1.0 / D, eps, D)
-    q = q.to(kc_ptr.dtype.element_ty)  # exact: _norm_rope rounds to the dtype
+    q = norm_rope(row, kvh * GROUP + g, g < GROUP, offs_d, qw, qw_rolled, cos, sin, 1.0 / D, eps, D)
+    q = q.to(kc_ptr.dtype.element_ty)  # exact: norm_rope rounds to the dtype
     one = tl.arange(0, 1)
-    k_new = _norm_rope(row, NQ + kvh + one, one < 1, offs_d, kw, kw_rolled, cos, sin, 1.0 / D, eps, D)
+    k_new = norm_rope(row, NQ + kvh + one, one < 1, offs_d, kw, kw_rolled, cos, sin, 1.0 / D, eps, D)
     v_new = tl.load(row + (NQ + NKV + kvh) * D + one[:, None] * D + offs_d[None, :]).to(tl.float32)
     # every split holds this token's k and v in registers; split 0 alone writes them to the cache
     # (the scalar condition goes through tl.where: broadcast by &, it leaves an int32 mask
@@ -119,7 +119,7 @@ def _attention_kernel(qkv_ptr, pos_ptr, qn_ptr, kn_ptr, cos_ptr, sin_ptr, kc_ptr
         cached = (after < end) & (after < pos)
         k_next = tl.load(kc + after[:, None] * stride_ct + offs_d[None, :], mask=cached[:, None], other=0.0)
         v_next = tl.load(vc + after[:, None] * stride_ct + offs_d[None, :], mask=cached[:, None], other=0.0)
-        m, l, acc = _attend_tile(q, k_tile, v_tile, t, pos, end, k_new, v_new, m, l, acc, scale_log2)
+        m, l, acc = attend_tile(q, k_tile, v_tile, t, pos, end, k_new, v_new, m, l, acc, scale_log2)
         k_tile, v_tile = k_next, v_next
 
     heads = kvh * GROUP + g

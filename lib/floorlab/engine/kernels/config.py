@@ -41,6 +41,11 @@ batch 1 and 2 for every shape, and above that only where hidden_size <= 1024 (th
 pays together with the split gate_up (without that split, the same early release slowed the
 step). The 8B's batch-8 step is slower with it, so wider shapes keep it off there.
 
+Attention fused into o_proj (AttentionConfig.o_proj_rows > 0) is off everywhere: replayed
+side by side on an H200 (python -m floorlab.tools.fusion, stored as reference/h200-fusion.json),
+its best program size took 1.11-1.12 times the two-kernel step at batch 1 on both shapes and
+nearly three times at batch 8, since every block of o_proj rows computes its head's attention again.
+
 Other cards and shapes may prefer other settings: run the sweep on them and pass its best.
 """
 from __future__ import annotations
@@ -122,11 +127,17 @@ class GemvConfig:
 
 @dataclass(frozen=True)
 class AttentionConfig:
-    """Decode attention: context tile (positions), splits of the visible context (flash-decoding), warps."""
+    """Decode attention: context tile (positions), splits of the visible context (flash-decoding), warps.
+
+    o_proj_rows > 0 fuses o_proj into the attention (attention_o_proj.py): each program attends one KV
+    head over the whole context (splits=1) and multiplies by that many rows of o_proj; 0 keeps o_proj a
+    GEMV of its own (StepConfig.o_proj), the two-kernel path.
+    """
 
     block_t: int = 32
     splits: int = 1
     num_warps: int = 4
+    o_proj_rows: int = 0
 
     def check(self) -> "AttentionConfig":
         """Return self after checking every field; raises ValueError saying how to fix a bad one."""
@@ -136,11 +147,19 @@ class AttentionConfig:
             raise ValueError(f"AttentionConfig.block_t must be at least 16 (a tensor-core tile), got {self.block_t}")
         if isinstance(self.splits, bool) or not isinstance(self.splits, int) or not 1 <= self.splits <= 64:
             raise ValueError(f"AttentionConfig.splits must be a whole number from 1 to 64, got {self.splits!r}")
+        if self.o_proj_rows:
+            _power_of_two("o_proj_rows", self.o_proj_rows, "AttentionConfig")
+            if self.splits != 1:
+                raise ValueError(f"AttentionConfig(o_proj_rows={self.o_proj_rows}) attends the whole context in "
+                                 f"each program; pass splits=1 with it (got {self.splits}), or o_proj_rows=0")
         return self
 
     def to_dict(self) -> dict:
-        """Plain dict, ready for JSON."""
-        return asdict(self)
+        """Plain dict, ready for JSON; o_proj_rows only when fused (runs stored before it existed read the same)."""
+        out = asdict(self)
+        if not self.o_proj_rows:
+            del out["o_proj_rows"]
+        return out
 
 
 @dataclass(frozen=True)
@@ -180,7 +199,7 @@ class StepConfig:
 
     def to_dict(self) -> dict:
         """Plain dict, ready for JSON."""
-        return asdict(self)
+        return {**asdict(self), "attention": self.attention.to_dict()}
 
 
 def default_block_k(batch: int, rows_per_program: int = 4) -> int:

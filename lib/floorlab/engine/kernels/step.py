@@ -1,9 +1,10 @@
-"""Engine wing: one decode step from the book's own kernels: embedding, five kernels per layer,
-norm + LM head.
+"""Engine wing: one decode step from the book's own kernels: embedding, five (or four) kernels per
+layer, norm + LM head.
 
 Per layer: RMSNorm+QKV GEMV; attention (q/k norm, RoPE, KV write, flash-decoding splits
 merged by the last split to finish); o_proj GEMV + residual; RMSNorm+gate_up GEMV+SwiGLU;
-down GEMV + residual (split-K adds a reduce kernel). The weights, rope tables and KV cache
+down GEMV + residual (split-K adds a reduce kernel). With AttentionConfig.o_proj_rows > 0
+attention and o_proj are one kernel (attention_o_proj.py). The weights, rope tables and KV cache
 are the model's own, so the step shares its cache with model.prefill and model.decode_step.
 """
 from __future__ import annotations
@@ -15,6 +16,7 @@ import triton.language as tl
 from floorlab.engine.inputs import check_decode_inputs
 
 from .attention import attention_counts, launch_attention
+from .attention_o_proj import fused_counts, launch_attention_o_proj
 from .config import StepConfig, default_config, shape_kwargs
 from .matvec import gemv_counts, launch_gemv
 from .runtime import launch_kwargs, pdl_mode, pdl_start, pdl_wait
@@ -74,6 +76,8 @@ def build_step(model, *, pdl: bool, config: StepConfig | None):
         act = torch.empty((batch, s.intermediate_size), **kw)
         logits = torch.empty((batch, s.vocab_size), **kw)
         counts = attention_counts(batch, nkv, x.device) if cfg.attention.splits > 1 else None
+        rows = cfg.attention.o_proj_rows
+        fused = fused_counts(-(-s.hidden_size // rows), x.device) if rows else None
         out_rows = {"qkv": qkv.shape[1], "o_proj": s.hidden_size, "gate_up": s.intermediate_size,
                     "down": s.hidden_size, "lm_head": s.vocab_size}
         blocks = [-(-n // getattr(cfg, name).rows_per_program) for name, n in out_rows.items()
@@ -82,10 +86,14 @@ def build_step(model, *, pdl: bool, config: StepConfig | None):
         launch_embedding(tokens, model.embed, x, pdl=mode)
         for i, w in enumerate(model.layers):
             launch_gemv(x, w.qkv, qkv, config=cfg.qkv, norm_weight=w.input_norm, eps=eps, **gemv)
-            launch_attention(qkv, positions, w.q_norm, w.k_norm, model.rope_cos, model.rope_sin_signed,
-                             model.k_cache[i], model.v_cache[i], attn, num_heads=nq, num_kv_heads=nkv,
-                             eps=eps, config=cfg.attention, pdl=mode, counts=counts)
-            launch_gemv(attn, w.o_proj, x, config=cfg.o_proj, residual=x, **gemv)
+            tables = (model.rope_cos, model.rope_sin_signed, model.k_cache[i], model.v_cache[i])
+            if fused is not None:  # attention and o_proj in one kernel
+                launch_attention_o_proj(qkv, positions, w.q_norm, w.k_norm, *tables, w.o_proj, x, num_heads=nq,
+                                        num_kv_heads=nkv, eps=eps, config=cfg.attention, pdl=mode, counts=fused)
+            else:
+                launch_attention(qkv, positions, w.q_norm, w.k_norm, *tables, attn, num_heads=nq, num_kv_heads=nkv,
+                                 eps=eps, config=cfg.attention, pdl=mode, counts=counts)
+                launch_gemv(attn, w.o_proj, x, config=cfg.o_proj, residual=x, **gemv)
             launch_gemv(x, w.gate_up, act, config=cfg.gate_up, norm_weight=w.post_norm, eps=eps,
                         swiglu=True, **gemv)
             launch_gemv(act, w.down, x, config=cfg.down, residual=x, **gemv)

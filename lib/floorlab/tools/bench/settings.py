@@ -10,6 +10,7 @@ from dataclasses import dataclass
 import torch
 
 from floorlab.core.device import resolve_device
+from floorlab.core.memory import HEADROOM_BYTES, model_bytes
 from floorlab.core.plan import CardPlan, card_plan
 from floorlab.core.shapes import Qwen3Shape, get_shape
 from floorlab.core.timelines import STEADY_STEPS
@@ -101,6 +102,24 @@ def _presets_in(names, shapes, what: str) -> tuple[str, ...]:
     return names
 
 
+def default_presets(device: torch.device, batches, context: int = DEFAULT_CONTEXT) -> tuple[str, ...]:
+    """GPU_PRESETS whose weights and cache fit the card's whole memory with headroom; a line says which not.
+
+    (A 16 GB card holds the 0.6B but not the 8B, whose bf16 weights alone are 16.4 GB.)
+    """
+    total = torch.cuda.get_device_properties(device).total_memory
+    kept = []
+    for name in GPU_PRESETS:
+        slots = context + 1 + GPU_WARMUP + GPU_REPEATS + EXTRA_CALLS
+        need = model_bytes(get_shape(name), max_batch=max(batches), max_context=slots) + HEADROOM_BYTES
+        if need <= total:
+            kept.append(name)
+        else:
+            print(f"bench: leaving {name} out: it needs {need / 1e9:.1f} GB and this card has "
+                  f"{total / 1e9:.1f} GB (pass --presets {name} to try it anyway)")
+    return tuple(kept) or GPU_PRESETS[:1]
+
+
 def _whole(value, name: str, lowest: int, highest: int | None, hint: str) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or value < lowest or (
             highest is not None and value > highest):
@@ -118,8 +137,9 @@ def make_settings(presets=None, batches=None, context: int = DEFAULT_CONTEXT, *,
     if device.type == "cuda" and device.index is None:
         device = torch.device("cuda", torch.cuda.current_device())
     on_cuda = device.type == "cuda"
-    presets = presets if presets is not None else (GPU_PRESETS if on_cuda else CPU_PRESETS)
     batches = batches if batches is not None else (GPU_BATCHES if on_cuda else CPU_BATCHES)
+    if presets is None:
+        presets = default_presets(device, batches, context) if on_cuda else CPU_PRESETS
     if not presets or not batches:
         raise ValueError("pass at least one preset and one batch size, e.g. "
                          "presets=['qwen3-0.6b'], batches=[1]")

@@ -1,0 +1,132 @@
+"""Tools wing: the kernel step with attention and o_proj as two kernels or as one, timed side by side.
+
+python -m floorlab.tools.fusion [--presets qwen3-0.6b qwen3-8b] [--batches 1 8] [--out fusion.json]
+
+Every variant of a preset and batch is replayed from a CUDA graph in the same run, in rounds
+(A B C, A B C, ...), so each variant is timed more than once and the spread between rounds
+says what a difference between variants must beat. Each row holds its median, its multiple of
+the floor (the bench's policy: weights and visible cache over the larger measured bandwidth),
+its ratio to the two-kernel path, its error against the plain step and whether its replay gives
+the eager step's bits.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+from dataclasses import replace
+
+import torch
+
+from floorlab.core.bandwidth import measure_bandwidths
+from floorlab.core.roofline import bytes_per_step, floor_ms
+from floorlab.core.runs import run_stamp
+from floorlab.core.shapes import get_shape
+from floorlab.core.timing import time_ms
+from floorlab.engine.fused import relative_error
+from floorlab.engine.graphs import GraphRunner
+from floorlab.engine.kernels import default_config, shape_kwargs, triton_step
+from floorlab.engine.model import build_model
+from floorlab.tools.sweep_steps import VARIANT_CONTEXT, VARIANT_MAX_CONTEXT, prefilled
+
+ROUNDS = 3
+
+
+def fusion_variants(shape, batch: int, max_context: int) -> list[tuple[str, object]]:
+    """(label, StepConfig): today's two kernels first, then attention fused into o_proj at a few program sizes."""
+    base = default_config(batch, max_context=max_context, **shape_kwargs(shape))
+    two = replace(base, attention=replace(base.attention, o_proj_rows=0))
+    out = [("two kernels", two)]
+    for rows, warps in ((16, 4), (32, 4), (32, 8), (64, 8)):
+        attention = replace(base.attention, splits=1, o_proj_rows=rows, num_warps=warps)
+        out.append((f"fused r{rows} w{warps}", replace(base, attention=attention)))
+    return out
+
+
+def time_fusion(presets, batches, *, device, warmup: int, repeats: int) -> dict:
+    """Rows of every variant at every preset and batch, with the bandwidths the floors divide by."""
+    bandwidths = measure_bandwidths(device)
+    gbps = bandwidths.floor_gbps
+    rows = []
+    for name in presets:
+        shape = get_shape(name)
+        model = build_model(shape, device=device, dtype=torch.bfloat16, max_batch=max(batches),
+                            max_context=VARIANT_MAX_CONTEXT)
+        for batch in batches:
+            tokens, positions = prefilled(model, batch, VARIANT_CONTEXT)
+            moved = bytes_per_step(shape, batch, VARIANT_CONTEXT + 1)
+            floor = floor_ms(moved, gbps)
+            k0, v0 = model.k_cache.clone(), model.v_cache.clone()
+            expected = model.decode_step(tokens, positions).float()
+            timed = {}
+            for label, config in fusion_variants(shape, batch, VARIANT_MAX_CONTEXT):
+                row = {"preset": name, "batch": batch, "variant": label, "floor_ms": floor,
+                       "config": config.attention.to_dict()}
+                try:
+                    model.k_cache.copy_(k0)
+                    model.v_cache.copy_(v0)
+                    step = triton_step(model, config=config)
+                    row["rel_err_vs_plain"] = relative_error(step(tokens, positions), expected)
+                    runner = GraphRunner(model, buckets=(batch,), step_fn=step)
+                    runner.capture()
+                    row["bit_identical"] = runner.check_bit_identical(tokens, positions)
+                    timed[label] = runner.replay_fn(batch)
+                    row["ms_rounds"] = []
+                except Exception as err:  # noqa: BLE001
+                    row["error"] = f"{type(err).__name__}: {err}"[:300]
+                rows.append(row)
+            here = [r for r in rows if r["preset"] == name and r["batch"] == batch and "ms_rounds" in r]
+            for _ in range(ROUNDS):
+                for row in here:
+                    row["ms_rounds"].append(time_ms(timed[row["variant"]], warmup=warmup, repeats=repeats,
+                                                    device=device).median_ms)
+            two_ms = None
+            for row in here:
+                row["ms"] = statistics.median(row["ms_rounds"])
+                row["x_floor"] = row["ms"] / floor
+                two_ms = two_ms or row["ms"]
+                row["vs_two_kernels"] = row["ms"] / two_ms
+                row["spread"] = (max(row["ms_rounds"]) - min(row["ms_rounds"])) / row["ms"]
+                row["beyond_us_per_layer"] = 1e3 * (row["ms"] - floor) / shape.num_layers
+        del model
+        torch.cuda.empty_cache()
+    return {"stamp": run_stamp(), "bandwidths": bandwidths.as_gbps(), "floor_gbps": gbps,
+            "device": torch.cuda.get_device_name(device), "rows": rows}
+
+
+def format_rows(rows: list[dict]) -> str:
+    """One line per variant: ms, x floor, vs the two-kernel path, spread, µs beyond per layer, parity."""
+    lines = [f"{'preset':<11} {'b':>2} {'variant':<14} {'ms':>7} {'x floor':>7} {'vs two':>6} {'spread':>6} "
+             f"{'us/layer':>8} {'err':>8} bit-id"]
+    for r in rows:
+        if "error" in r:
+            lines.append(f"{r['preset']:<11} {r['batch']:>2} {r['variant']:<14} failed: {r['error']}")
+            continue
+        lines.append(f"{r['preset']:<11} {r['batch']:>2} {r['variant']:<14} {r['ms']:>7.4f} {r['x_floor']:>7.3f} "
+                     f"{r['vs_two_kernels']:>6.3f} {r['spread']:>6.3f} {r['beyond_us_per_layer']:>8.2f} "
+                     f"{r['rel_err_vs_plain']:>8.1e} {r['bit_identical']}")
+    return "\n".join(lines)
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m floorlab.tools.fusion", description=__doc__.splitlines()[0])
+    parser.add_argument("--presets", nargs="+", default=["qwen3-0.6b", "qwen3-8b"])
+    parser.add_argument("--batches", nargs="+", type=int, default=[1, 8])
+    parser.add_argument("--warmup", type=int, default=20)
+    parser.add_argument("--repeats", type=int, default=200)
+    parser.add_argument("--out", default="fusion.json")
+    args = parser.parse_args(argv)
+    if not torch.cuda.is_available():
+        print("the fusion comparison times CUDA graphs: run it on a CUDA GPU", file=sys.stderr)
+        return 2
+    result = time_fusion(args.presets, sorted(set(args.batches)), device=torch.device("cuda"),
+                         warmup=args.warmup, repeats=args.repeats)
+    with open(args.out, "w") as f:
+        json.dump(result, f, indent=1)
+    print(format_rows(result["rows"]))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
