@@ -10,10 +10,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from floorlab.core import paths
 from floorlab.core.prose import fmt_ms, sig
 from floorlab.core.roofline import bytes_per_step, crossover_gbps, floor_ms, kernels_per_layer_budget, predicted_ms
-from floorlab.core.runs import Row, Run, reference_run
+from floorlab.core.runs import Row, Run, reference_dirs, reference_names, reference_run
 from floorlab.core.timing import Comparison, Timing, compare
 from floorlab.studies.below_the_floor import plausible_wrongs, whole_table_bytes
 
@@ -58,13 +57,14 @@ def stored_runs(prefix: str = "h200-") -> dict[str, Run]:
     """Every stored reference run whose name starts with prefix, by name; files that are not
     runs in the book's layout (a sweep's raw table) are left out."""
     found = {}
-    for path in sorted(paths.REFERENCE_DIR.glob(f"{prefix}*.json")):
+    for name in reference_names(prefix):
         try:
-            found[path.stem] = reference_run(path.stem)
+            found[name] = reference_run(name)
         except ValueError:  # stored in another layout: not a Run
             continue
     if not found:
-        raise FileNotFoundError(f"no stored run named {prefix}*.json in {paths.REFERENCE_DIR}")
+        where = " or ".join(map(str, reference_dirs()))
+        raise FileNotFoundError(f"no stored run named {prefix}*.json in {where}")
     return found
 
 
