@@ -28,6 +28,7 @@ from pathlib import Path
 
 from floorlab.core import paths
 from floorlab.core.bandwidth import Bandwidths
+from floorlab.core.host import Host, book_version
 from floorlab.core.launches import LaunchCount
 from floorlab.core.roofline import Floor, achieved_gbps, check_floor
 from floorlab.core.timelines import Timeline
@@ -120,6 +121,7 @@ class Run:
     launches: dict[str, LaunchCount] = field(default_factory=dict)
     facts: dict = field(default_factory=dict)
     settings: dict = field(default_factory=dict)
+    host: Host | None = None  # the CPU behind the device and its measured cost per eager launch
 
     @property
     def label(self) -> str:
@@ -168,6 +170,7 @@ class Run:
             "timelines": {k: t.to_dict() for k, t in self.timelines.items()},
             "launches": {k: c.to_dict() for k, c in self.launches.items()},
             "facts": self.facts, "settings": self.settings,
+            "host": self.host.to_dict() if self.host else None,
         }
 
     @classmethod
@@ -184,6 +187,7 @@ class Run:
             timelines={k: Timeline.from_dict(t) for k, t in data.get("timelines", {}).items()},
             launches={k: LaunchCount.from_dict(c) for k, c in data.get("launches", {}).items()},
             facts=data.get("facts", {}), settings=data.get("settings", {}),
+            host=Host.from_dict(data["host"]) if data.get("host") else None,  # runs before it: None
         )
 
     def save(self, path) -> Path:
@@ -297,6 +301,19 @@ def reference_names(prefix: str = "", suffix: str = ".json") -> list[str]:
                    for p in folder.glob(f"{prefix}*{suffix}")})
 
 
+def every_stored_run(prefix: str = "") -> dict[Path, Run]:
+    """Every stored run whose name starts with prefix, by path, from every folder of reference_dirs():
+    a name in both folders is two runs here. Files not in the book's layout are left out."""
+    found = {}
+    for folder in reference_dirs():
+        for path in sorted(folder.glob(f"{prefix}*.json")) if folder.is_dir() else []:
+            try:
+                found[path] = Run.load(path)
+            except (ValueError, KeyError, TypeError):  # a raw table (the kernel sweep), not a Run
+                continue
+    return found
+
+
 def reference_json(name: str):
     """The object stored as reference <name>.json (a raw table, such as the kernel sweep), read from
     the first folder of reference_dirs() that holds it."""
@@ -387,8 +404,10 @@ def _version(package: str) -> str | None:
 
 
 def run_stamp() -> dict:
-    """When and with what software a run was made: UTC ISO date and versions, no machine names."""
+    """When and with what software a run was made: UTC ISO date and versions, the book's own
+    (git describe in a checkout, else the package's version) among them; no machine names."""
     return {
+        "book": book_version(),
         "date": datetime.now(timezone.utc).isoformat(timespec="seconds"),
         "python": platform.python_version(),
         "torch": _version("torch"),
