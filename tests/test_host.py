@@ -49,7 +49,7 @@ def test_a_run_keeps_its_host_and_an_older_run_loads_without_one(tmp_path):
 def test_each_outcome_of_the_dispatch_comparison_has_its_sentence(gap_us, gap_spread, outcome, words):
     versus = compare_dispatch(band(gap_us, gap_spread), band(5.0))
     assert versus.outcome == outcome and words in versus.says()
-    assert "5.00 µs" in versus.says()
+    assert "5.00 µs" in versus.says() and "×" in versus.says()
 
 
 def test_the_gap_per_launch_carries_the_steps_band():
@@ -120,3 +120,9 @@ def test_the_hosts_story_reads_a_second_hosts_folder_too(tmp_path, monkeypatch):
     steps = below_the_floor_hosts.same_card("h200-")
     assert len(steps) == before + 1  # the package's copy of that run is a run too
     assert "1 of the" in below_the_floor_hosts.HostsStory(steps).hosts_note()
+
+
+def test_a_noisy_price_per_launch_is_said_in_microseconds():
+    noisy = Host("x", 2, dispatch=Timing.from_samples([0.003, 0.0032, 0.06]), dispatch_device="cpu")
+    assert "µs" in noisy.dispatch_note() and " ms" not in noisy.dispatch_note()
+    assert Host("x", 2, dispatch=band(5.0), dispatch_device="cpu").dispatch_note() == ""

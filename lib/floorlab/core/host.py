@@ -21,7 +21,7 @@ import torch
 
 from floorlab.core import paths
 from floorlab.core.device import resolve_device
-from floorlab.core.prose import fmt_times, sig
+from floorlab.core.prose import sig
 from floorlab.core.timing import Comparison, Timing, compare
 
 LAUNCHES_PER_SAMPLE = 200  # tiny launches timed together: one is too short for a clock to see
@@ -133,6 +133,15 @@ class Host:
         return (f"{sig(d.median_ms * 1e3)} µs (p10-p90 {sig(d.p10_ms * 1e3)}-{sig(d.p90_ms * 1e3)}, "
                 f"n={len(d.samples_ms)} runs of {self.launches}), an add on {self.dispatch_device}")
 
+    def dispatch_note(self) -> str:
+        """A one-line warning, in µs, when the price per launch is noisy, else ''."""
+        d = self.dispatch
+        if d is None or not d.noisy:
+            return ""
+        return (f"warning: the price per launch is noisy (p10-p90 {sig(d.p10_ms * 1e3)}-"
+                f"{sig(d.p90_ms * 1e3)} µs); something else was running. Re-run it before "
+                "reading much into it.")
+
     def to_dict(self) -> dict:
         """Plain dict, ready for JSON."""
         return {"cpu": self.cpu, "cores": self.cores, "clock_mhz": self.clock_mhz,
@@ -186,14 +195,14 @@ class DispatchComparison:
     def says(self) -> str:
         """One or two sentences for this outcome, with the numbers behind it."""
         gap_us, cost_us = self.gap.median_ms * 1e3, self.dispatch.median_ms * 1e3
-        head = (f"The gap per launch, {sig(gap_us)} µs, is {fmt_times(self.comparison.ratio)} what this "
+        head = (f"The gap per launch, {sig(gap_us)} µs, is {sig(self.comparison.ratio)}× what this "
                 f"host was measured to pay per tiny launch ({sig(cost_us)} µs)")
         return head + {
             "consistent": ", and the two bands overlap: launches at this host's price are "
                           "enough to fill the gap.",
             "larger": ", beyond both spreads: the gap holds more than bare launches. The "
-                      "operators themselves, or the step's own Python between its launches, "
-                      "take the rest.",
+                      "step's own Python between its launches, or the operators themselves, "
+                      "take the rest; the issue and busy times say which.",
             "smaller": ", below it beyond both spreads: the host's launches overlap the time "
                        "the device spends streaming the bytes, so part of their cost hides "
                        "under the floor.",
