@@ -365,3 +365,34 @@ def test_a_worked_answer_prints_only_when_asked(capsys, monkeypatch):
     with checks.worked_answer(False):
         print("the answer")
     assert capsys.readouterr().out.strip() == "the answer"
+
+
+def test_the_kernels_checks_keep_their_arithmetic_and_name_the_slips():
+    from floorlab.studies import kernels_checks as kc
+    floor_ms, layers = 0.28, 28
+    right = kc.layer_budget_us(floor_ms, layers)
+    assert right == pytest.approx(0.5 * 280 / 28)
+    assert kc.check_layer_budget(None, floor_ms=floor_ms, num_layers=layers) == checks.NOT_ATTEMPTED
+    assert kc.check_layer_budget(right, floor_ms=floor_ms, num_layers=layers).startswith("right")
+    assert "whole step's budget" in kc.check_layer_budget(right * layers, floor_ms=floor_ms, num_layers=layers)
+    assert "1.5 times the floor" in kc.check_layer_budget(3 * right, floor_ms=floor_ms, num_layers=layers)
+    assert (kc.programs(1024), kc.least_split_k(1024, 132)) == (32, 5)
+    assert kc.check_split_k(5, rows=1024, sm_count=132).startswith("right")
+    assert kc.check_split_k(4, rows=1024, sm_count=132).startswith("not yet")
+    assert kc.pdl_saving_us(1.2, 1.0, 400) == pytest.approx(0.5)
+    assert kc.check_pdl(0.5, without_ms=1.2, with_ms=1.0, kernels=400).startswith("right")
+    row = {"us": 4.0, "pct_read": 30.0, "pct_read_no_wait": 40.0}
+    assert kc.wait_split_us(row) == pytest.approx((3.0, 1.0))
+    assert kc.check_wait(1.0, row).startswith("right") and kc.check_wait(3.0, row).startswith("not yet")
+
+
+def test_the_kernels_check_cells_show_no_formula_under_the_question():
+    """A check cell calls the library; the arithmetic stays in the hidden worked answer."""
+    import json
+    from pathlib import Path
+    cells = json.loads((Path(__file__).parents[1] / "chapters" / "kernels.ipynb").read_text())["cells"]
+    for cell in cells:
+        text = "".join(cell["source"])
+        shown = "hide-cell" not in cell.get("metadata", {}).get("tags", [])
+        if cell["cell_type"] == "code" and shown and "check_" in text and "my_" in text:
+            assert not any(sign in text for sign in (" * ", " / ", " // ", "1e3")), text

@@ -70,8 +70,8 @@ def test_versions_of_this_machine_are_read():
 
 
 def test_run_times_come_from_stored_measurements():
-    lines = "\n".join(doctor.time_lines(doctor.stored_times()))
-    assert "the bench (python -m floorlab bench) took" in lines and "NVIDIA H200" in lines
+    lines = "\n".join(doctor.time_lines(doctor.stored_times()) + doctor.bench_lines())
+    assert "python -m floorlab bench took" in lines and "NVIDIA H200" in lines
     for card in doctor.stored_times().values():
         assert card["source"] and card["chapters_s"]
         assert all(seconds > 0 for seconds in card["chapters_s"].values())
@@ -131,3 +131,31 @@ def test_the_triton_range_the_errors_name_is_the_one_requirements_txt_asks_for()
     lines = (Path(__file__).resolve().parents[1] / "requirements.txt").read_text().splitlines()
     [line] = [line for line in lines if line.startswith("triton")]
     assert line.split(";")[0].strip() == TRITON_REQUIREMENT
+
+
+TIMES = {"gpu": {"device": "NVIDIA H200", "kind": "cuda", "cpu_count": 16, "date": "2026-12-01T08:00:00",
+                 "source": "test", "chapters_s": {"below-the-floor": 60.0, "serving": 30.0}},
+         "cpu": {"device": "Some CPU", "kind": "cpu", "cpu_count": 2, "date": "2026-11-30T08:00:00",
+                 "source": "test", "chapters_s": {"below-the-floor": 150.0}}}
+
+
+def test_run_times_are_those_of_this_kind_of_machine_for_every_chapter_of_the_book():
+    chapters = doctor.toc_chapters()
+    assert chapters[0] == "below-the-floor" and "two-cards" in chapters and "gallery" in chapters
+    cpu = "\n".join(doctor.time_lines(TIMES, "cpu", chapters))
+    assert "Some CPU, 2 cores" in cpu and "NVIDIA H200" not in cpu
+    assert "below-the-floor  2.5 min" in cpu
+    for name in chapters:
+        assert name in cpu, f"{name} is in _toc.yml but not in the doctor's times"
+    assert "two-cards        not timed on this machine yet" in cpu
+    gpu = "\n".join(doctor.time_lines(TIMES, "cuda", chapters))
+    assert "NVIDIA H200" in gpu and "Some CPU" not in gpu and "serving          0.50 min" in gpu
+    only_gpu = {"gpu": TIMES["gpu"]}
+    assert "no chapter has been timed on a CPU" in "\n".join(doctor.time_lines(only_gpu, "cpu", chapters))
+
+
+def test_the_report_heads_the_times_with_the_machine_kind_and_the_bench_apart():
+    text = doctor.report([], TIMES, kind="cpu")
+    assert "run time of each chapter, measured on a CPU (no CUDA GPU)" in text
+    assert "bench" not in text.split("run time of the benchmark")[0].split("run time of each chapter")[1]
+    assert all(len(line) <= 84 for line in text.splitlines())

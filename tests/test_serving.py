@@ -7,6 +7,7 @@ import warnings
 from contextlib import contextmanager
 from types import SimpleNamespace
 
+import numpy as np
 import pytest
 import torch
 
@@ -158,6 +159,16 @@ def test_the_bucket_check_judges_budget_and_speed():
     assert "tuple" in serving_buckets.check_bucket_choice("8", hist, COSTS, **kw)
     answer = serving_buckets.answer_bucket_choice(hist, COSTS, **kw)
     assert str(best.buckets) in answer
+
+
+def test_the_bucket_cell_takes_a_numpy_array_and_an_unreadable_answer():
+    hist, kw = {1: 6, 3: 3, 5: 2, 12: 1, 19: 1}, dict(budget_mb=60.0, max_bucket=20)
+    best = best_buckets(hist, COSTS, **kw)
+    as_array = np.array(best.buckets)
+    assert serving_buckets.score_choice(as_array, hist, COSTS) == str(best)
+    assert serving_buckets.check_bucket_choice(as_array, hist, COSTS, **kw).startswith("right")
+    for unread in (None, "8", (), (1, 8.5)):
+        assert serving_buckets.score_choice(unread, hist, COSTS) == ""
 
 
 def test_the_overwrite_check():

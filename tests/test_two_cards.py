@@ -220,6 +220,8 @@ def test_the_crossover_challenge_refuses_the_plausible_mistakes(cpu_run):
     right, first = model.layer_mb(), model.first_winner()
     assert two_cards.check_crossover(None, None, tc).startswith("not attempted")
     assert two_cards.check_crossover(right, first, tc).startswith("right")
+    as_the_book_writes_it = first.replace("qwen", "Qwen").replace("b", "B")  # "Qwen3-0.6B"
+    assert two_cards.check_crossover(right, f" {as_the_book_writes_it}", tc).startswith("right")
     assert "one all-reduce per layer" in two_cards.check_crossover(right / 2, first, tc)
     assert "ms read as µs" in two_cards.check_crossover(right / 1000, first, tc)
     wrong = "none" if first != "none" else "qwen3-0.6b"

@@ -1,6 +1,7 @@
 """Core wing: where the book keeps its reference runs, and where a reader's figures and results go.
 
-The stored reference runs and their figures ship inside the package (reference/).
+The stored reference runs and their figures ship inside the package (reference/); floorlab.core.runs
+decides which folder a stored run is read from (FLOORLAB_REFERENCE_DIR can name another).
 A reader's figures and results go under the source checkout when floorlab runs from
 one (an editable install), else under the current working directory; the
 environment variable FLOORLAB_FIGURES names another folder for figures.

@@ -15,9 +15,8 @@ from dataclasses import dataclass
 
 import torch
 
-from floorlab.core import paths
 from floorlab.core.device import describe_device, resolve_device
-from floorlab.core.runs import load_json
+from floorlab.core.runs import load_json, reference_path
 
 BF16_MIN_CAPABILITY = (8, 0)  # native bf16 arithmetic: Ampere and later
 PDL_MIN_CAPABILITY = (9, 0)  # programmatic dependent launch: Hopper and later
@@ -132,8 +131,8 @@ def _yes_no(on: bool, note: str) -> str:
 
 def stored_cards() -> dict:
     """The cards every chapter has run on, from reference/chapter-times.json; {} when absent."""
-    path = paths.REFERENCE_DIR / TIMES_FILE
-    return load_json(path).get("cards", {}) if path.is_file() else {}
+    path = reference_path(TIMES_FILE, "")
+    return load_json(path).get("cards", {}) if path is not None else {}
 
 
 def triton_has_gdc() -> bool:

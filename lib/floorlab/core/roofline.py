@@ -9,6 +9,7 @@ import warnings
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 
+from floorlab.core.host import SEED_DISPATCH_US, DispatchComparison
 from floorlab.core.numbers import nonnegative_number, number, positive_number, shown, whole_number
 from floorlab.core.prose import fmt_gbps, fmt_ms
 
@@ -245,23 +246,31 @@ def what_if_ms(step_ms: float, *, saved_ms: float, issue_ms: float | None = None
     return min(remaining, step_ms)
 
 
-DISPATCH_US = (5.0, 20.0)  # what eager PyTorch pays to dispatch one operation, per the laptop study
+DISPATCH_US = SEED_DISPATCH_US  # the laptop study's quoted dispatch cost: only where a run measured none
 NEAR_FLOOR = 1.25  # a step within this multiple of its floor has hardly a gap to explain
 BUSY_SHARE = 0.8  # a host or device busy for this share of the step sets its pace
 
 
-def looks_like_dispatch(per_launch_us: float) -> bool:
-    """True when a gap per launch (µs) is within what one eager dispatch costs (DISPATCH_US)."""
-    return per_launch_us <= DISPATCH_US[1]
+def looks_like_dispatch(per_launch_us: float, versus: DispatchComparison | None = None) -> bool:
+    """True when a gap per launch (µs) is what launches can fill: not beyond this host's measured
+    cost per launch (versus: host.compare_dispatch), or, for a run that measured none, within the
+    laptop study's quoted DISPATCH_US."""
+    if versus is None:
+        return per_launch_us <= DISPATCH_US[1]
+    if versus.outcome == "cannot tell":
+        return versus.comparison.ratio <= 1
+    return versus.outcome != "larger"
 
 
 def gap_verdict(*, eager_ms: float, floor_ms: float, launches: int,
-                issue_ms: float | None = None, busy_ms: float | None = None) -> str:
+                issue_ms: float | None = None, busy_ms: float | None = None,
+                dispatch: DispatchComparison | None = None) -> str:
     """Which candidate explains the gap: "bytes" (no real gap), "dispatch" or "operators".
 
     A host that needs most of the step to issue it means dispatch; operators busy for
     most of the step (on a CPU they are the host) mean the work itself is slow; failing
-    both, the gap per launch is compared with what a dispatch costs.
+    both, the gap per launch is compared with what a dispatch costs: the host's measured
+    cost (dispatch: host.compare_dispatch) where the run has one.
     """
     eager_ms = positive_number(eager_ms, "eager_ms", MS_HINT)
     floor_ms = positive_number(floor_ms, "floor_ms", FLOOR_HINT)
@@ -276,18 +285,23 @@ def gap_verdict(*, eager_ms: float, floor_ms: float, launches: int,
     if busy_ms is not None and busy_ms >= BUSY_SHARE * eager_ms:
         return "operators"
     us = per_launch_us(gap_ms(eager_ms, floor_ms), launches)
-    return "dispatch" if looks_like_dispatch(us) else "operators"
+    return "dispatch" if looks_like_dispatch(us, dispatch) else "operators"
 
 
 def diagnose_gap(*, eager_ms: float, floor_ms: float, launches: int,
-                 issue_ms: float | None = None, busy_ms: float | None = None) -> str:
+                 issue_ms: float | None = None, busy_ms: float | None = None,
+                 dispatch: DispatchComparison | None = None) -> str:
     """A few sentences naming which candidate the numbers support: dispatch or slow work."""
     gap = gap_ms(eager_ms, floor_ms)
     us = per_launch_us(gap, launches)
     verdict = gap_verdict(eager_ms=eager_ms, floor_ms=floor_ms, launches=launches,
-                          issue_ms=issue_ms, busy_ms=busy_ms)
-    lines = [f"gap per launch: {gap:.3f} ms ÷ {launches} = {us:.1f} µs "
-             f"(eager dispatch costs {DISPATCH_US[0]:.0f}-{DISPATCH_US[1]:.0f} µs)."]
+                          issue_ms=issue_ms, busy_ms=busy_ms, dispatch=dispatch)
+    if dispatch is None:
+        lines = [f"gap per launch: {gap:.3f} ms ÷ {launches} = {us:.1f} µs (the laptop study "
+                 f"quoted {DISPATCH_US[0]:.0f}-{DISPATCH_US[1]:.0f} µs for an eager dispatch; "
+                 "this run measured none of its own)."]
+    else:
+        lines = [f"gap per launch: {gap:.3f} ms ÷ {launches} = {us:.1f} µs.", dispatch.says()]
     if verdict == "bytes":
         lines.append(f"The step runs at {eager_ms / floor_ms:.2f}× the floor: there is hardly "
                      "a gap to explain. Verdict: on this machine the bytes set the pace and "
@@ -301,12 +315,14 @@ def diagnose_gap(*, eager_ms: float, floor_ms: float, launches: int,
             lines.append(f"The device is busy for {busy_ms:.2f} ms of it, "
                          f"{busy_ms / floor_ms:.1f}× the floor: after the launches, "
                          "its own kernels are the next cost.")
+    elif verdict == "dispatch" and dispatch is not None:
+        lines.append("Verdict: the gap is consistent with launch overhead at this host's price.")
     elif verdict == "dispatch":
         lines.append("That is about what a dispatch costs. Verdict: the gap is consistent "
                      "with launch overhead, as in the laptop study.")
     else:
         lines.append(f"The operators are busy for {busy_ms:.2f} ms of the {eager_ms:.2f} ms step"
-                     if busy_ms is not None else "That is more than a dispatch costs.")
+                     if busy_ms is not None else "That is more than a dispatch costs here.")
         lines.append("Launches cannot fill the gap. Verdict: the time is inside the operators "
                      "themselves, which run well below the streaming bandwidth.")
     return "\n".join(lines)

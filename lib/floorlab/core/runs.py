@@ -9,7 +9,10 @@ the same way, by attribute, never by string keys only one notebook knows.
 
 The same module saves and loads the JSON: a reference run is a measurement made once on a
 named card and committed to the package (floorlab/reference/<name>.json and figures/<name>.png),
-so a reader without that card sees what it showed, labelled as such.
+so a reader without that card sees what it showed, labelled as such. It is also the one place that
+decides where stored runs are read from: FLOORLAB_REFERENCE_DIR names a folder of runs, named as in
+the package (h200-below-the-floor.json, figures/h200-below-the-floor-timeline.png, ...), that take
+the place of the package's; the package's copies fill in whatever that folder lacks.
 """
 from __future__ import annotations
 
@@ -25,6 +28,7 @@ from pathlib import Path
 
 from floorlab.core import paths
 from floorlab.core.bandwidth import Bandwidths
+from floorlab.core.host import Host, book_version
 from floorlab.core.launches import LaunchCount
 from floorlab.core.roofline import Floor, achieved_gbps, check_floor
 from floorlab.core.timelines import Timeline
@@ -117,6 +121,7 @@ class Run:
     launches: dict[str, LaunchCount] = field(default_factory=dict)
     facts: dict = field(default_factory=dict)
     settings: dict = field(default_factory=dict)
+    host: Host | None = None  # the CPU behind the device and its measured cost per eager launch
 
     @property
     def label(self) -> str:
@@ -165,6 +170,7 @@ class Run:
             "timelines": {k: t.to_dict() for k, t in self.timelines.items()},
             "launches": {k: c.to_dict() for k, c in self.launches.items()},
             "facts": self.facts, "settings": self.settings,
+            "host": self.host.to_dict() if self.host else None,
         }
 
     @classmethod
@@ -181,6 +187,7 @@ class Run:
             timelines={k: Timeline.from_dict(t) for k, t in data.get("timelines", {}).items()},
             launches={k: LaunchCount.from_dict(c) for k, c in data.get("launches", {}).items()},
             facts=data.get("facts", {}), settings=data.get("settings", {}),
+            host=Host.from_dict(data["host"]) if data.get("host") else None,  # runs before it: None
         )
 
     def save(self, path) -> Path:
@@ -253,33 +260,88 @@ def load_json(path):
                          "JSON file: write it again with save_json(obj, path)") from None
 
 
-def _available(folder: Path, suffix: str) -> list[str]:
-    """Names (without suffix) of the files in folder ending in suffix, sorted."""
+# Where stored runs are read from: one place decides it.
+
+REFERENCE_ENV = "FLOORLAB_REFERENCE_DIR"  # a folder of stored runs that take the place of the package's
+
+
+def chosen_reference_dir() -> Path | None:
+    """The folder FLOORLAB_REFERENCE_DIR names, or None when it is unset; a value that is not a
+    readable folder raises NotADirectoryError or PermissionError in one line saying how to fix it."""
+    named = os.environ.get(REFERENCE_ENV, "").strip()
+    if not named:
+        return None
+    folder = Path(named).expanduser()
     if not folder.is_dir():
-        return []
-    return sorted(p.name[: -len(suffix)] for p in folder.iterdir() if p.name.endswith(suffix))
+        what = "a file" if folder.exists() else "nothing"
+        raise NotADirectoryError(f"{REFERENCE_ENV}={named!r} names {what}, not a folder: point it at a "
+                                 "folder of stored runs (h200-below-the-floor.json, ...) or unset it")
+    if not os.access(folder, os.R_OK | os.X_OK):
+        raise PermissionError(f"{REFERENCE_ENV}={named!r} is a folder this user cannot read: "
+                              f"allow reading it (chmod u+rx {str(folder)!r}) or unset the variable")
+    return folder
 
 
-def _missing(what: str, name: str, folder: Path, names: list[str]) -> FileNotFoundError:
+def reference_dirs() -> list[Path]:
+    """The folders stored runs are read from, first match first: FLOORLAB_REFERENCE_DIR's folder
+    when set, then the package's reference/, which fills in what that folder lacks."""
+    chosen = chosen_reference_dir()
+    return ([chosen] if chosen is not None else []) + [Path(paths.REFERENCE_DIR)]
+
+
+def reference_path(name: str, suffix: str = ".json") -> Path | None:
+    """The stored file <name><suffix> from the first folder of reference_dirs() that holds it, or None."""
+    name = name[: -len(suffix)] if suffix and name.endswith(suffix) else name
+    return next((p for folder in reference_dirs() if (p := folder / f"{name}{suffix}").is_file()), None)
+
+
+def reference_names(prefix: str = "", suffix: str = ".json") -> list[str]:
+    """Names (without suffix) of the stored files starting with prefix, in any folder, sorted."""
+    return sorted({p.name[: -len(suffix)] for folder in reference_dirs() if folder.is_dir()
+                   for p in folder.glob(f"{prefix}*{suffix}")})
+
+
+def every_stored_run(prefix: str = "") -> dict[Path, Run]:
+    """Every stored run whose name starts with prefix, by path, from every folder of reference_dirs():
+    a name in both folders is two runs here. Files not in the book's layout are left out."""
+    found = {}
+    for folder in reference_dirs():
+        for path in sorted(folder.glob(f"{prefix}*.json")) if folder.is_dir() else []:
+            try:
+                found[path] = Run.load(path)
+            except (ValueError, KeyError, TypeError):  # a raw table (the kernel sweep), not a Run
+                continue
+    return found
+
+
+def reference_json(name: str):
+    """The object stored as reference <name>.json (a raw table, such as the kernel sweep), read from
+    the first folder of reference_dirs() that holds it."""
+    path = reference_path(name)
+    if path is None:
+        raise _missing("stored file", name, reference_dirs(), reference_names())
+    return load_json(path)
+
+
+def _missing(what: str, name: str, folders: list[Path], names: list[str], fix: str = "") -> FileNotFoundError:
     listed = ", ".join(names) if names else "none yet"
-    return FileNotFoundError(
-        f"No {what} named {name!r} in {folder}. Available: {listed}. "
-        f"Pass one of those names, or record one and save it there."
-    )
+    where = " or ".join(str(f) for f in folders)
+    return FileNotFoundError(f"No {what} named {name!r} in {where}. Available: {listed}. "
+                             + (fix or "Pass one of those names, or record one and save it there."))
 
 
 def reference_run(name: str = DEFAULT_REFERENCE, *, missing_ok: bool = False):
-    """The stored reference run lib/floorlab/reference/<name>.json, as a floorlab.core.runs.Run.
+    """The stored reference run <name>.json, as a floorlab.core.runs.Run: from FLOORLAB_REFERENCE_DIR
+    when that folder holds it, else from the package (lib/floorlab/reference/).
 
     missing_ok=True returns None when no run of that name is stored yet.
     """
-    folder = Path(paths.REFERENCE_DIR)
     name = name[: -len(".json")] if name.endswith(".json") else name
-    path = folder / f"{name}.json"
-    if not path.is_file():
+    path = reference_path(name)
+    if path is None:
         if missing_ok:
             return None
-        raise _missing("reference run", name, folder, _available(folder, ".json"))
+        raise _missing("reference run", name, reference_dirs(), reference_names())
     try:
         return Run.load(path)
     except ValueError as err:  # a file stored before the Run layout, or in another one
@@ -288,19 +350,34 @@ def reference_run(name: str = DEFAULT_REFERENCE, *, missing_ok: bool = False):
                          f"floorlab.core.runs.load_json({str(path)!r})") from None
 
 
+def figure_dirs() -> list[Path]:
+    """The folders stored figures are read from: figures/ beside each folder of reference_dirs()."""
+    chosen = chosen_reference_dir()
+    return ([chosen / "figures"] if chosen is not None else []) + [Path(paths.REFERENCE_FIGURES_DIR)]
+
+
 def reference_figure(name: str, *, missing_ok: bool = False) -> Path | None:
-    """Path of the stored reference figure floorlab/reference/figures/<name>.png.
+    """Path of the stored reference figure <name>.png, from the folder that holds the run it was drawn
+    from (the longest stored run name that starts it), so a figure never shows another run's numbers.
 
     missing_ok=True returns None when no figure of that name is stored yet.
     """
-    folder = Path(paths.REFERENCE_FIGURES_DIR)
     name = name[: -len(".png")] if name.endswith(".png") else name
-    path = folder / f"{name}.png"
-    if not path.is_file():
-        if missing_ok:
-            return None
-        raise _missing("reference figure", name, folder, _available(folder, ".png"))
-    return path
+    pairs = list(zip(reference_dirs(), figure_dirs()))
+    run = max((n for n in reference_names() if name.startswith(f"{n}-")), key=len, default=None)
+    home = next((pair for pair in pairs if run and (pair[0] / f"{run}.json").is_file()), None)
+    for _, folder in [home] if home else pairs:
+        if (folder / f"{name}.png").is_file():
+            return folder / f"{name}.png"
+    if missing_ok:
+        return None
+    fix = ""
+    if home and home[0] != Path(paths.REFERENCE_DIR):
+        fix = (f"Its run {run}.json comes from {REFERENCE_ENV}; draw its figures beside it with "
+               f"{REFERENCE_ENV}={str(home[0])!r} python -m floorlab redraw")
+    names = sorted({p.stem for folder in ([home[1]] if home else figure_dirs()) if folder.is_dir()
+                    for p in folder.glob("*.png")})
+    raise _missing("reference figure", name, [home[1]] if home else figure_dirs(), names, fix)
 
 
 def stored_run(name: str):
@@ -327,8 +404,10 @@ def _version(package: str) -> str | None:
 
 
 def run_stamp() -> dict:
-    """When and with what software a run was made: UTC ISO date and versions, no machine names."""
+    """When and with what software a run was made: UTC ISO date and versions, the book's own
+    (git describe in a checkout, else the package's version) among them; no machine names."""
     return {
+        "book": book_version(),
         "date": datetime.now(timezone.utc).isoformat(timespec="seconds"),
         "python": platform.python_version(),
         "torch": _version("torch"),

@@ -78,11 +78,12 @@ def profiled_against_timed(timeline: Timeline, timed: Timing) -> str:
 @checked
 def check_ops_per_layer(ops_per_layer, my_per_launch_us, my_is_dispatch, *, gap_ms: float,
                         num_layers: int, counted_per_layer: float, dispatch: bool,
-                        eager_ms: float | None = None) -> str:
+                        eager_ms: float | None = None, host_us: float | None = None) -> str:
     """Verdict on the reader's op count per layer, the per-launch division and the dispatch verdict.
 
     dispatch is this run's own verdict (roofline.gap_verdict(...) == "dispatch"); eager_ms, the
-    whole step, lets the check name the answer that divides the step instead of the gap.
+    whole step, lets the check name the answer that divides the step instead of the gap; host_us is
+    this host's measured µs per tiny launch (host.Host.dispatch), the price the hint points to.
     """
     if ops_per_layer is None or my_per_launch_us is None or my_is_dispatch is None:
         return NOT_ATTEMPTED
@@ -113,15 +114,23 @@ def check_ops_per_layer(ops_per_layer, my_per_launch_us, my_is_dispatch, *, gap_
         return f"not yet: {my_per_launch_us} µs per launch is not it; {hint}"
     is_dispatch = read_bool(my_is_dispatch, "my_gap_is_dispatch")
     if is_dispatch != dispatch:
-        return (f"not yet: compare {expected_us:.1f} µs with the {DISPATCH_US[0]:.0f}-"
-                f"{DISPATCH_US[1]:.0f} µs an eager dispatch costs, and with the issue and busy "
-                "times above, and decide again.")
+        return (f"not yet: compare {expected_us:.1f} µs with {_dispatch_cost(host_us)}, and with "
+                "the issue and busy times above, and decide again.")
     what = "dispatch" if dispatch else "more than dispatch can explain"
     return f"right: {expected_us:.1f} µs per launch over {launches:g} launches, {what}."
 
 
+def _dispatch_cost(host_us: float | None) -> str:
+    """What a launch costs, as a sentence names it: this host's measured price, or the seed's lead."""
+    if host_us is not None:
+        return f"the {sig(host_us)} µs this host was measured to pay per tiny launch"
+    return (f"the {DISPATCH_US[0]:.0f}-{DISPATCH_US[1]:.0f} µs the laptop study quoted for an "
+            "eager dispatch")
+
+
 def answer_ops_per_layer(*, gap_ms: float, num_layers: int, counted_per_layer: float,
-                         issue_ms: float | None, eager_ms: float, dispatch: bool) -> str:
+                         issue_ms: float | None, eager_ms: float, dispatch: bool,
+                         host_us: float | None = None) -> str:
     """The worked answer to challenge 1, from the measured counts and this run's verdict."""
     launches = round(counted_per_layer * num_layers)
     us = per_launch_us(gap_ms, launches)
@@ -130,13 +139,13 @@ def answer_ops_per_layer(*, gap_ms: float, num_layers: int, counted_per_layer: f
         f"{launches} per step over {num_layers} layers.",
         f"gap ÷ launches = {gap_ms:.2f} ms ÷ {launches} = {us:.1f} µs per launch.",
     ]
-    cost = f"{DISPATCH_US[0]:.0f}-{DISPATCH_US[1]:.0f} µs"
+    cost = _dispatch_cost(host_us)
     if dispatch:
-        lines.append(f"Set beside the {cost} an eager dispatch costs, and with the host busy "
+        lines.append(f"Set beside {cost}, and with the host busy "
                      "issuing for most of the step, the gap is dispatch "
                      "(my_gap_is_dispatch = True).")
     else:
-        lines.append(f"Set beside the {cost} an eager dispatch costs, and with the operators "
+        lines.append(f"Set beside {cost}, and with the operators "
                      "busy for most of the step, something besides dispatch is in the gap: "
                      "operators that run below streaming bandwidth (my_gap_is_dispatch = False).")
     if issue_ms is not None:

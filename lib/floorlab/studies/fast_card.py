@@ -10,15 +10,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from floorlab.core import paths
 from floorlab.core.prose import fmt_ms, sig
 from floorlab.core.roofline import bytes_per_step, crossover_gbps, floor_ms, kernels_per_layer_budget, predicted_ms
-from floorlab.core.runs import Row, Run, reference_run
+from floorlab.core.runs import Run, reference_dirs, reference_names, reference_run
 from floorlab.core.timing import Comparison, Timing, compare
 from floorlab.studies.below_the_floor import plausible_wrongs, whole_table_bytes
+from floorlab.studies.below_the_floor_hosts import EAGER_PATHS, GRAPH_PATHS, first_row  # noqa: F401 (the chapter's names)
 
-EAGER_PATHS = ("eager", "plain eager")  # the book's engine, eager: a chapter's name, the bench's
-GRAPH_PATHS = ("graph replay", "plain graph", "graph")  # the same engine replayed as a graph
 # (what the lines call it, the chapter's path, the bench's path) for the paths both runs measure
 SHARED_PATHS = (("eager step", "eager", "plain eager"), ("graph replay", "graph replay", "plain graph"),
                 ("fused replay", "fused replay", "fused graph"))
@@ -58,25 +56,22 @@ def stored_runs(prefix: str = "h200-") -> dict[str, Run]:
     """Every stored reference run whose name starts with prefix, by name; files that are not
     runs in the book's layout (a sweep's raw table) are left out."""
     found = {}
-    for path in sorted(paths.REFERENCE_DIR.glob(f"{prefix}*.json")):
+    for name in reference_names(prefix):
         try:
-            found[path.stem] = reference_run(path.stem)
+            found[name] = reference_run(name)
         except ValueError:  # stored in another layout: not a Run
             continue
     if not found:
-        raise FileNotFoundError(f"no stored run named {prefix}*.json in {paths.REFERENCE_DIR}")
+        where = " or ".join(map(str, reference_dirs()))
+        raise FileNotFoundError(f"no stored run named {prefix}*.json in {where}")
     return found
-
-
-def _first_row(run: Run, names, preset: str, batch: int) -> Row | None:
-    return next((row for name in names if (row := run.find(name, preset, batch))), None)
 
 
 def stored_spread(path_names, *, preset: str, batch: int, prefix: str = "h200-") -> StoredSpread:
     """How the median of one path (named as in path_names: chapter and bench names) moved across
     the stored runs of one card."""
     rows = {name: row for name, run in stored_runs(prefix).items()
-            if (row := _first_row(run, path_names, preset, batch)) is not None}
+            if (row := first_row(run, path_names, preset, batch)) is not None}
     if not rows:
         raise ValueError(f"no stored run measured {path_names} for {preset} at batch {batch}")
     shares = [row.issue.median_ms / row.median_ms for row in rows.values() if row.issue]

@@ -15,10 +15,9 @@ from pathlib import Path
 import torch
 import torch.nn.functional as F
 
-from floorlab.core.paths import REFERENCE_DIR
 from floorlab.core.prose import fmt_ms
 from floorlab.core.roofline import BelowFloorError, achieved_gbps, floor_ms, is_below_floor
-from floorlab.core.runs import load_json
+from floorlab.core.runs import reference_json
 from floorlab.core.shapes import Qwen3Shape
 from floorlab.core.timing import time_ms
 from floorlab.engine.fused import relative_error, rms_norm
@@ -319,7 +318,7 @@ class StoredSweep:
 
 def stored_sweep(name: str = "h200-kernel-sweep") -> StoredSweep:
     """The stored sweep lib/floorlab/reference/<name>.json, read into a StoredSweep."""
-    data = load_json(Path(REFERENCE_DIR) / f"{name}.json")
+    data = reference_json(name)
     return StoredSweep(name=name, device=data["device"], batches=tuple(data["batches"]), context=data["context"],
                        floor_gbps=data["floor_gbps"], size_rows=data["size_rows"], gemv_rows=data["gemv_rows"],
                        step_rows=data["step_rows"], variant_rows=data["variant_rows"], best_configs=data["best"])

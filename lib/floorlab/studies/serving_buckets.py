@@ -155,6 +155,18 @@ def read_buckets(my_buckets, name: str = "my_buckets") -> tuple[int, ...]:
     return tuple(sizes)
 
 
+def score_choice(my_buckets, histogram: dict[int, int], costs) -> str:
+    """The reader's buckets scored as one printed line, or '' when there is no answer yet or it
+    cannot be read (the check says why); a tuple, a list or a NumPy array all work."""
+    if my_buckets is None:
+        return ""
+    try:
+        chosen = read_buckets(my_buckets)
+    except Unreadable:
+        return ""
+    return str(score_buckets(chosen, histogram, costs)) if chosen else ""
+
+
 @checked
 def check_bucket_choice(my_buckets, histogram: dict[int, int], costs, *, budget_mb: float,
                         max_bucket: int, default=None) -> str:

@@ -340,6 +340,11 @@ def crossover_wrong(tc: TwoCards, preset: str | None = None) -> dict[str, float]
     })
 
 
+def _preset_name(answer) -> str | None:
+    """A preset as the reader wrote it, in the library's spelling: 'Qwen3-0.6B' is 'qwen3-0.6b'."""
+    return answer.strip().lower() if isinstance(answer, str) else answer
+
+
 @checked
 def check_crossover(my_layer_mb, my_first_preset, tc: TwoCards, *, presets=PRESETS) -> str:
     """Verdict on challenge 1: the break-even MB per layer, then the first preset the split speeds up."""
@@ -355,7 +360,7 @@ def check_crossover(my_layer_mb, my_first_preset, tc: TwoCards, *, presets=PRESE
         return ("not yet: per layer the split saves bytes × (1/card − 1/(ranks × rank)) "
                 "seconds and adds two all-reduces; solve for the bytes, in MB.")
     first = model.first_winner(presets)
-    if my_first_preset != first:
+    if _preset_name(my_first_preset) != first:
         return ("not yet: the MB per layer is right; now compare each preset's gain: the floor "
                 "it saves, its output head included, less 2 × layers all-reduces and one all_gather.")
     return f"right: {right:,.0f} MB per layer; the first preset the split speeds up is {first}."

@@ -16,6 +16,7 @@ import torch
 
 from floorlab.core.bandwidth import measure_bandwidths
 from floorlab.core.device import describe_device, device_slug, resolve_device
+from floorlab.core.host import read_host
 from floorlab.core.launches import count_launches
 from floorlab.core.plan import card_plan
 from floorlab.core.progress import Stages
@@ -69,7 +70,7 @@ def measure_card(device=None, *, warmup: int | None = None, repeats: int | None 
                          "pass e.g. repeats=5, warmup=1")
     stage = Stages(len(STAGES), progress, label="measure")
     start = time.perf_counter()
-    run = Run(kind=CARD_KIND, stamp=run_stamp(), device=describe_device(dev),
+    run = Run(kind=CARD_KIND, stamp=run_stamp(), device=describe_device(dev), host=read_host(dev),
               settings={"preset": get_shape(PRESET).name, "batch": BATCH,
                         "prompt_tokens": PROMPT_TOKENS, "max_context": MAX_CONTEXT,
                         "warmup": warmup, "repeats": repeats, "fused": fused},

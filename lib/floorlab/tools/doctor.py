@@ -3,19 +3,21 @@
 It reports the GPU torch sees, free memory against what each preset needs (weights
 plus a small KV cache), the versions of what the book runs on, what this card runs
 (floorlab.core.plan.card_plan: dtype, CUDA graphs, Triton, PDL) and which cards' plans have
-run for real, and each chapter's run time as measured on the cards in
-reference/chapter-times.json. Each problem gets one line saying how to fix it; the exit
+run for real, and each chapter of _toc.yml with its run time as measured on the machines of this
+kind (GPU or CPU) in reference/chapter-times.json. Each problem gets one line saying how to fix it; the exit
 code is 1 when one would stop the book.
 """
 from __future__ import annotations
 
 import platform
+import re
 import textwrap
 from dataclasses import dataclass
 from importlib import metadata
 
-from floorlab.core import memory
+from floorlab.core import memory, paths
 from floorlab.core.plan import CardPlan, card_plan, real_cards_note, stored_cards
+from floorlab.core.prose import sig
 from floorlab.core.runs import reference_run
 from floorlab.core.shapes import PRESETS
 
@@ -27,6 +29,7 @@ READING = ("jupyterlab", "jupyterlab-myst")
 MIN_PYTHON = (3, 10)
 CPU_WHEEL = "pip install torch --index-url https://download.pytorch.org/whl/cpu"
 STATUS = {"ok": "ok  ", "warn": "WARN", "fail": "FAIL"}
+KIND_WORDS = {"cuda": "CUDA GPU", "cpu": "CPU (no CUDA GPU)"}  # a stored card's kind, as the report names it
 
 
 @dataclass
@@ -129,18 +132,46 @@ def stored_times() -> dict:
     return stored_cards()
 
 
-def time_lines(cards: dict) -> list[str]:
-    """Each recorded chapter's run time on each card, in minutes, with the card and the date."""
+def toc_chapters(root=None) -> list[str]:
+    """The chapters _toc.yml lists, in its order ('below-the-floor', ...); [] outside a checkout."""
+    root = paths.source_checkout() if root is None else root
+    toc = root / "_toc.yml" if root is not None else None
+    if toc is None or not toc.is_file():
+        return []
+    return re.findall(r"^\s*-\s*file:\s*chapters/([\w.-]+?)(?:\.ipynb)?\s*$", toc.read_text(), re.M)
 
-    lines = [] if cards else ["  no chapter times stored (.ci/chapter-times records them)"]
-    for card in cards.values():
-        chapters = ", ".join(f"{name} {s / 60:.1f} min" for name, s in card["chapters_s"].items())
-        cores = f"{card['cpu_count']} cores, " if card.get("kind") == "cpu" else ""
-        lines.append(f"  {card['device']} ({cores}{card['date'][:10]}): {chapters}")
-    bench = reference_run("h200-bench")
-    lines.append(f"  the bench (python -m floorlab bench) took {bench.facts['elapsed_s'] / 60:.1f} "
-                 f"min on {bench.label}")
+
+def _card_head(card: dict) -> str:
+    cores = f", {card['cpu_count']} cores" if card.get("cpu_count") else ""
+    return f"  {card['device']}{cores}, {card['date'][:10]}:"
+
+
+def time_lines(cards: dict, kind: str | None = None, chapters: list[str] | None = None) -> list[str]:
+    """Each chapter's run time, in minutes, as measured on the stored machines of this kind ('cuda' or
+    'cpu'; None: every machine), one block per machine; a chapter never timed there says so."""
+    if not cards:
+        return ["  no chapter times stored (.ci/chapter-times records them)"]
+    same = {slug: card for slug, card in cards.items() if kind in (None, card.get("kind"))}
+    lines = []
+    if not same:
+        lines.append(f"  no chapter has been timed on a {KIND_WORDS.get(kind, kind)} yet; the machines "
+                     "that were timed:")
+        same = cards
+    names = list(chapters or toc_chapters())
+    names += sorted({n for card in same.values() for n in card["chapters_s"]} - set(names))
+    for card in same.values():
+        lines.append(_card_head(card))
+        for name in names:
+            seconds = card["chapters_s"].get(name)
+            took = f"{sig(seconds / 60, 2)} min" if seconds else "not timed on this machine yet"
+            lines.append(f"    {name:<16} {took}")
     return lines
+
+
+def bench_lines() -> list[str]:
+    """How long the stored bench run took, and on what."""
+    bench = reference_run("h200-bench")
+    return [f"  python -m floorlab bench took {sig(bench.facts['elapsed_s'] / 60, 2)} min on {bench.label}"]
 
 
 def run_checks() -> list[Check]:
@@ -170,13 +201,18 @@ def this_plan() -> CardPlan | str:
         return f"could not read this card's plan: {type(err).__name__}: {err}"
 
 
-def report(checks: list[Check], cards: dict, plan: CardPlan | str | None = None) -> str:
-    """The printed report: the checks, this card's plan, the run times, and the verdict."""
+def report(checks: list[Check], cards: dict, plan: CardPlan | str | None = None,
+           kind: str | None = None) -> str:
+    """The printed report: the checks, this card's plan, the run times measured on machines of this
+    kind ('cuda' or 'cpu'; None: every stored machine), and the verdict."""
     lines = [str(c) for c in checks]
     if plan is not None:
         lines += plan_lines(plan, cards)
-    lines += ["", "run time of each chapter, measured (the bench on the H200):"]
-    lines += time_lines(cards)
+    where = f"on a {KIND_WORDS[kind]}" if kind in KIND_WORDS else "on each machine timed"
+    lines += ["", f"run time of each chapter, measured {where}",
+              "(reference/chapter-times.json; yours will differ with the machine and its load):"]
+    lines += time_lines(cards, kind)
+    lines += ["", "run time of the benchmark, measured:"] + bench_lines()
     blocking = [c.name for c in checks if c.status == "fail"]
     lines.append("")
     lines.append(f"blocks the book: {', '.join(blocking)}" if blocking else
@@ -186,6 +222,9 @@ def report(checks: list[Check], cards: dict, plan: CardPlan | str | None = None)
 
 def main() -> int:
     """Print the report; 0 when nothing blocks the book, 1 otherwise."""
+    import torch
+
     checks = run_checks()
-    print(report(checks, stored_times(), this_plan()))
+    kind = "cuda" if torch.cuda.is_available() else "cpu"
+    print(report(checks, stored_times(), this_plan(), kind))
     return 1 if any(c.status == "fail" for c in checks) else 0

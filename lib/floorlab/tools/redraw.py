@@ -15,9 +15,8 @@ from typing import Callable
 
 from matplotlib.figure import Figure
 
-from floorlab.core import paths
 from floorlab.core.intensity import achieved_tflops, flops_per_token, prefill_bound_ms
-from floorlab.core.runs import Run, reference_run
+from floorlab.core.runs import Run, figure_dirs, reference_run
 from floorlab.core.shapes import get_shape
 from floorlab.engine.measure import Source
 from floorlab.figures import gemv_sizes, roofline_plot, scaling, stacked_bar, timeline
@@ -257,19 +256,22 @@ RECIPES: dict[str, Recipe] = {
 
 
 def stored_without_recipe(folder=None) -> list[str]:
-    """Names of the stored figures (PNGs in reference/figures/) that no recipe draws."""
-    folder = Path(folder or paths.REFERENCE_FIGURES_DIR)
+    """Names of the stored figures (PNGs in reference/figures/, or in FLOORLAB_REFERENCE_DIR's
+    figures/ when set) that no recipe draws."""
+    folder = Path(folder or figure_dirs()[0])
     return sorted(p.stem for p in folder.glob("*.png") if p.stem not in RECIPES)
 
 
 def redraw(names=None, out=None) -> list[Path]:
-    """Draw the named figures (all by default) into out (default reference/figures/); returns the PNGs."""
+    """Draw the named figures (all by default) into out; returns the PNGs. The default is figures/ in
+    the folder FLOORLAB_REFERENCE_DIR names, so figures sit beside the runs they were drawn from, else
+    the package's reference/figures/."""
     names = list(names or RECIPES)
     unknown = [n for n in names if n not in RECIPES]
     if unknown:
         raise ValueError(f"no recipe for {', '.join(map(repr, unknown))}; the stored figures are: "
                          f"{', '.join(RECIPES)}")
-    out = Path(out or paths.REFERENCE_FIGURES_DIR)
+    out = Path(out or figure_dirs()[0])
     written = []
     for name in names:
         path = out / f"{name}.png"
@@ -285,7 +287,8 @@ def main(argv=None) -> int:
         prog="python -m floorlab redraw",
         description="Draw every stored H200 figure again from its stored run, on the CPU.")
     parser.add_argument("--out", type=Path, metavar="DIR",
-                        help="folder for the PNGs (default: the package's reference/figures/)")
+                        help="folder for the PNGs (default: figures/ in FLOORLAB_REFERENCE_DIR's folder "
+                             "when set, else the package's reference/figures/)")
     parser.add_argument("--only", nargs="+", metavar="NAME",
                         help="only these figures, e.g. --only h200-kernels-stacked-bar")
     args = parser.parse_args(argv)

@@ -17,6 +17,7 @@ import torch
 
 from floorlab.core.bandwidth import measure_bandwidths
 from floorlab.core.device import describe_device
+from floorlab.core.host import read_host
 from floorlab.core.progress import Stages
 from floorlab.core.roofline import decode_floor
 from floorlab.core.runs import Run, run_stamp
@@ -65,7 +66,7 @@ def run_bench(presets=None, batches=None, context: int = DEFAULT_CONTEXT, *,
     done = _resumable(resume_from, settings, device_facts) if resume_from is not None else []
     stage = Stages(1 + (len(settings.shapes) - len(done)) * (STAGES_PER_PRESET + len(PATHS) * len(settings.batches)),
                    progress)
-    run = Run(kind="bench", stamp=run_stamp(), device=device_facts,
+    run = Run(kind="bench", stamp=run_stamp(), device=device_facts, host=read_host(settings.device),
               settings=settings.to_dict(),
               facts={"partial": True, "parity": {}, "limits": {}, "targets": [],
                      "stage_s": stage.seconds})
