@@ -301,11 +301,18 @@ def reference_names(prefix: str = "", suffix: str = ".json") -> list[str]:
                    for p in folder.glob(f"{prefix}*{suffix}")})
 
 
-def every_stored_run(prefix: str = "") -> dict[Path, Run]:
-    """Every stored run whose name starts with prefix, by path, from every folder of reference_dirs():
-    a name in both folders is two runs here. Files not in the book's layout are left out."""
+def other_host_dirs() -> list[Path]:
+    """The package's folders of runs measured on other hosts (reference/<host>/, named as above)."""
+    home = Path(paths.REFERENCE_DIR)
+    return sorted(p for p in home.iterdir() if p.is_dir() and p.name != "figures") if home.is_dir() else []
+
+
+def every_stored_run(prefix: str = "", *, other_hosts: bool = False) -> dict[Path, Run]:
+    """Every stored run whose name starts with prefix, by path, from every folder of reference_dirs()
+    (and with other_hosts, of other_host_dirs()): a name in two folders is two runs here. Files not in
+    the book's layout are left out."""
     found = {}
-    for folder in reference_dirs():
+    for folder in reference_dirs() + (other_host_dirs() if other_hosts else []):
         for path in sorted(folder.glob(f"{prefix}*.json")) if folder.is_dir() else []:
             try:
                 found[path] = Run.load(path)

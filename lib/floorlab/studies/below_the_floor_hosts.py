@@ -41,7 +41,7 @@ def same_card(prefix: str = "h200-", *, preset: str = "qwen3-0.6b", batch: int =
     """Every stored run named prefix* that timed both the eager step and its replay, slowest eager
     step last."""
     steps = []
-    for path, run in every_stored_run(prefix).items():
+    for path, run in every_stored_run(prefix, other_hosts=True).items():
         eager, replay = (first_row(run, names, preset, batch) for names in (EAGER_PATHS, GRAPH_PATHS))
         if eager is not None and replay is not None:
             steps.append(StoredStep(path.stem, run, eager, replay))
