@@ -15,9 +15,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import os
 import platform
-import uuid
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from importlib import metadata
@@ -25,6 +23,7 @@ from pathlib import Path
 
 from floorlab.core import paths
 from floorlab.core.bandwidth import Bandwidths
+from floorlab.core.files import write_whole
 from floorlab.core.launches import LaunchCount
 from floorlab.core.roofline import Floor, achieved_gbps, check_floor
 from floorlab.core.timelines import Timeline
@@ -221,24 +220,11 @@ def _jsonable(obj):
 def save_json(obj, path) -> Path:
     """Write obj as pretty JSON with sorted keys to path (parent folders created); returns the path.
 
-    Atomic: a temporary file beside path, then os.replace, so path holds the old file or the new one, never half."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
+    Whole or absent (floorlab.core.files.write_whole): path holds the old file or the new one, never half."""
     if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
         obj = dataclasses.asdict(obj)
-    temp = path.with_name(f".{path.name}.{uuid.uuid4().hex[:8]}.tmp")
-    try:
-        with open(os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666), "w",
-                  encoding="utf-8") as stream:
-            json.dump(obj, stream, indent=2, sort_keys=True, ensure_ascii=False, default=_jsonable)
-            stream.write("\n")
-            stream.flush()
-            os.fsync(stream.fileno())
-        os.replace(temp, path)
-    except BaseException:
-        temp.unlink(missing_ok=True)
-        raise
-    return path
+    text = json.dumps(obj, indent=2, sort_keys=True, ensure_ascii=False, default=_jsonable) + "\n"
+    return write_whole(path, lambda stream: stream.write(text.encode("utf-8")))
 
 
 def load_json(path):
