@@ -23,7 +23,7 @@ from pathlib import Path
 
 from floorlab.core import paths
 from floorlab.core.bandwidth import Bandwidths
-from floorlab.core.files import write_whole
+from floorlab.core.files import write_or_keep, write_whole
 from floorlab.core.launches import LaunchCount
 from floorlab.core.roofline import Floor, achieved_gbps, check_floor
 from floorlab.core.timelines import Timeline
@@ -225,6 +225,18 @@ def save_json(obj, path) -> Path:
         obj = dataclasses.asdict(obj)
     text = json.dumps(obj, indent=2, sort_keys=True, ensure_ascii=False, default=_jsonable) + "\n"
     return write_whole(path, lambda stream: stream.write(text.encode("utf-8")))
+
+
+def save_or_keep(obj, path) -> tuple[Path, str]:
+    """save_json(obj, path); where path cannot be written, the JSON goes to a temporary folder instead.
+
+    Returns (where it is, "" or a sentence naming both places), so a measurement is never lost."""
+    if hasattr(obj, "to_dict") and callable(obj.to_dict):
+        obj = obj.to_dict()
+    elif dataclasses.is_dataclass(obj) and not isinstance(obj, type):
+        obj = dataclasses.asdict(obj)
+    text = json.dumps(obj, indent=2, sort_keys=True, ensure_ascii=False, default=_jsonable) + "\n"
+    return write_or_keep(path, lambda stream: stream.write(text.encode("utf-8")))
 
 
 def load_json(path):
