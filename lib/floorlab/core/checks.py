@@ -17,8 +17,9 @@ from __future__ import annotations
 import contextlib
 import io
 import math
-import os
 from typing import Callable, Iterator
+
+from floorlab.core.environment import flag
 
 SHOW_ANSWERS_ENV = "FLOORLAB_SHOW_ANSWERS"
 HIDDEN = ("The worked answer is computed but kept hidden. To see it, set\n"
@@ -132,8 +133,13 @@ def check_number(value, expected: float, *, rel: float = 0.05, hint: str, unit: 
 
 
 def answers_shown(show: bool = False) -> bool:
-    """True when worked answers print: asked for (show), or on the built site (the env variable)."""
-    return bool(show) or os.environ.get(SHOW_ANSWERS_ENV) == "1"
+    """True when worked answers print: asked for (show), or on the built site (the env variable).
+
+    show is True or False (or 1 or 0); anything else ("no", None) is refused, never taken as a yes."""
+    if not (_is_bool(show) or (isinstance(show, int) and show in (0, 1))):
+        raise ValueError(f"show_answer should be True or False, got {type(show).__name__} {show!r}; "
+                         "write show_answer = True (no quotes) to see the worked answer")
+    return bool(show) or flag(SHOW_ANSWERS_ENV)
 
 
 @contextlib.contextmanager
