@@ -73,3 +73,72 @@ def test_a_sigint_to_the_starter_ends_the_ranks(tmp_path):
     for pid in left:
         os.kill(pid, signal.SIGKILL)
     assert not left, f"ranks {left} outlived the process that started them"
+
+
+# --- a runner stepped from two threads -------------------------------------------------------------
+
+def _stand_in(guard: bool = True, debug: bool = False):
+    import torch
+
+    from floorlab.core.shapes import Qwen3Shape
+    from floorlab.engine.model import build_model, prefill_random
+    from floorlab.studies.shared_buffers import static_runner
+
+    shape = Qwen3Shape(hidden_size=32, intermediate_size=64, num_layers=1, num_heads=2, num_kv_heads=1,
+                       head_dim=16, vocab_size=64, tie_word_embeddings=True)
+    torch.manual_seed(0)
+    model = build_model(shape, dtype=torch.float32, max_batch=2, max_context=16)
+    runner = static_runner(model, (1,), debug=debug, guard=guard)
+    _, tokens, positions = prefill_random(model, 1, 4)
+    return runner, (tokens, positions)
+
+
+@pytest.mark.parametrize("debug", [False, True])
+def test_a_second_thread_inside_a_step_is_refused_by_default(debug):
+    import threading
+
+    from floorlab.engine.buckets import SharedBufferError
+
+    runner, request = _stand_in(guard=True, debug=debug)
+    inside, release, errors = threading.Event(), threading.Event(), []
+    load = runner._load_inputs
+
+    def paused(*args):
+        load(*args)
+        if threading.current_thread().name == "first":
+            inside.set()
+            release.wait(60)
+
+    runner._load_inputs = paused
+
+    def first():
+        runner.step(*request)
+
+    def second():
+        inside.wait(60)
+        try:
+            runner.step(*request)
+        except SharedBufferError as err:
+            errors.append(str(err))
+        finally:
+            release.set()
+
+    threads = [threading.Thread(target=first, name="first"), threading.Thread(target=second, name="second")]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(120)
+    assert len(errors) == 1 and ("own runner" in errors[0])
+    runner.step(*request)  # free again once the first step ended
+
+
+def test_a_refused_or_failed_step_lets_the_runner_go(monkeypatch):
+    runner, request = _stand_in()
+    tokens, positions = request
+    with pytest.raises(ValueError):
+        runner.step(tokens.float(), positions)  # refused before the guard
+    monkeypatch.setattr(runner, "_run_bucket", lambda *a: (_ for _ in ()).throw(RuntimeError("boom")))
+    with pytest.raises(RuntimeError, match="boom"):
+        runner.step(*request)
+    monkeypatch.undo()
+    runner.step(*request)
