@@ -9,6 +9,7 @@ folder it names, and the checks below say before a measurement whether its outpu
 from __future__ import annotations
 
 import os
+import stat
 import tempfile
 import uuid
 from pathlib import Path
@@ -111,3 +112,36 @@ def file_problem(path, flag: str, *, suffix: str = ".json") -> str:
         return (f"{flag} {path}: the folder {path.parent} will not take the file: {problem}; pass {flag} "
                 "with a path in a folder you can write to, or fix this folder's permissions")
     return ""
+
+
+class UnreadableFile(ValueError):
+    """A file that is not read: not a regular file, or larger than the reader takes."""
+
+
+def read_regular(path, max_bytes: int) -> bytes:
+    """The bytes of path when it is a regular file of at most max_bytes; UnreadableFile saying why not.
+
+    A named pipe, a device or a folder is refused before it is opened, so reading never waits on
+    a writer that never comes; the read stops at max_bytes + 1 even when the file grows meanwhile."""
+    path = Path(path)
+    try:
+        info = path.stat()
+    except OSError as err:
+        raise UnreadableFile(f"it cannot be read ({type(err).__name__}: {err.strerror or err})") from None
+    if not stat.S_ISREG(info.st_mode):
+        kind = ("a folder" if stat.S_ISDIR(info.st_mode) else "a named pipe" if stat.S_ISFIFO(info.st_mode)
+                else "a device or socket")
+        raise UnreadableFile(f"it is {kind}, not a regular file; only files are read")
+    if info.st_size > max_bytes:
+        raise UnreadableFile(f"it is {info.st_size / 1e6:.3g} MB, more than the {max_bytes / 1e6:.3g} MB read")
+    try:
+        handle = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
+        with os.fdopen(handle, "rb") as stream:
+            if not stat.S_ISREG(os.fstat(stream.fileno()).st_mode):  # swapped for a pipe since the check
+                raise UnreadableFile("it is not a regular file; only files are read")
+            data = stream.read(max_bytes + 1)
+    except OSError as err:
+        raise UnreadableFile(f"it cannot be read ({type(err).__name__}: {err.strerror or err})") from None
+    if len(data) > max_bytes:
+        raise UnreadableFile(f"it grew past the {max_bytes / 1e6:.3g} MB read while it was read")
+    return data
