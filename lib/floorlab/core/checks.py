@@ -20,6 +20,7 @@ import math
 from typing import Callable, Iterator
 
 from floorlab.core.environment import flag
+from floorlab.core.numbers import number, text
 
 SHOW_ANSWERS_ENV = "FLOORLAB_SHOW_ANSWERS"
 HIDDEN = ("The worked answer is computed but kept hidden. To see it, set\n"
@@ -56,7 +57,7 @@ def read_number(value, name: str, *, fraction: bool = False) -> float:
     booleans, percents or NaN."""
     if _is_bool(value):
         raise Unreadable(f"not yet: {name} is {value}, a yes/no; write a number there.")
-    if isinstance(value, str):
+    if isinstance(value, (str, bytes)):
         raise Unreadable(f"not yet: {name} is the text {value!r}; write the number itself, "
                           "without quotes (for example 17.5, not '17.5 µs').")
     try:
@@ -118,6 +119,9 @@ def check_number(value, expected: float, *, rel: float = 0.05, hint: str, unit: 
                  wrong: dict[str, float] | None = None) -> str:
     """Verdict on one numeric answer: right within rel (narrowed so no plausible wrong answer in
     `wrong` also passes), the named mistake, a request for more digits, or the hint."""
+    expected = number(expected, "expected", hint="pass the right answer, computed from this run")
+    rel = number(rel, "rel", above=0.0, hint="pass a tolerance between 0 and 1, e.g. rel=0.05")
+    text(hint, "hint", hint="say how to get the answer")
     if value is None:
         return NOT_ATTEMPTED
     verdict, mistake = judge(read_number(value, name, fraction=fraction), expected, rel=rel,

@@ -14,6 +14,8 @@ import tempfile
 import uuid
 from pathlib import Path
 
+from floorlab.core.numbers import a_path
+
 KEPT_PREFIX = "floorlab-kept-"  # the temporary folders that hold what could not be written where asked
 
 
@@ -24,9 +26,10 @@ def write_whole(path, write) -> Path:
     one step. When write or the disk fails, path is left exactly as it was (or absent) and the
     hidden file is removed. Parent folders are made.
     """
-    path = Path(path)
+    path = a_path(path, "path", hint="pass where the file goes, e.g. figures/bar.png")
     if path.is_dir():
-        raise IsADirectoryError(f"{path} is a folder; pass a file path inside it, e.g. {path / 'run.json'}")
+        raise IsADirectoryError(f"{path} is a folder; pass a file path inside it, e.g. "
+                                f"{path / ('file' + (path.suffix or '.json'))}")
     path.parent.mkdir(parents=True, exist_ok=True)
     temp = path.with_name(f".{path.name}.{uuid.uuid4().hex[:8]}.tmp")
     try:
@@ -91,6 +94,8 @@ def folder_problem(folder, flag: str) -> str:
     if folder.suffix.lower() in (".json", ".png", ".txt", ".csv") and not folder.is_dir():
         return (f"{flag} {folder} names a file, but {flag} takes a folder; pass the folder to write into, "
                 f"e.g. {flag} {folder.with_suffix('')}")
+    if folder.exists() and not folder.is_dir():
+        return f"{flag} {folder} is a file; pass a folder, e.g. {flag} {folder.parent}"
     problem = unwritable_folder(folder)
     if problem:
         return (f"{flag} {folder}: {problem}; nothing was measured. Pass {flag} with a folder you can "

@@ -25,6 +25,7 @@ from floorlab.core import paths
 from floorlab.core.bandwidth import Bandwidths
 from floorlab.core.files import write_or_keep, write_whole
 from floorlab.core.launches import LaunchCount
+from floorlab.core.numbers import a_path, shown, text
 from floorlab.core.roofline import Floor, achieved_gbps, check_floor
 from floorlab.core.timelines import Timeline
 from floorlab.core.timing import StepTimes, Timing
@@ -169,9 +170,20 @@ class Run:
     @classmethod
     def from_dict(cls, data: dict) -> "Run":
         """Rebuild a Run; a file in another layout gets an error saying how to remake it."""
+        if not isinstance(data, dict):
+            raise ValueError(f"a run is stored as a JSON object, got {shown(data)}; pass the dict that "
+                             "Run.to_dict() or load_json(path) of a saved run gives")
         if data.get("layout") != LAYOUT:
             raise ValueError(f"this run is stored in layout {data.get('layout')!r}, but the book "
                              f"reads layout {LAYOUT}; measure it again to store it anew")
+        missing = [key for key in ("kind", "stamp", "device") if key not in data]
+        wrong = [f"{key} ({shown(data[key])})" for key, kind in RUN_FIELDS.items()
+                 if key in data and not isinstance(data[key], kind)]
+        if missing or wrong:
+            said = [f"no {', '.join(missing)}"] if missing else []
+            said += [f"a wrong type for {', '.join(wrong)}"] if wrong else []
+            raise ValueError(f"this run has {' and '.join(said)}; it is not in the book's run layout, so "
+                             "measure it again to store it anew")
         return cls(
             kind=data["kind"], stamp=data["stamp"], device=data["device"],
             bandwidths=Bandwidths.from_dict(data["bandwidths"]) if data.get("bandwidths") else None,
@@ -194,6 +206,8 @@ class Run:
 
 
 DEFAULT_REFERENCE = "h200-below-the-floor"
+RUN_FIELDS = {"kind": str, "stamp": dict, "device": dict, "floors": list, "rows": list, "timelines": dict,
+              "launches": dict, "facts": dict, "settings": dict}  # a stored run's fields, by JSON type
 
 
 def _jsonable(obj):
@@ -241,7 +255,7 @@ def save_or_keep(obj, path) -> tuple[Path, str]:
 
 def load_json(path):
     """The object stored as JSON at path."""
-    path = Path(path)
+    path = a_path(path, "path", hint="pass the JSON file's path")
     if not path.is_file():
         raise FileNotFoundError(f"No JSON file at {path}; write one first with save_json(obj, path)")
     try:
@@ -272,6 +286,7 @@ def reference_run(name: str = DEFAULT_REFERENCE, *, missing_ok: bool = False):
     missing_ok=True returns None when no run of that name is stored yet.
     """
     folder = Path(paths.REFERENCE_DIR)
+    name = text(name, "name", hint=f"pass a stored run's name, e.g. {DEFAULT_REFERENCE!r}")
     name = name[: -len(".json")] if name.endswith(".json") else name
     path = folder / f"{name}.json"
     if not path.is_file():
@@ -292,6 +307,7 @@ def reference_figure(name: str, *, missing_ok: bool = False) -> Path | None:
     missing_ok=True returns None when no figure of that name is stored yet.
     """
     folder = Path(paths.REFERENCE_FIGURES_DIR)
+    name = text(name, "name", hint=f"pass a stored figure's name, e.g. {DEFAULT_REFERENCE!r}")
     name = name[: -len(".png")] if name.endswith(".png") else name
     path = folder / f"{name}.png"
     if not path.is_file():

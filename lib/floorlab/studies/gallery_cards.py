@@ -17,7 +17,7 @@ from pathlib import Path
 from floorlab.core import paths
 from floorlab.core.files import UnreadableFile, read_regular
 from floorlab.core.launches import LaunchCount
-from floorlab.core.numbers import nonnegative_number, positive_number, shown, whole_number
+from floorlab.core.numbers import a_path, nonnegative_number, positive_number, shown, whole_number
 from floorlab.core.prose import fmt_ms, fmt_times, wrap
 from floorlab.core.roofline import (
     Floor,
@@ -412,7 +412,7 @@ def load_gallery(folder=None, *, results_dir=None, stored: str | None = STORED) 
     skipped too. With no card at all, the stored reference run `stored` stands in (None:
     an empty gallery).
     """
-    folder = Path(folder) if folder is not None else GALLERY_DIR
+    folder = a_path(folder, "folder") if folder is not None else GALLERY_DIR
     gallery = Gallery(folder=folder)
     files = sorted(folder.glob("*.json")) if folder.is_dir() else []
     gallery.files = len(files)
