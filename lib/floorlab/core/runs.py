@@ -206,6 +206,7 @@ class Run:
 
 
 DEFAULT_REFERENCE = "h200-below-the-floor"
+MAX_NAME_CHARS = 200  # a stored run's or figure's name; longer is no file name the system takes
 RUN_FIELDS = {"kind": str, "stamp": dict, "device": dict, "floors": list, "rows": list, "timelines": dict,
               "launches": dict, "facts": dict, "settings": dict}  # a stored run's fields, by JSON type
 
@@ -289,7 +290,7 @@ def reference_run(name: str = DEFAULT_REFERENCE, *, missing_ok: bool = False):
     name = text(name, "name", hint=f"pass a stored run's name, e.g. {DEFAULT_REFERENCE!r}")
     name = name[: -len(".json")] if name.endswith(".json") else name
     path = folder / f"{name}.json"
-    if not path.is_file():
+    if len(name) > MAX_NAME_CHARS or "/" in name or "\\" in name or not path.is_file():
         if missing_ok:
             return None
         raise _missing("reference run", name, folder, _available(folder, ".json"))
@@ -310,7 +311,7 @@ def reference_figure(name: str, *, missing_ok: bool = False) -> Path | None:
     name = text(name, "name", hint=f"pass a stored figure's name, e.g. {DEFAULT_REFERENCE!r}")
     name = name[: -len(".png")] if name.endswith(".png") else name
     path = folder / f"{name}.png"
-    if not path.is_file():
+    if len(name) > MAX_NAME_CHARS or "/" in name or "\\" in name or not path.is_file():
         if missing_ok:
             return None
         raise _missing("reference figure", name, folder, _available(folder, ".png"))
