@@ -36,3 +36,20 @@ def test_nothing_is_silent(results):
 def test_at_most_five_percent_raw(results):
     raw = sum(outcome == "raw" for _, outcome, _ in results)
     assert raw <= MAX_RAW_SHARE * len(results), f"{tour.table(results)}\n{_listed(results, 'raw')}"
+
+
+# the door's functions and the studies' that chapters call, each with its own test
+FUNCTIONS = ("floor_ms", "fmt_ms", "fmt_gbps", "wrap", "get_shape", "decode_floor", "measure_path", "profile_path",
+             "measure_bandwidths", "describe_device", "card_plan", "reference_run", "reference_figure", "Run.load",
+             "Run.from_dict", "show_source", "stacked_bar", "timeline", "check_number", "worked_answer",
+             "kernels.beyond_per_layer_us", "kernels.gemv_shapes", "serving.request_stream",
+             "prefill.fixed_cost_answer")
+
+
+@pytest.mark.parametrize("name", FUNCTIONS)
+def test_every_bad_argument_of_each_function_is_answered_clearly(results, name):
+    mine = [(case, outcome, detail) for case, outcome, detail in results
+            if case.area == "library" and case.what.startswith(name + "(")]
+    assert len(mine) >= 3, f"the tour throws only {len(mine)} bad inputs at {name}"
+    unclear = [f"{case.what}: {outcome}: {detail}" for case, outcome, detail in mine if outcome != "clear"]
+    assert not unclear, "\n".join(unclear)
