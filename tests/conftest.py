@@ -111,7 +111,9 @@ def _chromium_path() -> tuple[str | None, str]:
 def _missing_browser(why: str):
     """Skip (a reader's machine) or fail (FLOORLAB_REQUIRE_BROWSER=1, as in CI) for want of a browser."""
     message = f"{why}: {INSTALL_CHROMIUM}"
-    if os.environ.get("FLOORLAB_REQUIRE_BROWSER") == "1":
+    from floorlab.core.environment import flag
+
+    if flag("FLOORLAB_REQUIRE_BROWSER"):
         pytest.fail(f"FLOORLAB_REQUIRE_BROWSER=1 but {message}", pytrace=False)
     pytest.skip(message)
 

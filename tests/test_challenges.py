@@ -161,6 +161,15 @@ def test_a_detector_that_compares_objects_is_refused(tiny_step):
     assert verdict.startswith("not yet") and "`is`" in verdict
 
 
+def test_a_detector_that_returns_nothing_is_told_so(tiny_step):
+    def forgot_return(step, a, b, pos):
+        step(a, pos)
+
+    verdict = below_the_floor.check_detector(forgot_return, *tiny_step)
+    assert verdict.startswith("not yet") and "returned nothing (None)" in verdict
+    assert "not attempted" not in verdict
+
+
 def test_a_detector_that_compares_two_answers_is_refused(tiny_step):
     def equal_answers(step, a, b, pos):
         return torch.equal(step(a, pos), step(b, pos))

@@ -147,7 +147,10 @@ def test_a_config_without_a_size_names_it(tmp_path, field):
     ({"hidden_size": "64"}, "hidden_size must be a positive whole number, got '64'"),
     ({"num_key_value_heads": 3}, "num_attention_heads=4 is not a multiple of num_key_value_heads=3"),
     ({"tie_word_embeddings": "yes"}, "tie_word_embeddings must be true or false"),
-    ({"rms_norm_eps": -1}, "rms_norm_eps must be a positive number"),
+    ({"rms_norm_eps": -1}, "rms_norm_eps must be a positive finite number"),
+    ({"rms_norm_eps": math.inf}, "rms_norm_eps must be a positive finite number, got inf"),
+    ({"rope_parameters": {"rope_type": "default", "rope_theta": math.inf}}, "rope_theta must be a positive finite"),
+    ({"rms_norm_eps": math.nan}, "rms_norm_eps must be a positive finite number, got nan"),
 ])
 def test_a_config_with_a_bad_value_names_it(tmp_path, changes, pattern):
     saved(tmp_path)
@@ -266,3 +269,28 @@ def test_an_index_that_is_not_json_or_has_no_weight_map_is_named(tmp_path):
 
 def test_every_checkpoint_error_is_a_value_error():
     assert issubclass(CheckpointError, ValueError) and issubclass(NotQwen3Error, CheckpointError)
+
+
+def test_shards_in_a_subfolder_named_by_the_index_load(tmp_path):
+    """transformers loads an index whose shard names lead into a subfolder; so does the book."""
+    hf = tiny_hf(tied=False)
+    hf.save_pretrained(tmp_path, max_shard_size="200KB")
+    (tmp_path / "weights").mkdir()
+    index = json.loads((tmp_path / INDEX_NAME).read_text())
+    for shard in set(index["weight_map"].values()):
+        (tmp_path / shard).rename(tmp_path / "weights" / shard)
+    index["weight_map"] = {name: f"weights/{shard}" for name, shard in index["weight_map"].items()}
+    (tmp_path / INDEX_NAME).write_text(json.dumps(index))
+    model = load_pretrained(tmp_path, dtype=torch.float32)
+    assert torch.equal(model.lm_head, hf.lm_head.weight)
+
+
+@pytest.mark.parametrize("dtype", [torch.int32, torch.bool, torch.int8])
+def test_an_integer_or_bool_tensor_where_weights_belong_is_named(tmp_path, dtype):
+    saved(tmp_path)
+    weights = tmp_path / "model.safetensors"
+    state = load_file(weights)
+    name = "model.layers.0.mlp.up_proj.weight"
+    state[name] = torch.ones_like(state[name], dtype=dtype)
+    save_file(state, weights, metadata={"format": "pt"})
+    refused(tmp_path, re.escape(name), "floating-point", "download the original weights")

@@ -1,7 +1,6 @@
 """Nothing measured is lost: JSON is written atomically, an unwritable --out or --submit is refused
 before anything is measured, and a bench or measure stopped by a real Ctrl-C (SIGINT) leaves the
 finished run it was to replace as it was, the bench keeping what it finished in a partial beside it."""
-import json
 import os
 import queue
 import shutil
@@ -48,12 +47,10 @@ def test_a_write_that_fails_midway_leaves_the_old_file_and_no_temporary(tmp_path
     path = save_json({"rows": [1, 2, 3]}, tmp_path / "run.json")
     before = path.read_bytes()
 
-    def half_then_fail(obj, stream, **kwargs):
-        stream.write('{"rows": [1,')
-        stream.flush()
+    def disk_full(handle):
         raise OSError(28, "No space left on device")
 
-    monkeypatch.setattr(json, "dump", half_then_fail)
+    monkeypatch.setattr("floorlab.core.files.os.fsync", disk_full)  # the bytes are written, not yet synced
     with pytest.raises(OSError, match="No space left"):
         save_json({"rows": [4, 5, 6]}, path)
     assert path.read_bytes() == before

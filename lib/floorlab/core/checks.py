@@ -17,8 +17,10 @@ from __future__ import annotations
 import contextlib
 import io
 import math
-import os
 from typing import Callable, Iterator
+
+from floorlab.core.environment import flag
+from floorlab.core.numbers import number, text
 
 SHOW_ANSWERS_ENV = "FLOORLAB_SHOW_ANSWERS"
 HIDDEN = ("The worked answer is computed but kept hidden. To see it, set\n"
@@ -55,7 +57,7 @@ def read_number(value, name: str, *, fraction: bool = False) -> float:
     booleans, percents or NaN."""
     if _is_bool(value):
         raise Unreadable(f"not yet: {name} is {value}, a yes/no; write a number there.")
-    if isinstance(value, str):
+    if isinstance(value, (str, bytes)):
         raise Unreadable(f"not yet: {name} is the text {value!r}; write the number itself, "
                           "without quotes (for example 17.5, not '17.5 µs').")
     try:
@@ -117,6 +119,9 @@ def check_number(value, expected: float, *, rel: float = 0.05, hint: str, unit: 
                  wrong: dict[str, float] | None = None) -> str:
     """Verdict on one numeric answer: right within rel (narrowed so no plausible wrong answer in
     `wrong` also passes), the named mistake, a request for more digits, or the hint."""
+    expected = number(expected, "expected", hint="pass the right answer, computed from this run")
+    rel = number(rel, "rel", above=0.0, hint="pass a tolerance between 0 and 1, e.g. rel=0.05")
+    text(hint, "hint", hint="say how to get the answer")
     if value is None:
         return NOT_ATTEMPTED
     verdict, mistake = judge(read_number(value, name, fraction=fraction), expected, rel=rel,
@@ -132,8 +137,13 @@ def check_number(value, expected: float, *, rel: float = 0.05, hint: str, unit: 
 
 
 def answers_shown(show: bool = False) -> bool:
-    """True when worked answers print: asked for (show), or on the built site (the env variable)."""
-    return bool(show) or os.environ.get(SHOW_ANSWERS_ENV) == "1"
+    """True when worked answers print: asked for (show), or on the built site (the env variable).
+
+    show is True or False (or 1 or 0); anything else ("no", None) is refused, never taken as a yes."""
+    if not (_is_bool(show) or (isinstance(show, int) and show in (0, 1))):
+        raise ValueError(f"show_answer should be True or False, got {type(show).__name__} {show!r}; "
+                         "write show_answer = True (no quotes) to see the worked answer")
+    return bool(show) or flag(SHOW_ANSWERS_ENV)
 
 
 @contextlib.contextmanager

@@ -12,6 +12,8 @@ from importlib import metadata
 
 import torch
 
+from floorlab.core.numbers import shown
+
 
 def default_device() -> torch.device:
     """The device the book measures on: cuda if a GPU is visible, else cpu."""
@@ -22,13 +24,20 @@ def resolve_device(device) -> torch.device:
     """A torch.device for 'cuda' or 'cpu'; None means the default device. Clear error for a missing GPU."""
     if device is None:
         return default_device()
-    device = torch.device(device)
+    try:
+        device = torch.device(device)
+    except (RuntimeError, TypeError, ValueError):
+        raise ValueError(f"device must be 'cuda', 'cpu' or a torch.device, got {shown(device)}; "
+                         "pass device='cpu', or leave device=None for the default") from None
     if device.type == "cuda" and not torch.cuda.is_available():
         raise ValueError(
             "device is 'cuda' but no CUDA GPU is visible; pass device='cpu' or leave device=None"
         )
     if device.type not in ("cuda", "cpu"):
         raise ValueError(f"device must be 'cuda' or 'cpu', got {str(device)!r}")
+    if device.type == "cuda" and device.index is not None and device.index >= torch.cuda.device_count():
+        raise ValueError(f"device {str(device)!r} names a GPU this machine does not have (it has "
+                         f"{torch.cuda.device_count()}); pass device='cuda' or a lower index")
     return device
 
 

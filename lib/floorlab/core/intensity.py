@@ -13,6 +13,7 @@ from typing import Callable, Iterable
 
 from floorlab.core.numbers import nonnegative_number, positive_number, whole_number
 from floorlab.core.roofline import floor_ms, prefill_bytes
+from floorlab.core.shapes import get_shape
 
 LEVELLED = 2.0  # time per token within this multiple of its lowest has stopped falling
 STILL_FALLING = -0.5  # a last log-log slope steeper than this: the sweep ended before levelling
@@ -121,9 +122,9 @@ def fixed_cost_root_tokens(shape, *, peak_tflops: float, step_ms: float) -> floa
     """The prompt length, not rounded, whose FLOPs (attention included) take step_ms at peak_tflops.
 
     prefill_flops(n) = 2 P n + 2 L H d (n² + n), so n is the root of a quadratic."""
-    if not step_ms > 0 or not peak_tflops > 0:
-        raise ValueError(f"step_ms and peak_tflops must be greater than 0, got {step_ms!r} and "
-                         f"{peak_tflops!r}; pass a measured step and rate")
+    shape = get_shape(shape)
+    step_ms = positive_number(step_ms, "step_ms", "pass a measured step")
+    peak_tflops = positive_number(peak_tflops, "peak_tflops", PEAK_HINT)
     budget = step_ms * 1e-3 * peak_tflops * 1e12
     pair = 2 * shape.num_layers * shape.num_heads * shape.head_dim
     linear = 2 * shape.matmul_param_count() + pair

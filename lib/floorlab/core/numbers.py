@@ -75,3 +75,57 @@ def whole_number(value, name: str, *, at_least: int = 1, hint: str = "") -> int:
     if not exact or whole < at_least:
         raise ValueError(why.format(shown(value)))
     return whole
+
+
+def _refuse(name: str, wanted: str, value, hint: str) -> ValueError:
+    return ValueError(f"{name} must be {wanted}, got {shown(value)}" + (f"; {hint}" if hint else ""))
+
+
+def text(value, name: str, *, hint: str = "") -> str:
+    """value as a non-empty line of text (a name, a label), or a ValueError that says what came."""
+    if not isinstance(value, str) or not value.strip():
+        raise _refuse(name, "a non-empty string", value, hint)
+    return value
+
+
+def a_path(value, name: str, *, hint: str = ""):
+    """value as a Path (from text or a path object, not empty), or a ValueError that says what came."""
+    from pathlib import Path
+
+    if isinstance(value, bytes) or not isinstance(value, (str, Path)) or not str(value).strip():
+        raise _refuse(name, "a path (text or a pathlib.Path)", value, hint)
+    return Path(value)
+
+
+def instance(value, kind, name: str, *, hint: str = ""):
+    """value when it is a kind (a class, or a tuple of classes), else a ValueError naming the kind wanted."""
+    if not isinstance(value, kind):
+        kinds = kind if isinstance(kind, tuple) else (kind,)
+        wanted = " or ".join(f"a {k.__name__}" for k in kinds)
+        raise _refuse(name, wanted, value, hint)
+    return value
+
+
+def function(value, name: str, *, hint: str = ""):
+    """value when it can be called, else a ValueError (a function is what the caller must pass)."""
+    if not callable(value):
+        raise _refuse(name, "a function (something to call)", value, hint)
+    return value
+
+
+def whole_numbers(values, name: str, *, at_least: int = 1, hint: str = "") -> list[int]:
+    """values as a non-empty list of whole numbers >= at_least, or a ValueError naming the first bad one."""
+    if isinstance(values, (str, bytes)) or not hasattr(values, "__iter__"):
+        raise _refuse(name, f"a list of whole numbers >= {at_least}", values, hint)
+    items = [whole_number(v, f"every item of {name}", at_least=at_least, hint=hint) for v in values]
+    if not items:
+        raise _refuse(name, f"a non-empty list of whole numbers >= {at_least}", values, hint)
+    return items
+
+
+def with_attributes(value, name: str, attributes: tuple[str, ...], *, hint: str = ""):
+    """value when it has every named attribute (a model: device, shape), else a ValueError naming the first missing."""
+    missing = [a for a in attributes if not hasattr(value, a)]
+    if missing:
+        raise _refuse(name, f"an object with .{', .'.join(attributes)}", value, hint)
+    return value

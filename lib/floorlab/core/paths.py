@@ -4,12 +4,16 @@ The stored reference runs and their figures ship inside the package (reference/)
 decides which folder a stored run is read from (FLOORLAB_REFERENCE_DIR can name another).
 A reader's figures and results go under the source checkout when floorlab runs from
 one (an editable install), else under the current working directory; the
-environment variable FLOORLAB_FIGURES names another folder for figures.
+environment variable FLOORLAB_FIGURES names another folder for figures. Where that folder
+cannot be written (a read-only checkout), figures go to a temporary folder, and importing
+floorlab prints one line saying where.
 """
 from __future__ import annotations
 
-import os
+import tempfile
 from pathlib import Path
+
+from floorlab.core.environment import writable_folder
 
 PACKAGE_DIR = Path(__file__).resolve().parent.parent  # lib/floorlab: paths.py sits in core/
 REFERENCE_DIR = PACKAGE_DIR / "reference"
@@ -24,6 +28,10 @@ def source_checkout(package_dir: Path = PACKAGE_DIR) -> Path | None:
     return None
 
 
+FIGURES_ENV = "FLOORLAB_FIGURES"
 WORK_DIR = source_checkout() or Path.cwd()  # the checkout, or where an installed package runs
-FIGURES_DIR = Path(os.environ.get("FLOORLAB_FIGURES") or WORK_DIR / "figures").expanduser()
+# a read-only checkout, or a value of FLOORLAB_FIGURES that names no folder, sends figures to a
+# temporary folder, and one line at import says where
+FIGURES_DIR = writable_folder(FIGURES_ENV, WORK_DIR / "figures",
+                              Path(tempfile.gettempdir()) / "floorlab-figures", what="figures")
 RESULTS_DIR = WORK_DIR / "results"

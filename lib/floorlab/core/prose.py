@@ -11,11 +11,14 @@ import math
 import textwrap
 from pathlib import Path
 
+from floorlab.core.numbers import instance, number, positive_number, whole_number
+
 COLUMN = 84  # characters a printed line may take in the site's content column (see _static)
 
 
 def sig(value: float, digits: int = 3) -> str:
     """value with `digits` significant figures, never in scientific notation: 1331, 7.80, 0.275."""
+    digits = whole_number(digits, "digits", hint="pass how many significant figures to print, e.g. 3")
     value = float(value)
     if value == 0 or not math.isfinite(value):
         return f"{value:g}"
@@ -25,11 +28,13 @@ def sig(value: float, digits: int = 3) -> str:
 
 def fmt_ms(ms: float, digits: int = 3) -> str:
     """A time in ms as '7.80 ms', '1331 ms' or '0.275 ms'."""
+    ms = number(ms, "ms", hint="pass a time in ms, e.g. fl.fmt_ms(row.median_ms)")
     return f"{sig(ms, digits)} ms"
 
 
 def fmt_gbps(gbps: float) -> str:
     """A bandwidth at the precision the arithmetic divides by: '7.4 GB/s', '4347 GB/s'."""
+    gbps = positive_number(gbps, "gbps", hint="pass a measured bandwidth in GB/s")
     return f"{gbps:.1f} GB/s" if gbps < 100 else f"{gbps:.0f} GB/s"
 
 
@@ -42,6 +47,8 @@ def wrap(text: str, width: int = COLUMN) -> str:
     """Text re-wrapped to the site's column, paragraph by paragraph (lines kept where they break).
 
     Never at a hyphen: "p10-p90", "Re-run" and a run's folder name stay whole."""
+    instance(text, str, "text", hint="pass the text to wrap; str(value) turns a number into text")
+    width = whole_number(width, "width", hint=f"pass a line width in characters, e.g. {COLUMN}")
     return "\n".join(textwrap.fill(line, width, subsequent_indent="  ", break_on_hyphens=False)
                      if len(line) > width else line for line in text.splitlines())
 

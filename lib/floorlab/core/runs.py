@@ -20,7 +20,6 @@ import dataclasses
 import json
 import os
 import platform
-import uuid
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from importlib import metadata
@@ -28,8 +27,11 @@ from pathlib import Path
 
 from floorlab.core import paths
 from floorlab.core.bandwidth import Bandwidths
+from floorlab.core.environment import expand_folder
+from floorlab.core.files import write_or_keep, write_whole
 from floorlab.core.host import Host, book_version
 from floorlab.core.launches import LaunchCount
+from floorlab.core.numbers import a_path, shown, text
 from floorlab.core.roofline import Floor, achieved_gbps, check_floor
 from floorlab.core.timelines import Timeline
 from floorlab.core.timing import StepTimes, Timing
@@ -176,9 +178,20 @@ class Run:
     @classmethod
     def from_dict(cls, data: dict) -> "Run":
         """Rebuild a Run; a file in another layout gets an error saying how to remake it."""
+        if not isinstance(data, dict):
+            raise ValueError(f"a run is stored as a JSON object, got {shown(data)}; pass the dict that "
+                             "Run.to_dict() or load_json(path) of a saved run gives")
         if data.get("layout") != LAYOUT:
             raise ValueError(f"this run is stored in layout {data.get('layout')!r}, but the book "
                              f"reads layout {LAYOUT}; measure it again to store it anew")
+        missing = [key for key in ("kind", "stamp", "device") if key not in data]
+        wrong = [f"{key} ({shown(data[key])})" for key, kind in RUN_FIELDS.items()
+                 if key in data and not isinstance(data[key], kind)]
+        if missing or wrong:
+            said = [f"no {', '.join(missing)}"] if missing else []
+            said += [f"a wrong type for {', '.join(wrong)}"] if wrong else []
+            raise ValueError(f"this run has {' and '.join(said)}; it is not in the book's run layout, so "
+                             "measure it again to store it anew")
         return cls(
             kind=data["kind"], stamp=data["stamp"], device=data["device"],
             bandwidths=Bandwidths.from_dict(data["bandwidths"]) if data.get("bandwidths") else None,
@@ -202,6 +215,9 @@ class Run:
 
 
 DEFAULT_REFERENCE = "h200-below-the-floor"
+MAX_NAME_CHARS = 200  # a stored run's or figure's name; longer is no file name the system takes
+RUN_FIELDS = {"kind": str, "stamp": dict, "device": dict, "floors": list, "rows": list, "timelines": dict,
+              "launches": dict, "facts": dict, "settings": dict}  # a stored run's fields, by JSON type
 
 
 def _jsonable(obj):
@@ -228,29 +244,28 @@ def _jsonable(obj):
 def save_json(obj, path) -> Path:
     """Write obj as pretty JSON with sorted keys to path (parent folders created); returns the path.
 
-    Atomic: a temporary file beside path, then os.replace, so path holds the old file or the new one, never half."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
+    Whole or absent (floorlab.core.files.write_whole): path holds the old file or the new one, never half."""
     if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
         obj = dataclasses.asdict(obj)
-    temp = path.with_name(f".{path.name}.{uuid.uuid4().hex[:8]}.tmp")
-    try:
-        with open(os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666), "w",
-                  encoding="utf-8") as stream:
-            json.dump(obj, stream, indent=2, sort_keys=True, ensure_ascii=False, default=_jsonable)
-            stream.write("\n")
-            stream.flush()
-            os.fsync(stream.fileno())
-        os.replace(temp, path)
-    except BaseException:
-        temp.unlink(missing_ok=True)
-        raise
-    return path
+    text = json.dumps(obj, indent=2, sort_keys=True, ensure_ascii=False, default=_jsonable) + "\n"
+    return write_whole(path, lambda stream: stream.write(text.encode("utf-8")))
+
+
+def save_or_keep(obj, path) -> tuple[Path, str]:
+    """save_json(obj, path); where path cannot be written, the JSON goes to a temporary folder instead.
+
+    Returns (where it is, "" or a sentence naming both places), so a measurement is never lost."""
+    if hasattr(obj, "to_dict") and callable(obj.to_dict):
+        obj = obj.to_dict()
+    elif dataclasses.is_dataclass(obj) and not isinstance(obj, type):
+        obj = dataclasses.asdict(obj)
+    text = json.dumps(obj, indent=2, sort_keys=True, ensure_ascii=False, default=_jsonable) + "\n"
+    return write_or_keep(path, lambda stream: stream.write(text.encode("utf-8")))
 
 
 def load_json(path):
     """The object stored as JSON at path."""
-    path = Path(path)
+    path = a_path(path, "path", hint="pass the JSON file's path")
     if not path.is_file():
         raise FileNotFoundError(f"No JSON file at {path}; write one first with save_json(obj, path)")
     try:
@@ -271,7 +286,7 @@ def chosen_reference_dir() -> Path | None:
     named = os.environ.get(REFERENCE_ENV, "").strip()
     if not named:
         return None
-    folder = Path(named).expanduser()
+    folder = expand_folder(named, REFERENCE_ENV)
     if not folder.is_dir():
         what = "a file" if folder.exists() else "nothing"
         raise NotADirectoryError(f"{REFERENCE_ENV}={named!r} names {what}, not a folder: point it at a "
@@ -343,8 +358,9 @@ def reference_run(name: str = DEFAULT_REFERENCE, *, missing_ok: bool = False):
 
     missing_ok=True returns None when no run of that name is stored yet.
     """
+    name = text(name, "name", hint=f"pass a stored run's name, e.g. {DEFAULT_REFERENCE!r}")
     name = name[: -len(".json")] if name.endswith(".json") else name
-    path = reference_path(name)
+    path = None if len(name) > MAX_NAME_CHARS or "/" in name or "\\" in name else reference_path(name)
     if path is None:
         if missing_ok:
             return None
@@ -369,7 +385,12 @@ def reference_figure(name: str, *, missing_ok: bool = False) -> Path | None:
 
     missing_ok=True returns None when no figure of that name is stored yet.
     """
+    name = text(name, "name", hint=f"pass a stored figure's name, e.g. {DEFAULT_REFERENCE!r}")
     name = name[: -len(".png")] if name.endswith(".png") else name
+    if len(name) > MAX_NAME_CHARS or "/" in name or "\\" in name:
+        if missing_ok:
+            return None
+        raise _missing("reference figure", name, figure_dirs(), [])
     pairs = list(zip(reference_dirs(), figure_dirs()))
     run = max((n for n in reference_names() if name.startswith(f"{n}-")), key=len, default=None)
     home = next((pair for pair in pairs if run and (pair[0] / f"{run}.json").is_file()), None)

@@ -1,6 +1,7 @@
 """Core wing: Qwen3 model shapes: the numbers that fix how many bytes a decode step must move."""
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 
@@ -232,8 +233,9 @@ def _config_int(value, key: str, source: str) -> int:
 
 
 def _config_float(value, key: str, source: str) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0:
-        raise CheckpointError(f"{source}: {key} must be a positive number, got {value!r}")
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value < math.inf:
+        raise CheckpointError(f"{source}: {key} must be a positive finite number, got {value!r}; "
+                              "restore the config.json the checkpoint came with")
     return float(value)
 
 

@@ -87,30 +87,42 @@ def checkpoint_files(folder: Path) -> list[Path]:
     return files
 
 
-def read_tensors(files: list[Path], weight_map: dict[str, str] | None = None) -> dict[str, torch.Tensor]:
-    """Every tensor of the files by name; each file's names must be those weight_map gives it (when given)."""
+def read_tensors(files: list[Path], weight_map: dict[str, str] | None = None,
+                 folder: Path | None = None) -> dict[str, torch.Tensor]:
+    """Every tensor of the files by name; each file's names must be those weight_map gives it (when given).
+
+    folder: the checkpoint folder the index's shard names are relative to (default: each file's own
+    folder), so an index may place its shards in a subfolder ("weights/model.safetensors").
+    Every tensor must hold floating-point numbers: an integer or bool tensor is refused by name."""
     state: dict[str, torch.Tensor] = {}
     for path in files:
         try:
             with safe_open(str(path), framework="pt") as f:
                 names = list(f.keys())
-                _check_names(path, names, state, weight_map)
+                _check_names(path, names, state, weight_map, Path(folder) if folder else path.parent)
                 for name in names:
                     state[name] = f.get_tensor(name)
         except (SafetensorError, OSError) as err:
             raise CheckpointError(f"{path} is not a readable safetensors file ({err}); it may be truncated "
                                   "or corrupt: download it again") from err
+        not_float = [f"{n} ({str(state[n].dtype).replace('torch.', '')})" for n in names
+                     if not state[n].is_floating_point()]
+        if not_float:
+            raise CheckpointError(f"{path} holds {', '.join(not_float[:4])} where the model's weights are "
+                                  "floating-point numbers; this is not a bf16/fp16/fp32 Qwen3 checkpoint (a "
+                                  "quantized or damaged file): download the original weights again")
     return state
 
 
-def _check_names(path: Path, names: list[str], state: dict, weight_map: dict[str, str] | None) -> None:
+def _check_names(path: Path, names: list[str], state: dict, weight_map: dict[str, str] | None,
+                 folder: Path) -> None:
     twice = [n for n in names if n in state]
     if twice:
         raise CheckpointError(f"{path} holds {', '.join(twice[:4])}, already read from another shard; "
                               "remove the duplicate file or restore the index that names one shard per tensor")
     if weight_map is None:
         return
-    listed = {n for n, shard in weight_map.items() if (path.parent / shard) == path}
+    listed = {n for n, shard in weight_map.items() if (folder / shard) == path}
     stray, absent = sorted(set(names) - listed), sorted(listed - set(names))
     if stray or absent:
         said = [f"holds {', '.join(stray[:4])} that {INDEX_NAME} does not place there"] if stray else []

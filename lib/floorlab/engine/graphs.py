@@ -8,8 +8,9 @@ to the nearest bucket, and runs eagerly above the largest one.
 Every graph reads its inputs from, and writes its logits to, static buffers: the
 runner copies inputs in before a replay and hands back a clone of the output,
 never a view, so a later replay cannot overwrite logits already returned.
-borrow() lends the view itself for one `with` block; debug=True poisons it (NaN)
-when the block ends and refuses a second caller while the first holds the buffers.
+borrow() lends the view itself for one `with` block. A second caller arriving while a
+first is inside a step is refused (a lock taken on the host, outside the replay); debug=True
+also poisons the lent view (NaN) when the block ends.
 
 Padding rows are real rows to the graph: they write the KV cache of rows the live
 batch does not use, which may hold other sequences. Every padded step therefore
@@ -20,6 +21,7 @@ The buckets, the padding and the eager runner they share live in engine.buckets.
 from __future__ import annotations
 
 import gc
+import threading
 import time
 from dataclasses import dataclass
 from typing import Callable, Iterable
@@ -32,6 +34,7 @@ from floorlab.engine.buckets import (
     PAD_POSITION,
     PAD_TOKEN,
     BucketRunner,
+    SharedBufferError,
     StepFn,
 )
 
@@ -102,13 +105,15 @@ class GraphRunner(BucketRunner):
     `model` needs decode_step(tokens[B], positions[B]) -> logits[B, V], max_batch,
     device and shape.vocab_size, and cache_slots(rows, position) for padded batches;
     `step_fn` replaces model.decode_step (for example a torch.compile'd step; compile
-    it without its own CUDA graphs, mode="default"); debug as in BucketRunner.
+    it without its own CUDA graphs, mode="default"); debug as in BucketRunner. A second
+    caller stepping it while another is inside a step gets SharedBufferError (guard=False
+    lets it through, only to show the wrong logits it would get).
     """
 
     path_name = "graph"
 
     def __init__(self, model, buckets: Iterable[int] = DEFAULT_BUCKETS, *,
-                 step_fn: StepFn | None = None, debug: bool = False):
+                 step_fn: StepFn | None = None, debug: bool = False, guard: bool = True):
         super().__init__(model, buckets, step_fn=step_fn, debug=debug)
         self.device = self._device_for(model)
         self.graphs: dict[int, torch.cuda.CUDAGraph] = {}
@@ -118,6 +123,35 @@ class GraphRunner(BucketRunner):
         self.capture_s: float | None = None
         self.memory: dict[int, GraphMemory] = {}
         self.last_max_abs_diff: float | None = None
+        # held by the caller inside a step; guard=False only to show what it prevents
+        self._stepping = threading.Lock() if guard else None
+
+    def _enter(self) -> None:
+        """Claim the static buffers for one step, or raise SharedBufferError while another caller is inside one.
+
+        Always on: a non-blocking lock taken on the host before the replay and let go after it,
+        outside the graph, so it costs nothing a replay measures. debug=True adds BucketRunner's
+        own check, which names the holding thread, and poisons every lent view with NaN."""
+        if self._stepping is not None and not self._stepping.acquire(blocking=False):
+            raise SharedBufferError(
+                "a second caller stepped this runner while another was inside a step, so one would "
+                "replay the other's inputs and read its logits; give each thread its own runner, or "
+                "take a lock around every step (debug=True names the thread holding it)")
+        try:
+            super()._enter()
+        except BaseException:
+            self._leave_guard()
+            raise
+
+    def _leave(self) -> None:
+        try:
+            super()._leave()
+        finally:
+            self._leave_guard()
+
+    def _leave_guard(self) -> None:
+        if self._stepping is not None:
+            self._stepping.release()
 
     @staticmethod
     def _device_for(model) -> torch.device:

@@ -100,12 +100,30 @@ def run_ranks(target: Callable, ranks: int, *, device: str, args: tuple = (),
     """
     check_devices(ranks, device)
     with tempfile.TemporaryDirectory(prefix="floorlab-ranks-") as folder:
+        context = mp.spawn(_rank_main, args=(target, ranks, device, folder, tuple(args), timeout_s),
+                           nprocs=ranks, join=False, start_method="spawn")
         try:
-            mp.spawn(_rank_main, args=(target, ranks, device, folder, tuple(args), timeout_s),
-                     nprocs=ranks, join=True, start_method="spawn")
+            while not context.join():
+                pass
         except (mp.ProcessRaisedException, mp.ProcessExitedException) as err:
             raise RankError(_first_error(Path(folder), ranks) or str(err)) from None
+        except BaseException:  # Ctrl-C (or any stop) in the process that started them ends the ranks too
+            end_ranks(context.processes)
+            raise
         return [load_json(Path(folder) / f"rank{r}.json")["result"] for r in range(ranks)]
+
+
+def end_ranks(processes, grace_s: float = 5.0) -> None:
+    """Stop every rank process still running: SIGTERM, then SIGKILL after grace_s seconds."""
+    for proc in processes:
+        if proc.is_alive():
+            proc.terminate()
+    deadline = time.monotonic() + grace_s
+    for proc in processes:
+        proc.join(max(0.0, deadline - time.monotonic()))
+        if proc.is_alive():
+            proc.kill()
+            proc.join(1.0)
 
 
 def _first_error(folder: Path, ranks: int) -> str:

@@ -16,6 +16,7 @@ from typing import Callable
 
 import torch
 
+from floorlab.core.environment import expand_folder
 from floorlab.core.shapes import CheckpointError
 from floorlab.engine.checkpoint import tokenizer_files
 from floorlab.engine.model import greedy_tokens
@@ -43,7 +44,10 @@ def load_text_model(source: str | Path, *, device="cpu", dtype: torch.dtype = to
     """(Qwen3Decoder, tokenizer) from a checkpoint folder, or from the hub when given a hub id."""
     from transformers import AutoTokenizer
 
-    folder = Path(str(source)).expanduser()
+    if not isinstance(source, (str, Path)) or not str(source).strip():
+        raise ValueError(f"source must be a checkpoint folder or a hub id such as {HUB_ID!r}, got "
+                         f"{type(source).__name__} {source!r}; {how_to_get_weights()}")
+    folder = expand_folder(str(source), WEIGHTS_ENV)
     local = folder.is_dir()
     if not local and str(source).startswith(("/", ".", "~")):
         raise FileNotFoundError(f"{WEIGHTS_ENV}={source} is not a folder; point it at the folder "

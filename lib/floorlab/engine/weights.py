@@ -60,7 +60,7 @@ def load_pretrained(path_or_hub_id: str | Path, *, device="cpu", dtype: torch.dt
             f"{folder} has config.json but no *.safetensors weights; add model.safetensors "
             f"(or the shards and {INDEX_NAME}), e.g. with transformers' save_pretrained(folder)"
         )
-    state = read_tensors(files, read_index(folder))
+    state = read_tensors(files, read_index(folder), folder)
     model = Qwen3Decoder(shape, max_batch=max_batch, max_context=max_context, device=device, dtype=dtype)
     try:
         model.load_state_dict_hf(state)

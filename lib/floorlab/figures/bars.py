@@ -7,6 +7,7 @@ from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 from matplotlib.patches import Patch
 
+from floorlab.core.numbers import positive_number, shown
 from floorlab.core.prose import fmt_ms
 from floorlab.core.roofline import is_below_floor
 from floorlab.core.timing import NOISY_SPREAD
@@ -27,6 +28,8 @@ LABEL_REACH = 0.04  # a whisker longer than this share of the axis moves the lab
 
 def _bar_values(bars) -> list[tuple[str, float, float, float]]:
     """(label, median, p10, p90) in ms from {label: Timing or ms} or [(label, Timing or ms)]."""
+    if isinstance(bars, (str, bytes)) or not hasattr(bars, "__iter__"):
+        raise ValueError(f"bars must be {{label: Timing or ms}}, got {shown(bars)}; e.g. {{'eager': time_ms(step)}}")
     items = list(bars.items()) if hasattr(bars, "items") else list(bars)
     if not items:
         raise ValueError("stacked_bar needs at least one bar, e.g. {'eager': time_ms(step)}")
@@ -36,10 +39,12 @@ def _bar_values(bars) -> list[tuple[str, float, float, float]]:
             label, value = item
         except (TypeError, ValueError):
             raise ValueError(f"each bar is a (label, Timing or ms) pair, got {item!r}") from None
+        what = f"the bar {label!r}"
         if hasattr(value, "median_ms"):
-            out.append((str(label), float(value.median_ms), float(value.p10_ms), float(value.p90_ms)))
+            out.append((str(label), *(positive_number(getattr(value, f), f"{what}'s {f}")
+                                      for f in ("median_ms", "p10_ms", "p90_ms"))))
         else:
-            ms = float(value)
+            ms = positive_number(value, what, "pass a Timing or a time in ms")
             out.append((str(label), ms, ms, ms))
     return out
 
@@ -176,10 +181,5 @@ def _bar_floors(floor_ms, bars: int) -> list[float]:
     floors = list(floor_ms) if isinstance(floor_ms, (list, tuple)) else [floor_ms] * bars
     if len(floors) != bars:
         raise ValueError(f"got {len(floors)} floors for {bars} bars; pass one floor, or one per bar")
-    for f in floors:
-        if not f or f <= 0:
-            raise ValueError(
-                f"floor_ms must be greater than 0, got {f!r}; compute it first with "
-                "roofline.decode_floor(...) or roofline.floor_ms(bytes, gbps)"
-            )
-    return [float(f) for f in floors]
+    return [positive_number(f, "floor_ms", "compute it first with roofline.decode_floor(...) or "
+                            "roofline.floor_ms(bytes, gbps)") for f in floors]

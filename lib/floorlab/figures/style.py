@@ -7,11 +7,11 @@ from __future__ import annotations
 
 import textwrap
 from io import BytesIO
-from pathlib import Path
 
 from matplotlib.figure import Figure
 from matplotlib.transforms import offset_copy
 
+from floorlab.core.files import write_whole
 from floorlab.core.prose import fmt_times
 
 # Okabe-Ito colours: distinguishable with every common colour-vision deficiency.
@@ -87,12 +87,13 @@ def new_figure(height_in: float) -> Figure:
 
 
 def save_png(fig: Figure, path) -> None:
-    """Write fig as a PNG at path (dpi 150, tight box), creating parent folders."""
+    """Write fig as a PNG at path (dpi 150, tight box), creating parent folders.
+
+    Whole or absent (floorlab.core.files.write_whole): a failed write leaves the old PNG as it was."""
     if path is None:
         return
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=DPI, bbox_inches="tight", facecolor="white")
+    write_whole(path, lambda stream: fig.savefig(stream, format="png", dpi=DPI, bbox_inches="tight",
+                                                 facecolor="white"))
 
 
 def legend_and_note(ax, handles, *, ncol: int, note: str | None, below_pt: float) -> None:

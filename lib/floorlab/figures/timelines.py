@@ -8,7 +8,10 @@ from matplotlib.lines import Line2D
 from matplotlib.patches import Patch
 from matplotlib.transforms import blended_transform_factory
 
+from floorlab.core.numbers import instance, number
+from floorlab.core.numbers import shown as shown_value
 from floorlab.core.prose import fmt_ms
+from floorlab.core.timelines import Timeline
 from floorlab.figures.style import (
     CPU_GREY,
     GPU_BLUE,
@@ -43,7 +46,14 @@ def timeline(
     max_us and min_us crop the shared time axis (min_us=0 leaves out the launch calls
     before the first kernel). Returns the Figure.
     """
-    timelines = list(timelines)
+    if isinstance(timelines, (str, bytes, Timeline)) or not hasattr(timelines, "__iter__"):
+        raise ValueError(f"timelines must be a list of Timelines, got {shown_value(timelines)}; wrap one in a "
+                         "list: timeline([steady_timeline(...)])")
+    timelines = [instance(tl, Timeline, "every item of timelines", hint="pass what steady_timeline or "
+                          "fl.profile_path returns") for tl in timelines]
+    for name, value in (("max_us", max_us), ("min_us", min_us)):
+        if value is not None:
+            number(value, name)
     if not timelines:
         raise ValueError("timeline needs at least one Timeline, e.g. from "
                          "floorlab.core.timelines.steady_timeline(...)")

@@ -427,7 +427,8 @@ def check_detector(detector, step: Callable, tokens_a, tokens_b, positions) -> s
     for name, (fn, shared, what) in cases.items():
         flag = _flag(detector(fn, tokens_a, tokens_b, positions), what)
         if flag is None:
-            return NOT_ATTEMPTED
+            return (f"not yet: your detector returned nothing (None) for {what}; end it with "
+                    "`return` and True (the buffer is shared) or False.")
         if flag != shared:
             return DETECTOR_MISSES[name]
     return ("right: your check flags both steps that share a buffer and passes both that hand "

@@ -4,6 +4,7 @@ gallery_cards.
 """
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from html import escape
 
@@ -322,9 +323,16 @@ def check_smallest(my_name, my_value, values: dict[str, float], *, names: tuple[
                 "table writes it.")
     wrong = wrong or {}
     least = min(values.values())
-    named = [label for label in values if my_name.strip().lower() in label.lower()]
+    words = re.compile(rf"(?<![a-z0-9]){re.escape(my_name.strip().lower())}(?![a-z0-9])")
+    named = [label for label in values if words.search(label.lower())]  # whole words: not "a" in "cuda"
+    exact = [label for label in named if my_name.strip().lower() == label.lower()]
     if not named:
-        return f"not yet: no card's name contains {my_name!r}; copy part of one from the table."
+        return (f"not yet: no card's name contains {my_name!r} as whole words; copy part of one "
+                "from the table.")
+    if len(named) > 1 and not exact:
+        return (f"not yet: {my_name!r} is part of {len(named)} cards' names ({', '.join(named[:4])}"
+                f"{', ...' if len(named) > 4 else ''}); copy enough of one to tell it apart.")
+    named = exact or named
     right = [label for label in named if values[label] == least]
     if not right:
         misled = [m for m, given in wrong.items() if given and min(given, key=given.get) in named]

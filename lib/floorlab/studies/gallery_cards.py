@@ -15,8 +15,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from floorlab.core import paths
+from floorlab.core.files import UnreadableFile, read_regular
 from floorlab.core.launches import LaunchCount
-from floorlab.core.numbers import nonnegative_number, positive_number, shown, whole_number
+from floorlab.core.numbers import a_path, nonnegative_number, positive_number, shown, whole_number
 from floorlab.core.prose import fmt_ms, fmt_times, wrap
 from floorlab.core.roofline import (
     Floor,
@@ -28,6 +29,7 @@ from floorlab.core.roofline import (
 )
 from floorlab.core.runs import CARD_KIND, LAYOUT, Row, Run, reference_run
 from floorlab.core.timing import Timing
+from floorlab.studies.gallery_checks import bytes_reason, range_reason
 
 GALLERY_DIR = paths.RESULTS_DIR / "gallery"
 OWN_RUNS = "measure-*/run.json"  # where `python -m floorlab measure` writes the reader's runs
@@ -260,6 +262,9 @@ def check_card(card: Card) -> None:
                 raise NotACard(f"its {key} timeline cannot be read ({type(err).__name__}: "
                                f"{str(err)[:100]}); {AGAIN}") from None
             _measure(positive_number if kernels else nonnegative_number, busy, f"{key} busy_ms")
+    reason = bytes_reason(run) or range_reason(run)  # against the physics, not only itself
+    if reason:
+        raise NotACard(f"{reason}; {AGAIN}")
     try:  # what the chapter reads of every card, so that nothing fails later
         card.verdict, card.gap_per_launch_us, card.label, card.graph_note
     except (TypeError, ValueError, AttributeError, KeyError) as err:
@@ -270,10 +275,10 @@ def check_card(card: Card) -> None:
 def read_card(path, origin: str = "gallery") -> Card:
     """The Card stored at path; NotACard when the file is not a measure run the book can read."""
     path = Path(path)
-    try:
-        if path.stat().st_size > MAX_CARD_BYTES:
-            raise NotACard(f"it is {path.stat().st_size / 1e6:.0f} MB, where a card is a few; {AGAIN}")
-        data = json.loads(path.read_text(encoding="utf-8"))
+    try:  # a regular file under the size limit only: a named pipe is refused, never waited on
+        data = json.loads(read_regular(path, MAX_CARD_BYTES).decode("utf-8"))
+    except UnreadableFile as err:
+        raise NotACard(str(err)) from None
     except (OSError, UnicodeDecodeError) as err:
         raise NotACard(f"it cannot be read ({type(err).__name__}: {str(err)[:120]})") from None
     except json.JSONDecodeError as err:
@@ -407,7 +412,7 @@ def load_gallery(folder=None, *, results_dir=None, stored: str | None = STORED) 
     skipped too. With no card at all, the stored reference run `stored` stands in (None:
     an empty gallery).
     """
-    folder = Path(folder) if folder is not None else GALLERY_DIR
+    folder = a_path(folder, "folder") if folder is not None else GALLERY_DIR
     gallery = Gallery(folder=folder)
     files = sorted(folder.glob("*.json")) if folder.is_dir() else []
     gallery.files = len(files)

@@ -8,10 +8,8 @@ with the fastest fused variant.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from pathlib import Path
 
-from floorlab.core.paths import REFERENCE_DIR
-from floorlab.core.runs import load_json
+from floorlab.core.runs import reference_json
 
 TWO_KERNELS = "two kernels"
 
@@ -70,7 +68,7 @@ class StoredFusion:
 
 def stored_fusion(name: str = "h200-fusion") -> StoredFusion:
     """The stored comparison lib/floorlab/reference/<name>.json, its rows paired."""
-    data = load_json(Path(REFERENCE_DIR) / f"{name}.json")
+    data = reference_json(name)
     rows = [r for r in data["rows"] if "ms" in r]
     pairs = []
     for key in dict.fromkeys((r["preset"], r["batch"]) for r in rows):

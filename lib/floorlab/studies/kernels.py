@@ -15,10 +15,11 @@ from pathlib import Path
 import torch
 import torch.nn.functional as F
 
+from floorlab.core.numbers import positive_number, whole_number
 from floorlab.core.prose import fmt_ms
 from floorlab.core.roofline import BelowFloorError, achieved_gbps, floor_ms, is_below_floor
 from floorlab.core.runs import reference_json
-from floorlab.core.shapes import Qwen3Shape
+from floorlab.core.shapes import Qwen3Shape, get_shape
 from floorlab.core.timing import time_ms
 from floorlab.engine.fused import relative_error, rms_norm
 from floorlab.engine.graphs import capture_graph
@@ -78,6 +79,7 @@ def check_timed(ms: float, nbytes: float, floor_gbps: float, *, device, working_
 
 def gemv_shapes(shape: Qwen3Shape) -> dict[str, tuple[int, int]]:
     """(weight rows N, K) of each GEMV of the step; gate_up's N counts gate and up rows."""
+    shape = get_shape(shape)
     h, d, i = shape.hidden_size, shape.head_dim, shape.intermediate_size
     return {"qkv": ((shape.num_heads + 2 * shape.num_kv_heads) * d, h), "o_proj": (h, shape.num_heads * d),
             "gate_up": (2 * i, h), "down": (h, i), "lm_head": (shape.vocab_size, h)}
@@ -376,8 +378,8 @@ ANCHORS = (
 
 def beyond_per_layer_us(step_ms: float, floor_ms: float, num_layers: int) -> float:
     """(step_ms - floor_ms) * 1000 / num_layers: µs per layer beyond the bytes."""
-    if num_layers < 1 or floor_ms <= 0:
-        raise ValueError(f"need num_layers >= 1 and floor_ms above 0, got {num_layers!r} and {floor_ms!r}")
+    step_ms, floor_ms = positive_number(step_ms, "step_ms"), positive_number(floor_ms, "floor_ms")
+    num_layers = whole_number(num_layers, "num_layers")
     return (step_ms - floor_ms) * 1e3 / num_layers
 
 

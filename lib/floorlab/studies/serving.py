@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 
 import torch
 
+from floorlab.core.numbers import whole_number
 from floorlab.core.progress import progress_bar
 from floorlab.core.prose import fmt_ms
 from floorlab.core.roofline import Floor
@@ -51,10 +52,8 @@ def request_stream(steps: int, *, largest: int, beyond: int = 4, seed: int = 0) 
     Small batches are the common case, and a few exceed the largest bucket. Seeded: the
     same arguments give the same stream everywhere.
     """
-    if int(steps) != steps or steps < 1:
-        raise ValueError(f"steps must be a whole number >= 1, got {steps!r}")
-    if int(largest) != largest or largest < 1 or int(beyond) != beyond or beyond < 0:
-        raise ValueError(f"largest must be >= 1 and beyond >= 0, got {largest!r} and {beyond!r}")
+    steps, largest = whole_number(steps, "steps"), whole_number(largest, "largest")
+    beyond = whole_number(beyond, "beyond", at_least=0)
     sizes = range(1, int(largest) + int(beyond) + 1)
     return random.Random(seed).choices(sizes, weights=[1 / b for b in sizes], k=int(steps))
 

@@ -69,8 +69,11 @@ class StandInRunner(GraphRunner):
         return self.capture_s
 
 
-def static_runner(model, buckets=(1,), *, debug: bool = False) -> GraphRunner:
+def static_runner(model, buckets=(1,), *, debug: bool = False, guard: bool = False) -> GraphRunner:
     """A captured runner: a GraphRunner of CUDA graphs on a CUDA model, else a StandInRunner.
+
+    Unguarded unless guard=True, so the chapter can show what two callers sharing one runner
+    get; a GraphRunner built as usual refuses the second caller (SharedBufferError).
 
     Its graphs get memory pools of their own. In one shared pool a graph captured later
     may put its output where an earlier graph keeps intermediates, so replaying the
@@ -78,7 +81,7 @@ def static_runner(model, buckets=(1,), *, debug: bool = False) -> GraphRunner:
     every bucket, not only its own (the runner's clone on copy-out guards against both).
     """
     kind = GraphRunner if torch.device(model.device).type == "cuda" else StandInRunner
-    runner = kind(model, buckets=buckets, debug=debug)
+    runner = kind(model, buckets=buckets, debug=debug, guard=guard)
     runner.capture(shared_pool=False)
     return runner
 

@@ -9,7 +9,9 @@ from pathlib import Path
 
 from floorlab.core import paths
 from floorlab.core.device import describe_device, device_slug
-from floorlab.tools.bench.cli import unwritable, whole_arg
+from floorlab.core.files import folder_problem
+from floorlab.core.runs import save_or_keep
+from floorlab.tools.bench.cli import whole_arg
 
 COMMANDS = {"measure": "measure this card in a minute or two: floor, eager, graph replay",
             "doctor": "check this machine before a workshop: GPU, memory, versions, run times",
@@ -48,20 +50,15 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _check_folder(parser, flag: str, folder: Path | None) -> None:
-    """Exit 2 with a message when folder is a file, or cannot be made or written (it is made here)."""
-    if folder is None:
-        return
-    if folder.exists() and not folder.is_dir():
-        parser.error(f"{flag} {folder} is a file; pass a folder, e.g. {flag} {folder.parent}")
-    problem = unwritable(folder)
+    """Exit 2 with a message when folder is a file, names one (x.json), or cannot be made or written."""
+    problem = folder_problem(folder, flag) if folder is not None else ""
     if problem:
-        parser.error(f"{flag} {folder}: {problem}; nothing was measured. Pass {flag} with a folder you "
-                     "can write to, or fix this one's permissions")
+        parser.error(problem)
 
 
 def measure_main(args, parser) -> int:
     """Measure, print the table, write the run and its figures, submit a copy when asked."""
-    from floorlab.tools.card import format_card, measure_card, submit_run, write_card
+    from floorlab.tools.card import JSON_NAME, format_card, measure_card, submit_run, write_card
 
     _check_folder(parser, "--out", args.out)  # both folders are made and tried before anything is measured
     _check_folder(parser, "--submit", args.submit)
@@ -78,11 +75,22 @@ def measure_main(args, parser) -> int:
     except KeyboardInterrupt:
         print(f"\nstopped before the end: nothing was written, {out} is as it was", file=sys.stderr)
         return 130
-    written = write_card(run, out)
-    print(format_card(run))
+    print(format_card(run), flush=True)  # what was measured is on the screen before any write
+    try:
+        written = write_card(run, out)
+    except OSError as err:
+        kept, note = save_or_keep(run, out / JSON_NAME)
+        print(f"\n{note or f'the run is written to {kept}'}; its figures could not be drawn "
+              f"({type(err).__name__}: {err})", file=sys.stderr)
+        return 1
     print(f"\nrun and figures written to {out}")
     if args.submit is not None:
-        print(f"submitted as {submit_run(written['json'], args.submit, args.name)}")
+        try:
+            print(f"submitted as {submit_run(written['json'], args.submit, args.name)}")
+        except OSError as err:
+            print(f"the run is at {written['json']} but could not be submitted to {args.submit} "
+                  f"({type(err).__name__}: {err}); copy it there by hand", file=sys.stderr)
+            return 1
     return 0
 
 

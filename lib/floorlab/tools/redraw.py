@@ -15,6 +15,7 @@ from typing import Callable
 
 from matplotlib.figure import Figure
 
+from floorlab.core.files import folder_problem
 from floorlab.core.intensity import achieved_tflops, flops_per_token, prefill_bound_ms
 from floorlab.core.runs import Run, figure_dirs, reference_run
 from floorlab.core.shapes import get_shape
@@ -297,8 +298,8 @@ def main(argv=None) -> int:
     if unknown:
         parser.error(f"--only {' '.join(unknown)}: no stored figure of that name. "
                      f"Pass one of: {', '.join(RECIPES)}")
-    if args.out is not None and args.out.exists() and not args.out.is_dir():
-        parser.error(f"--out {args.out} is a file; pass a folder, e.g. --out {args.out.parent}")
+    if args.out is not None and (problem := folder_problem(args.out, "--out")):
+        parser.error(problem.replace("nothing was measured", "nothing was drawn"))
     started = time.perf_counter()
     written = redraw(names, args.out)
     for name in stored_without_recipe():

@@ -30,9 +30,10 @@ import torch
 
 from floorlab.core.bandwidth import measure_bandwidth
 from floorlab.core.device import describe_device
+from floorlab.core.files import file_problem
 from floorlab.core.memory import check_fits
 from floorlab.core.numbers import whole_number
-from floorlab.core.runs import save_json
+from floorlab.core.runs import save_or_keep
 from floorlab.core.shapes import PRESETS, get_shape
 from floorlab.engine.kernels import (
     kernels_unavailable,
@@ -232,6 +233,8 @@ def main(argv=None) -> int:
     parser.add_argument("--skip-variants", action="store_true",
                         help="leave out the step with one launch config changed at a time")
     args = parser.parse_args(argv)
+    if args.out and (problem := file_problem(args.out, "--out")):  # before the sweep, not after it
+        parser.error(problem)
     if why := kernels_unavailable(sweep_device()):  # e.g. no Triton: say how to install it
         parser.error(why)
     result = run_sweep(tiny=args.tiny, batches=args.batches, context=args.context, presets=args.presets,
@@ -239,8 +242,8 @@ def main(argv=None) -> int:
                        skip_variants=args.skip_steps or args.skip_variants)
     print(format_table(result))
     if args.out:
-
-        print(f"wrote {save_json(result, args.out)}")
+        where, note = save_or_keep(result, args.out)
+        print(note or f"wrote {where}", file=sys.stderr if note else sys.stdout)
     print(f"done in {result['elapsed_s']:.0f} s")
     return exit_status(result)
 

@@ -25,10 +25,11 @@ import torch.distributed as dist
 from floorlab.core import paths
 from floorlab.core.bandwidth import Bandwidths, measure_bandwidths
 from floorlab.core.device import default_device, describe_device, device_slug
+from floorlab.core.files import folder_problem
 from floorlab.core.memory import check_fits
 from floorlab.core.prose import sig
 from floorlab.core.roofline import decode_floor
-from floorlab.core.runs import Row, Run, measured_row, row_key, run_stamp
+from floorlab.core.runs import Row, Run, measured_row, row_key, run_stamp, save_or_keep
 from floorlab.core.shapes import PRESETS, Qwen3Shape, get_shape
 from floorlab.core.timelines import Timeline, steady_timeline
 from floorlab.core.timing import StepTimes, Timing, time_with_issue
@@ -415,8 +416,8 @@ def main(argv=None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     out = args.out
-    if out is not None and unwritable(out):
-        parser.error(f"--out {out}: {unwritable(out)}; nothing was measured")
+    if out is not None and (problem := folder_problem(out, "--out")):
+        parser.error(problem)
     try:
         settings = plan(args.device, ranks=args.ranks, presets=args.presets,
                         warmup=args.warmup, repeats=args.repeats)
@@ -436,7 +437,7 @@ def main(argv=None) -> int:
     except KeyboardInterrupt:
         print(f"\nstopped before the end: nothing was written, {out} is as it was", file=sys.stderr)
         return 130
-    written = run.save(Path(out) / JSON_NAME)
-    print(format_twocards(run))
-    print(f"\nrun written to {written}")
-    return 0
+    print(format_twocards(run), flush=True)  # on the screen before any write
+    written, note = save_or_keep(run, Path(out) / JSON_NAME)
+    print(f"\n{note}" if note else f"\nrun written to {written}", file=sys.stderr if note else sys.stdout)
+    return 1 if note else 0

@@ -2,41 +2,27 @@
 from __future__ import annotations
 
 import argparse
-import os
 import re
 import sys
-import tempfile
 from pathlib import Path
 
 from floorlab.core import paths
 from floorlab.core.device import describe_device, device_slug
+from floorlab.core.files import file_problem, unwritable_folder
 from floorlab.core.runs import Run
 from floorlab.core.shapes import PRESETS
 
-from .run import partial_path, run_bench
+from .run import kept_partial, partial_path, run_bench
 from .settings import (CPU_PRESETS, CPU_REPEATS, DEFAULT_CONTEXT, GPU_PRESETS, GPU_REPEATS,
                        MAX_BATCH, MAX_CONTEXT)
 from .table import format_table
+
+unwritable = unwritable_folder  # the name other commands import
 
 
 def default_out_path(device_facts: dict) -> Path:
     """figures/bench-<device-slug>.json"""
     return Path(paths.FIGURES_DIR) / f"bench-{device_slug(device_facts)}.json"
-
-
-def unwritable(folder) -> str:
-    """Why no file can be written into folder (made first where missing), or "" when one can."""
-    folder = Path(folder)
-    if folder.exists() and not folder.is_dir():
-        return "it is a file, not a folder"
-    try:
-        folder.mkdir(parents=True, exist_ok=True)
-        handle, probe = tempfile.mkstemp(dir=folder, prefix=".floorlab-write-test-")
-        os.close(handle)
-        os.unlink(probe)
-    except OSError as err:
-        return f"it cannot be written ({type(err).__name__}: {err.strerror or err})"
-    return ""
 
 
 def _list_arg(text: str) -> list[str]:
@@ -128,15 +114,21 @@ def parse_args(argv=None) -> argparse.Namespace:
         parser.error(f"--out {args.out} is a folder; pass a file path such as {args.out / 'bench.json'}")
     if args.out is not None and args.out.suffix != ".json":
         parser.error(f"--out {args.out} should end in .json, e.g. {args.out.with_suffix('.json')}")
+    if args.out is not None and args.out.exists() and not args.out.is_file():
+        parser.error(f"--out {args.out} is not a regular file; pass a path to a .json file")
     return args
 
 
 def _load(path: Path) -> Run:
     try:
-        return Run.load(path)
-    except (ValueError, KeyError, TypeError) as err:
-        raise SystemExit(f"--resume: {path} holds no bench run this book can read ({err}); "
-                         "run again without --resume") from None
+        run = Run.load(path)
+        if not all(isinstance(part, dict) for part in (run.facts, run.settings, run.device)):
+            raise ValueError("its facts, settings or device are not tables")
+        return run
+    except (ValueError, KeyError, TypeError, AttributeError, OSError) as err:
+        raise SystemExit(f"--resume: {path} holds no bench run this book can read ({type(err).__name__}: "
+                         f"{err}); run again without --resume (the new run replaces it once it has "
+                         "finished as many presets), or move it aside first") from None
 
 
 def _run_to_resume(out: Path) -> Run:
@@ -159,15 +151,14 @@ def main(argv=None) -> int:
     """Run the bench from the command line; prints the table and the JSON path, returns 0 (130 when stopped)."""
     args = parse_args(argv)
     out = args.out or default_out_path(describe_device())
-    problem = unwritable(out.parent)
+    problem = file_problem(out, "--out")
     if problem:
-        build_parser().error(f"--out {out}: the folder {out.parent} will not take the run: {problem}; "
-                             "pass --out with a path in a folder you can write to, or fix this folder's permissions")
+        build_parser().error(problem.replace("will not take the file", "will not take the run"))
     previous = _run_to_resume(out) if args.resume else None
     partial = partial_path(out)
     if previous is None and partial.is_file():
-        print(f"a partial run is kept at {partial}; this run replaces it (stop now and pass --resume "
-              "to continue it instead)", flush=True)
+        print(f"a partial run is kept at {partial}; this run replaces it once it has finished as many "
+              "presets (stop now and pass --resume to continue it instead)", flush=True)
     print(f"measuring: the run is kept at {partial} after each preset and moves to {out} when the "
           "last one is done", flush=True)
     try:
@@ -175,16 +166,18 @@ def main(argv=None) -> int:
                         skip_transformers=args.skip_transformers, skip_fused=args.skip_fused,
                         transformers_for=args.transformers_for, tuned_fused_for=args.tuned_fused_for or (),
                         save_to=out, resume_from=previous)
-    except ValueError as err:
+    except (ValueError, TypeError, AttributeError) as err:
         if previous is None:
             raise
         raise SystemExit(f"--resume {out}: {err}") from None
     except KeyboardInterrupt:
-        kept = (f"the partial run, every preset finished before the stop, is kept at {partial}; "
-                "continue it with the same flags and --resume" if partial.is_file()
+        finished = kept_partial(partial)  # what the disk holds now, not what this run hoped to keep
+        kept = (f"the partial run kept at {partial} holds {', '.join(finished) or 'no finished preset'}; "
+                "continue it with the same flags and --resume" if finished is not None
                 else "nothing was measured to keep")
         print(f"\nstopped before the end: {out} is as it was before this run; {kept}", file=sys.stderr)
         return 130
     print(format_table(run))
-    print(f"\nJSON written to {out}")
+    if out.is_file() and Run.load(out).stamp == run.stamp:
+        print(f"\nJSON written to {out}")
     return 0

@@ -6,9 +6,12 @@ beside save_to, at partial_path(save_to), with facts["partial"] true; only the f
 run replaces save_to, so a run that stops never costs the one there before. A partial
 run can be resumed (resume_from): its finished presets are kept, the rest are measured,
 and the floors keep its bandwidth once this machine has measured the same within 3%.
+A partial run is never replaced by one that has finished fewer presets. Where a file
+cannot be written, it is kept in a temporary folder that a message names.
 """
 from __future__ import annotations
 
+import sys
 import time
 from collections import Counter
 from pathlib import Path
@@ -20,7 +23,7 @@ from floorlab.core.device import describe_device
 from floorlab.core.host import read_host
 from floorlab.core.progress import Stages
 from floorlab.core.roofline import decode_floor
-from floorlab.core.runs import Run, run_stamp
+from floorlab.core.runs import Run, run_stamp, save_or_keep
 from floorlab.engine.hf import HFDecoder
 
 from . import parity
@@ -41,6 +44,25 @@ def partial_path(path) -> Path:
     """Where a bench run bound for path is kept until it ends: <stem>.partial.json beside it."""
     path = Path(path)
     return path.with_name(f"{path.stem}.partial{path.suffix or '.json'}")
+
+
+def finished_presets(run: Run) -> list[str]:
+    """The presets a bench run measured to the end: every batch of its settings, every path."""
+    batches = run.settings.get("batches") if isinstance(run.settings, dict) else None
+    whole = len(batches) * len(PATHS) if isinstance(batches, list) and batches else None
+    counts = Counter(row.preset for row in run.rows)
+    return [name for name, count in counts.items() if whole is not None and count == whole]
+
+
+def kept_partial(path) -> list[str] | None:
+    """The finished presets of the partial run at path; None when no readable partial is there."""
+    path = Path(path)
+    if not path.is_file():
+        return None
+    try:
+        return finished_presets(Run.load(path))
+    except (ValueError, KeyError, TypeError, AttributeError, OSError):
+        return None
 
 
 def run_bench(presets=None, batches=None, context: int = DEFAULT_CONTEXT, *,
@@ -84,10 +106,16 @@ def run_bench(presets=None, batches=None, context: int = DEFAULT_CONTEXT, *,
         if save_to is None:
             return
         if run.facts["partial"]:
-            run.save(partial_path(save_to))
+            before = kept_partial(partial_path(save_to))  # never replaced by a run that holds less
+            if before is not None and len(finished_presets(run)) < len(before):
+                return
+            _, note = save_or_keep(run, partial_path(save_to))
         else:  # the run is whole: only now does it replace the file at save_to
-            run.save(save_to)
-            partial_path(save_to).unlink(missing_ok=True)
+            where, note = save_or_keep(run, save_to)
+            if where == Path(save_to):
+                partial_path(save_to).unlink(missing_ok=True)
+        if note:
+            print(note, file=sys.stderr, flush=True)
 
     try:  # nothing is saved until this passes: a refused resume leaves its file as it was
         stage("bandwidth: copy and read")
@@ -136,9 +164,8 @@ def _resumable(previous: Run, settings: Settings, device_facts: dict) -> list[st
     if previous.device.get("name") != device_facts.get("name"):
         raise ValueError(f"the run to resume was made on {previous.device.get('name')}, "
                          f"not on this {device_facts.get('name')}; start a new run here")
-    whole = len(settings.batches) * len(PATHS)
-    counts = Counter(row.preset for row in previous.rows)
-    return [shape.name for shape in settings.shapes if counts[shape.name] == whole]
+    finished = finished_presets(previous)
+    return [shape.name for shape in settings.shapes if shape.name in finished]
 
 
 def _preset_of(key: str) -> str:
