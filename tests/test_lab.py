@@ -1,8 +1,15 @@
-"""The chapter works in JupyterLab as a reader runs it: Run All executes every cell, and
-jupyterlab-myst fills each `{eval}` number in the prose with the value the kernel computes.
+"""The chapter works in JupyterLab as a reader runs it: the notebook opens with JupyterLab's
+default settings, Run All from the Run menu executes every cell, and each prose cell (an f-string
+that fl.prose shows as Markdown, its source hidden) shows the numbers the kernel computes.
 
-A JupyterLab server runs headless on a free port, with no token and its own settings (the
-notebook keeps every cell in the page), on a copy of the chapter; Chromium drives it.
+JupyterLab's default windowing leaves cells far below the first screen unrendered until they
+scroll into view, and jupyterlab-myst's {eval} role read its expressions from the rendered cell:
+after Run All such cells showed their expressions as code, and the others waited for the whole
+chapter to run. Prose cells run in the kernel's order, like any code cell.
+
+A JupyterLab server runs headless on a free port, with no token, on a copy of the chapter;
+Chromium drives it. Only the news and update checks are off (no internet here); the notebook's
+settings are JupyterLab's defaults.
 """
 import ast
 import json
@@ -22,10 +29,10 @@ ROOT = Path(__file__).resolve().parents[1]
 CHAPTER = ROOT / "chapters" / "below-the-floor.ipynb"
 SERVER_START_S = 120
 RUN_ALL_S = 900
-# Every cell stays in the page (not only those scrolled into view), so all can be read.
-LAB_SETTINGS = {"@jupyterlab/notebook-extension/tracker.jupyterlab-settings": {"windowingMode": "none"},
-                "@jupyterlab/apputils-extension/notification.jupyterlab-settings":
-                    {"fetchNews": "false", "checkForUpdates": False}}
+SHOWN_S = 30
+# JupyterLab's defaults, but for the news and update checks, which would reach the internet.
+LAB_SETTINGS = {"@jupyterlab/apputils-extension/notification.jupyterlab-settings":
+                {"fetchNews": "false", "checkForUpdates": False}}
 
 
 def _free_port() -> int:
@@ -92,34 +99,50 @@ def lab_server(tmp_path_factory):
 KERNEL_JS = """() => { const panel = window.jupyterapp && window.jupyterapp.shell.currentWidget;
   return panel && panel.sessionContext && panel.sessionContext.session
          && panel.sessionContext.session.kernel; }"""
-# Each code cell's execution count and errors; each markdown cell's rendered text and inline code.
-CELLS_JS = """() => window.jupyterapp.shell.currentWidget.content.widgets.map((cell, index) => {
-  const model = cell.model, seen = {index, type: model.type, text: cell.node.innerText, errors: []};
-  seen.code = Array.from(cell.node.querySelectorAll('code')).map(c => c.innerText);
+CELLS_JS = "() => window.jupyterapp.shell.currentWidget.content.widgets"
+# Each cell's type, execution count, errors and whether its source is hidden; markdown cells'
+# text. The reader's scrolling comes first, so the cell's text is laid out (innerText).
+CELL_JS = """(i) => { const cell = (%s)()[i], model = cell.model;
+  const seen = {index: i, type: model.type, hidden: cell.inputHidden, errors: [],
+                text: model.type === 'markdown' ? cell.node.innerText : ''};
+  const area = cell.node.querySelector('.jp-OutputArea');
+  seen.output = area ? area.innerText : '';
+  seen.code = area ? Array.from(area.querySelectorAll('code')).map(c => c.innerText) : [];
   if (model.type === 'code') {
     seen.executionCount = model.executionCount;
-    for (let i = 0; i < model.outputs.length; i++) {
-      const out = model.outputs.get(i).toJSON();
+    for (let k = 0; k < model.outputs.length; k++) {
+      const out = model.outputs.get(k).toJSON();
       if (out.output_type === 'error') seen.errors.push(out.ename + ': ' + out.evalue);
     }
   }
-  return seen; })"""
-# The kernel's str() of each expression, asked for as jupyterlab-myst asks (user_expressions).
+  return seen; }""" % CELLS_JS
+SHOWS_TEXT_JS = """(i) => { const area = (%s)()[i].node.querySelector('.jp-OutputArea');
+  return area !== null && area.innerText.trim().length > 0; }""" % CELLS_JS
+ALL_RAN_JS = ("() => (%s)().every(c => c.model.type !== 'code' || c.model.executionCount !== null)"
+              % CELLS_JS)
+# The kernel's text for each field, asked for as user_expressions (the kernel's own format()).
 EVALUATE_JS = """async (expressions) => {
   const kernel = (%s)();
   const request = {code: '', silent: true, store_history: false, user_expressions: {}};
-  expressions.forEach((e, i) => { request.user_expressions['e' + i] = 'str(' + e + ')'; });
+  expressions.forEach((e, i) => { request.user_expressions['e' + i] = e; });
   const reply = await kernel.requestExecute(request).done;
   return expressions.map((e, i) => reply.content.user_expressions['e' + i]); }""" % KERNEL_JS
-EVAL_ROLE = re.compile(r"\{eval\}`([^`]+)`")
+PROSE_CALL = "fl.prose"
 
 
-def eval_spots(notebook: Path) -> dict[int, list[str]]:
-    """The {eval} expressions of each markdown cell that has some, by cell index, in reading order."""
-    cells = json.loads(notebook.read_text())["cells"]
-    spots = {i: EVAL_ROLE.findall("".join(cell["source"])) for i, cell in enumerate(cells)
-             if cell["cell_type"] == "markdown"}
-    return {i: found for i, found in spots.items() if found}
+def prose_fields(notebook: Path) -> dict[int, list[tuple[str, str]]]:
+    """The fields of each prose cell (a code cell that calls fl.prose with an f-string), by cell
+    index, in reading order: (the field as an f-string of its own, the expression in it)."""
+    spots = {}
+    for i, cell in enumerate(json.loads(notebook.read_text())["cells"]):
+        source = "".join(cell["source"])
+        if cell["cell_type"] != "code" or not source.startswith(PROSE_CALL + "("):
+            continue
+        text = ast.parse(source).body[0].value.args[0]
+        assert isinstance(text, ast.JoinedStr), f"{notebook.name} cell {i}: fl.prose takes an f-string"
+        spots[i] = [(ast.unparse(ast.JoinedStr(values=[field])), ast.unparse(field.value))
+                    for field in text.values if isinstance(field, ast.FormattedValue)]
+    return spots
 
 
 def _kernel_value(answer: dict, expression: str) -> str:
@@ -129,10 +152,11 @@ def _kernel_value(answer: dict, expression: str) -> str:
 
 
 def rendering_problems(cell: dict, expressions: list[str], values: list[str]) -> list[str]:
-    """What is wrong with one rendered markdown cell: an expression still shown, or a value missing
-    or out of order (each value must follow the previous one, as whole words)."""
-    where = f"{CHAPTER.name}, markdown cell {cell['index']}"
-    problems = [f"{where}: shows {{eval}} as text"] if "{eval}" in cell["text"] else []
+    """What is wrong with one prose cell as shown: its source in view, an expression shown as code,
+    or a value missing or out of order (each value must follow the previous one, as whole words)."""
+    where = f"{CHAPTER.name}, prose cell {cell['index']}"
+    problems = [] if cell.get("hidden", True) else [f"{where}: shows its source; hide it (jupyter.source_hidden)"]
+    problems += [f"{where}: shows {{eval}} as text"] if "{eval}" in cell["text"] else []
     problems += [f"{where}: shows the expression {e!r} instead of its value" for e in expressions
                  if e in cell["code"]]
     text, start = " ".join(cell["text"].split()), 0
@@ -148,36 +172,67 @@ def rendering_problems(cell: dict, expressions: list[str], values: list[str]) ->
 
 @pytest.mark.browser
 def test_the_chapter_runs_in_jupyterlab_and_its_prose_numbers_render(lab_server, chromium, screenshots_dir):
-    spots = eval_spots(CHAPTER)
-    assert spots, f"{CHAPTER.name} has no {{eval}} numbers to check"
+    from playwright.sync_api import TimeoutError as PlaywrightTimeout
+
+    spots = prose_fields(CHAPTER)
+    assert spots, f"{CHAPTER.name} has no prose cells to check"
     tab = chromium.new_page(viewport={"width": 1280, "height": 1000})
     try:
+        # As a reader: open the chapter, wait for its kernel to start, then Run > Run All Cells.
         tab.goto(f"{lab_server}/lab/tree/chapters/{CHAPTER.name}", wait_until="domcontentloaded")
         tab.wait_for_function(f"() => {{ const k = ({KERNEL_JS})(); return k && k.status === 'idle'; }}",
                               timeout=SERVER_START_S * 1000, polling=500)
-        tab.evaluate("() => { window.ranAll = undefined; window.jupyterapp.commands"
-                     ".execute('notebook:run-all-cells').then(ok => { window.ranAll = ok; }); }")
-        tab.wait_for_function("() => window.ranAll !== undefined", timeout=RUN_ALL_S * 1000, polling=1000)
-        tab.wait_for_function(f"() => ({KERNEL_JS})().status === 'idle'", timeout=60_000, polling=500)
-        ran_all = tab.evaluate("() => window.ranAll")
-        cells = tab.evaluate(CELLS_JS)
-        answers = {i: tab.evaluate(EVALUATE_JS, expressions) for i, expressions in spots.items()}
-        for i in spots:
-            tab.evaluate("(i) => window.jupyterapp.shell.currentWidget.content.widgets[i].node"
-                         ".scrollIntoView()", i)
-            tab.screenshot(path=screenshots_dir / f"jupyterlab--{CHAPTER.stem}--cell-{i}.png")
+        tab.locator(".lm-MenuBar-item").filter(has_text=re.compile(r"^Run$")).click()
+        tab.locator(".lm-Menu-item").filter(has_text="Run All Cells").first.click()
+        # ... reads the first paragraph with numbers as soon as its cell has run (later cells may
+        # still be running), and watches until the last cell has its count.
+        first = min(spots)
+        tab.wait_for_function(f"(i) => ({CELLS_JS})()[i].model.executionCount !== null", arg=first,
+                              timeout=RUN_ALL_S * 1000, polling=500)
+        tab.evaluate(f"(i) => ({CELLS_JS})()[i].node.scrollIntoView()", first)
+        try:  # the Markdown renders a moment after the output arrives
+            tab.wait_for_function(SHOWS_TEXT_JS, arg=first, timeout=SHOWN_S * 1000, polling=200)
+        except PlaywrightTimeout:
+            pytest.fail(f"{CHAPTER.name}: prose cell {first} ran but showed no text within {SHOWN_S} s",
+                        pytrace=False)
+        early = tab.evaluate(CELL_JS, first)
+        tab.wait_for_function(ALL_RAN_JS, timeout=RUN_ALL_S * 1000, polling=1000)
+        count = tab.evaluate(f"() => ({CELLS_JS})().length")
+        cells = []
+        for i in range(count):  # scroll through, reading each cell
+            tab.evaluate(f"(i) => ({CELLS_JS})()[i].node.scrollIntoView()", i)
+            if i in spots:
+                tab.wait_for_timeout(200)
+                tab.screenshot(path=screenshots_dir / f"jupyterlab--{CHAPTER.stem}--cell-{i}.png")
+            cells.append(tab.evaluate(CELL_JS, i))
+        answers = {i: tab.evaluate(EVALUATE_JS, [field for field, _ in fields]) for i, fields in spots.items()}
     finally:
         tab.close()
 
     failed = [f"cell {c['index']}: {error}" for c in cells for error in c["errors"]]
     assert not failed, f"{CHAPTER.name}: cells raised in JupyterLab: {failed}"
     not_run = [c["index"] for c in cells if c["type"] == "code" and c["executionCount"] is None]
-    assert ran_all is True and not not_run, f"{CHAPTER.name}: Run All did not run code cells {not_run}"
+    assert not not_run, f"{CHAPTER.name}: Run All did not run code cells {not_run}"
+    raw = [c["index"] for c in cells if c["type"] == "markdown" and "{eval}" in c["text"]]
+    assert not raw, f"{CHAPTER.name}: markdown cells {raw} show {{eval}}: run python -m floorlab.tools.prose_cells"
+    assert " ".join(early["output"].split()) == " ".join(cells[first]["output"].split()), (
+        f"{CHAPTER.name}: prose cell {first} read {early['output'][:300]!r} when it had run, "
+        f"but {cells[first]['output'][:300]!r} after Run All")
     problems = []
-    for i, expressions in spots.items():
-        values = [_kernel_value(a, e) for a, e in zip(answers[i], expressions)]
-        problems += rendering_problems(cells[i], expressions, values)
+    for i, fields in spots.items():
+        values = [_kernel_value(a, field) for a, (field, _) in zip(answers[i], fields)]
+        shown = {**cells[i], "text": cells[i]["output"]}
+        problems += rendering_problems(shown, [expression for _, expression in fields], values)
     assert not problems, "\n".join(problems)
+
+
+def test_prose_fields_are_read_from_the_prose_cells(tmp_path):
+    prose = ['fl.prose(f"""\\n', "It takes {fl.fmt_ms(t)}, {x:.1f} times.\\n", '""")']
+    cells = [{"cell_type": "markdown", "source": ["{eval}`x`"]}, {"cell_type": "code", "source": ["print(1)"]},
+             {"cell_type": "code", "source": prose}]
+    path = tmp_path / "n.ipynb"
+    path.write_text(json.dumps({"cells": cells}))
+    assert prose_fields(path) == {2: [("f'{fl.fmt_ms(t)}'", "fl.fmt_ms(t)"), ("f'{x:.1f}'", "x")]}
 
 
 def test_rendering_problems_name_what_did_not_render():
@@ -190,3 +245,4 @@ def test_rendering_problems_name_what_did_not_render():
     assert "'floor.x' is '1.0'" in problems[2]
     assert rendering_problems({**cell, "text": "7.45 and 17.4"}, ["x"], ["7.4"]) != []
     assert rendering_problems({**cell, "text": "{eval}`x`", "code": []}, [], []) != []
+    assert "shows its source" in rendering_problems({**cell, "hidden": False}, [], [])[0]

@@ -3,8 +3,8 @@
 The book grew from one seed chapter, kept outside the repository in ../shared/seed/ beside
 the checkout (FLOORLAB_SEED_DIR names another folder). This test finds every run of 8 or
 more consecutive words that the seed shares with the prose of the book: the markdown cells
-of chapters/*.ipynb and the pages in PAGES. Case and punctuation do not count: both
-sides are lowercased, apostrophes dropped and split into runs of letters and digits. Table
+and prose cells (fl.prose) of chapters/*.ipynb and the pages in PAGES. Case and punctuation
+do not count: both sides are lowercased, apostrophes dropped and split into runs of letters and digits. Table
 rows of figures are left out on both sides (markdown lines that start with `|`; in the seed
 also lines with tabs or aligned columns, and lines that are mostly numbers). A run never
 crosses a blank line, a dropped line or a cell boundary.
@@ -76,15 +76,15 @@ def segments(text: str, where: str, cell: int | None, drop) -> list[list[Word]]:
 
 
 def book_segments(root: Path) -> list[list[Word]]:
-    """The book's prose: every chapter's markdown cells, and the pages in PAGES."""
+    """The book's prose: every chapter's markdown cells and prose cells, and the pages in PAGES."""
     found: list[list[Word]] = []
     for path in sorted((root / "chapters").glob("*.ipynb")):
         cells = json.loads(path.read_text(encoding="utf-8"))["cells"]
         name = path.relative_to(root).as_posix()
         for index, cell in enumerate(cells):
-            if cell.get("cell_type") != "markdown":
-                continue
             source = cell["source"] if isinstance(cell["source"], str) else "".join(cell["source"])
+            if cell.get("cell_type") != "markdown" and not source.startswith("fl.prose("):
+                continue
             found += segments(source, name, index, is_markdown_table_row)
     for page in PAGES:
         path = root / page

@@ -23,7 +23,7 @@ from floorlab.core.checks import NOT_ATTEMPTED, check_number, worked_answer  # n
 from floorlab.core.device import default_device, describe_device  # noqa: E402
 from floorlab.core.paths import FIGURES_DIR  # noqa: E402
 from floorlab.core.plan import card_plan  # noqa: E402
-from floorlab.core.prose import fmt_gbps, fmt_ms, show_source, wrap  # noqa: E402
+from floorlab.core.prose import fmt_gbps, fmt_ms, prose, show_source, wrap  # noqa: E402
 from floorlab.core.roofline import decode_floor, floor_ms  # noqa: E402
 from floorlab.core.runs import Run, reference_figure, reference_run, run_stamp  # noqa: E402
 from floorlab.core.shapes import get_shape  # noqa: E402
@@ -34,7 +34,7 @@ from floorlab.figures import stacked_bar, timeline  # noqa: E402
 __all__ = [
     "FIGURES_DIR", "NOT_ATTEMPTED", "Run", "build_model", "card_plan", "check_number", "decode_floor",
     "default_device", "describe_device", "floor_ms", "fmt_gbps", "fmt_ms", "get_shape",
-    "graph_replay", "measure_bandwidths", "measure_path", "prefill_random", "profile_path",
+    "graph_replay", "measure_bandwidths", "measure_path", "prefill_random", "profile_path", "prose",
     "reference_figure", "reference_run", "run_stamp", "show_source", "stacked_bar", "timeline",
     "worked_answer", "wrap",
 ]

@@ -1,8 +1,9 @@
 """Core wing: numbers and code as the chapters print them: fixed notation, honest precision, real
 source.
 
-Prose numbers are written by MyST's {eval} role in the notebooks; these helpers
-give them one format everywhere, in JupyterLab and in the built site alike.
+A paragraph with this run's numbers in it is an f-string shown by `prose`, from a code cell
+whose source is hidden: the kernel fills it in order with the cells above it, in JupyterLab
+(Run All included) and in the built site alike. These helpers give the numbers one format.
 """
 from __future__ import annotations
 
@@ -41,6 +42,19 @@ def fmt_gbps(gbps: float) -> str:
 def fmt_times(ratio: float) -> str:
     """A multiple as '2.5×' when large, '1.09×' near 1, where the digits matter."""
     return f"{ratio:.1f}×" if ratio >= 2 else f"{ratio:.2f}×"
+
+
+def prose(markdown: str) -> None:
+    """Show a paragraph of the chapter, this run's numbers already in it, as Markdown.
+
+    Leading and trailing blank lines go, so the f-string can open and close on lines of its own."""
+    text = textwrap.dedent(markdown).strip("\n")
+    try:
+        from IPython.display import Markdown, display
+    except ImportError:  # plain Python: the text as it reads
+        print(text)
+        return
+    display(Markdown(text))
 
 
 def wrap(text: str, width: int = COLUMN) -> str:
