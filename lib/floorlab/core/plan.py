@@ -17,6 +17,7 @@ import torch
 
 from floorlab.core import paths
 from floorlab.core.device import describe_device, resolve_device
+from floorlab.core.prose import sig
 from floorlab.core.runs import load_json
 
 BF16_MIN_CAPABILITY = (8, 0)  # native bf16 arithmetic: Ampere and later
@@ -111,7 +112,7 @@ class CardPlan:
     def __str__(self) -> str:
         f = self.facts
         about = [f.kind] + ([f"compute capability {f.capability_text}"] if f.capability_text else [])
-        about += [f"{f.memory_gb:.1f} GB"] if f.memory_gb else []
+        about += [f"{sig(f.memory_gb)} GB"] if f.memory_gb else []
         head = f"{self.card} ({', '.join(about)})"
         if f.mac and f.device == "cpu":
             head += ": the book measures the Mac's CPU"

@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from floorlab.core import paths
-from floorlab.core.prose import fmt_ms, sig
+from floorlab.core.prose import fmt_ms, fmt_times, sig
 from floorlab.core.roofline import bytes_per_step, crossover_gbps, floor_ms, kernels_per_layer_budget, predicted_ms
 from floorlab.core.runs import Row, Run, reference_run
 from floorlab.core.timing import Comparison, Timing, compare
@@ -51,7 +51,7 @@ class StoredSpread:
     def line(self, what: str) -> str:
         """One printed line: the range, its ratio and the number of runs."""
         return (f"{what:<14} {fmt_ms(self.low_ms)} to {fmt_ms(self.high_ms)} "
-                f"({self.ratio:.2f}× apart) over {len(self.medians_ms)} stored runs")
+                f"({fmt_times(self.ratio)} between them) over {len(self.medians_ms)} stored runs")
 
 
 def stored_runs(prefix: str = "h200-") -> dict[str, Run]:
@@ -105,16 +105,19 @@ class PathDifference:
         return self.comparison.ratio - 1
 
     def says(self) -> str:
-        """A clause for a sentence: how far apart, which way, and whether beyond the spreads."""
+        """A clause for a sentence: how far apart, which way, and whether beyond the spreads
+        (timing.compare's three outcomes)."""
+        share = f"{abs(self.change):.1%}"
         way = "higher" if self.change > 0 else "lower"
-        where = ("beyond both runs' spreads" if self.comparison.meaningful
-                 else "within the two runs' spreads")
-        return f"the {self.what} is {abs(self.change):.1%} {way} in the bench's run, {where}"
+        return self.comparison.verdict(
+            f"the {self.what} is {share} higher in the bench's run, beyond both runs' spreads",
+            f"the {self.what} is {share} lower in the bench's run, beyond both runs' spreads",
+            f"the {self.what} is {share} {way} in the bench's run, within the two runs' spreads")
 
     def line(self) -> str:
         """One printed line: both medians, the change and whether the spreads tell them apart."""
-        verdict = "apart" if self.comparison.meaningful else "within the spreads"
-        return (f"{self.what:<14} {sig(self.chapter.median_ms, 4):>9} {sig(self.bench.median_ms, 4):>9}"
+        verdict = self.comparison.verdict("apart", "apart", "within the spreads")
+        return (f"{self.what:<14} {sig(self.chapter.median_ms):>9} {sig(self.bench.median_ms):>9}"
                 f" {self.unit:<3} {self.change:+7.1%}  {verdict}")
 
 

@@ -17,7 +17,7 @@ from pathlib import Path
 from floorlab.core import paths
 from floorlab.core.launches import LaunchCount
 from floorlab.core.numbers import nonnegative_number, positive_number, shown, whole_number
-from floorlab.core.prose import fmt_ms, fmt_times, wrap
+from floorlab.core.prose import fmt_ms, fmt_times, sig, wrap
 from floorlab.core.roofline import (
     Floor,
     floor_ms,
@@ -272,7 +272,7 @@ def read_card(path, origin: str = "gallery") -> Card:
     path = Path(path)
     try:
         if path.stat().st_size > MAX_CARD_BYTES:
-            raise NotACard(f"it is {path.stat().st_size / 1e6:.0f} MB, where a card is a few; {AGAIN}")
+            raise NotACard(f"it is {sig(path.stat().st_size / 1e6)} MB, where a card is a few; {AGAIN}")
         data = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError) as err:
         raise NotACard(f"it cannot be read ({type(err).__name__}: {str(err)[:120]})") from None
