@@ -113,6 +113,8 @@ def serving_text(run: Run) -> str:
         row_ms = serving.ms_per_row(card.graph)
         text += [card.stream.summary(row_ms), serving_readings.pricing_sentence(card.stream, row_ms),
                  serving_readings.padding_against_fallbacks(card.stream, row_ms, "There")]
+    if card.memory is not None:
+        text.append(serving_readings.pool_sentence(card.memory))
     padded = run.find("graph, padded")
     if padded is not None and padded.batch in card.graph:
         text.append(serving_trap.guard_cost_sentence(padded, card.graph[padded.batch]))

@@ -35,3 +35,11 @@ def padding_against_fallbacks(stream: StreamCost, ms_per_row: float, where: str)
         f"{where} the padding cost more than the steps that missed every bucket: there, more "
         "buckets pay before a larger one does.",
         f"{where} the padding and the fallbacks cost the same.")
+
+
+def pool_sentence(memory) -> str:
+    """How much of the graphs' own pools one shared pool saved (a GraphMemoryReport), in words."""
+    return compare(Band.exact(memory.shared_mb), Band.exact(memory.private_mb / 2)).verdict(
+        "a shared pool saved less than half of it here.",
+        "a shared pool removed most of it here.",
+        "a shared pool removed half of it here.")
