@@ -60,7 +60,7 @@ def bigger_models_text(run: Run) -> str:
     text = bigger_models.format_sizes(sizes)
     if all(sizes.graph(p) for p in sizes.presets):
         text += "\n" + bigger_models_readings.read_sizes(sizes, BENCH).text()
-    return text
+    return text + "\n" + bigger_models_readings.paths_reading(BENCH)
 
 
 def fast_card_text(run: Run) -> str:

@@ -188,3 +188,20 @@ def _advantage(sizes: Sizes, out: SizeReadings, bench: Run | None) -> None:
         f"to {fmt_times(there[1].median)}.",
         f" In the stored bench, with quieter eager steps, it fell from {fmt_times(there[0].median)} "
         f"to {fmt_times(there[1].median)}.", "")
+
+
+def paths_reading(bench: Run, small: str = "qwen3-0.6b", large: str = "qwen3-8b", *,
+                  batch: int = 1) -> str:
+    """Whether the plain replay and the book's Triton kernels come closer at the larger size: the
+    plain replay over the Triton one at each size, compared by timing.compare."""
+    rows = {p: (bench.find(BENCH_GRAPH, p, batch), bench.find("triton graph", p, batch)) for p in (small, large)}
+    if not all(all(pair) for pair in rows.values()):
+        return ""
+    gaps = {p: ratio_band(*pair) for p, pair in rows.items()}
+    times = (f"the plain replay takes {fmt_times(gaps[large].median)} the Triton step's time, "
+             f"against {fmt_times(gaps[small].median)} at {small}")
+    return compare(gaps[large], gaps[small]).verdict(
+        f"At {large} the paths move further apart: {times}.",
+        f"At {large} the paths come closer: {times}. Once the weights take milliseconds to stream, "
+        "the kernels' fixed costs are a smaller share of the step, but they do not vanish.",
+        f"Between {small} and {large} the spreads do not say whether the paths come closer: {times}.")
