@@ -143,7 +143,7 @@ def _set_timing(run: Run, path: str, value_ms: float, **where) -> Run:
 
 
 def _bigger_models_family() -> list[Member]:
-    members = family("h200-bigger-models")
+    members = family("h200-bigger-models", cpu="cpu-bigger-models")
     run = reference_run("h200-bigger-models")
     sizes = bigger_models.Sizes(run, Source(here=False, run=run))
     first, last = sizes.presets[0], sizes.presets[-1]
