@@ -66,7 +66,10 @@ def bigger_models_text(run: Run) -> str:
 def fast_card_text(run: Run) -> str:
     differences = fast_card.bench_against_chapter(BENCH, run, preset="qwen3-0.6b", batch=1)
     return "\n".join([fast_card.differences_table(differences)] + [d.says() for d in differences]
-                     + fast_card.noisy_rows(BENCH, batch=1) + [replay_text(run)])
+                     + fast_card.noisy_rows(BENCH, batch=1) + [replay_text(run)]
+                     + [fast_card.steadier_sentence(
+                         fast_card.stored_spread(fast_card.EAGER_PATHS, preset="qwen3-0.6b", batch=1),
+                         fast_card.stored_spread(fast_card.GRAPH_PATHS, preset="qwen3-0.6b", batch=1))])
 
 
 def gallery_text(run: Run) -> str:

@@ -14,7 +14,7 @@ from floorlab.core import paths
 from floorlab.core.prose import fmt_ms, fmt_times, sig
 from floorlab.core.roofline import bytes_per_step, crossover_gbps, floor_ms, kernels_per_layer_budget, predicted_ms
 from floorlab.core.runs import Row, Run, reference_run
-from floorlab.core.timing import Comparison, Timing, compare
+from floorlab.core.timing import Band, Comparison, Timing, compare
 from floorlab.studies.below_the_floor import plausible_wrongs, whole_table_bytes
 
 EAGER_PATHS = ("eager", "plain eager")  # the book's engine, eager: a chapter's name, the bench's
@@ -52,6 +52,16 @@ class StoredSpread:
         """One printed line: the range, its ratio and the number of runs."""
         return (f"{what:<14} {fmt_ms(self.low_ms)} to {fmt_ms(self.high_ms)} "
                 f"({fmt_times(self.ratio)} between them) over {len(self.medians_ms)} stored runs")
+
+
+def steadier_sentence(eager: StoredSpread, graph: StoredSpread) -> str:
+    """Which path's median moved more across the stored runs (highest over lowest), in words."""
+    return compare(Band.exact(eager.ratio), Band.exact(graph.ratio)).verdict(
+        f"The replay moved less, {fmt_times(graph.ratio)} against eager's {fmt_times(eager.ratio)}, "
+        "so this chapter reasons from what moves least: the replay, and the time the host needs "
+        "to issue it.",
+        "Here the replay moved more than eager, so neither path holds still across these runs.",
+        "Both moved by the same factor across these runs.")
 
 
 def stored_runs(prefix: str = "h200-") -> dict[str, Run]:
