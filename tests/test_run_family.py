@@ -91,7 +91,8 @@ def kernels_readings_text(run: Run, own, plain) -> str:
     published = {a.label: a.beyond_us_per_layer(run.floor().bandwidth_gbps) for a in kernels.ANCHORS}
     return "\n".join([kernels_readings.against_published(band, published),
                       kernels_readings.against_plain(own, plain),
-                      kernels_readings.distance_share(band.median / 2, layers, own, floor_ms)])
+                      kernels_readings.distance_share(band.median / 2, layers, own, floor_ms),
+                      kernels_readings.share_of_card(100.0, run.floor().bandwidth_gbps) + " the card's"])
 
 
 def prefill_text(run: Run) -> str:

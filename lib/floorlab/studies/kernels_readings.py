@@ -45,3 +45,9 @@ def distance_share(layer_beyond_us: float, num_layers: int, row, floor_ms: float
         "most of the distance between the replay and its floor",
         "less than half of the distance between the replay and its floor",
         "about half of the distance between the replay and its floor, within its spread")
+
+
+def share_of_card(gbps: float, card_gbps: float) -> str:
+    """'less than half of', 'more than half of' or 'about half of': a kernel's rate against the card's."""
+    return compare(Band.exact(gbps), Band.exact(card_gbps / 2)).verdict(
+        "more than half of", "less than half of", "half of")
