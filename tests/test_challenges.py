@@ -313,12 +313,12 @@ def test_a_profiled_step_shorter_than_the_timed_one_is_said_so():
 
     timed = Timing.from_samples([4.5, 4.8, 5.0, 5.2, 5.5])
     inside = below_the_floor.profiled_against_timed(_timeline(4.7), timed)
-    assert "shorter" in inside and "within the spread" in inside and "longer" not in inside
+    assert "(0.940×)" in inside and "within the spread" in inside and "longer" not in inside
     below = below_the_floor.profiled_against_timed(_timeline(2.5), timed)
     assert "shorter" in below and "below even" in below
     above = below_the_floor.profiled_against_timed(_timeline(8.0), timed)
     assert "longer" in above and "beyond" in above
-    assert "shorter (0.50×) than" in _timeline(2.5).profiler_note()
+    assert "shorter (0.500×) than" in _timeline(2.5).profiler_note()
 
 
 # The bench's stored run beside the chapter's, and how much eager moves between stored runs.

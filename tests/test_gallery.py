@@ -10,6 +10,7 @@ from matplotlib.container import BarContainer
 
 from floorlab.core.bandwidth import Bandwidth, Bandwidths
 from floorlab.core.launches import LaunchCount
+from floorlab.core.prose import sig
 from floorlab.core.roofline import BelowFloorWarning, decode_floor
 from floorlab.core.runs import Row, Run, measured_row
 from floorlab.core.shapes import get_shape
@@ -180,7 +181,7 @@ def test_printed_lines_fit_the_column_and_the_table_has_every_card(room, tmp_pat
     text = "\n".join([gallery.format_floors(cards), *gallery.claims(cards),
                       *(gallery.format_paths(c) for c in cards)])
     assert max(len(line) for line in text.splitlines()) <= COLUMN
-    assert "1.196 GB ÷" in gallery.format_floors(cards)
+    assert "1.20 GB ÷" in gallery.format_floors(cards)
     rows = [line for line in gallery.gallery_table(cards).splitlines() if "<tr>" in line]
     assert len(rows) == 1 + len(cards)
     assert rows[0].count("</th>") == len(gallery.TABLE_HEAD)
@@ -195,7 +196,7 @@ def test_a_card_below_its_floor_is_skipped_by_the_books_one_rule(room, tmp_path)
     g = load(room, tmp_path)
     assert "Odd" not in [c.name for c in g.cards] and len(g.cards) == 3
     (skipped,) = g.skipped
-    assert "its eager step" in skipped.reason and "0.50× its floor" in skipped.reason
+    assert "its eager step" in skipped.reason and "0.500× its floor" in skipped.reason
     assert "below the floor" in skipped.reason
     # just above the rule's 5% allowance for timer noise, a card is shown
     card_run(name="Close", eager_x=0.96, graph_x=0.96).save(room / "close.json")
@@ -250,7 +251,7 @@ def test_the_cheapest_launch_check():
         return gallery.check_smallest(card, us, gaps, names=names, unit=" µs", hint="h")
 
     assert check(None, None).startswith("not attempted")
-    assert check("4090", 9.0).startswith("right: RTX 4090 (cuda), 9.1 µs")
+    assert check("4090", 9.0).startswith("right: RTX 4090 (cuda), 9.10 µs")
     assert check("h200", 14.2).startswith("not yet: 'h200' is not the card")
     assert check("4090", 14.2).startswith("not yet: that is the card")
     assert check("A100", 9.1).startswith("not yet: no card's name")
@@ -265,10 +266,10 @@ def test_sentences_hold_for_one_card_and_for_several(room, tmp_path):
     assert "No card here replayed" in gallery.replay_gain([cpu])
     several = [cpu, rtx, h200]
     ratio = cpu.floor.floor_ms / h200.floor.floor_ms
-    assert f"grows {ratio:.1f}-fold" in gallery.floor_span(several)
+    assert f"grows {sig(ratio)}-fold" in gallery.floor_span(several)
     assert "farthest of any card here" in gallery.eager_span(several)
     assert gallery.replay_gain(several).startswith("2 cards here replayed the step")
-    assert "from 4.5 to 7.1 times as long as the replay" in gallery.replay_gain(several)
+    assert "from 4.50× to 7.14× as long as the replay" in gallery.replay_gain(several)
     text = " ".join(gallery.claims(several))
     assert f"observed: {h200.label}, at 50.0×" in text  # the fastest card sits furthest above
 
@@ -279,10 +280,10 @@ def test_one_card_that_replayed_gets_one_number_not_a_range(room, tmp_path):
     h200 = load(room, tmp_path).cards[-1]
     text = gallery.replay_gain([h200])
     assert text.startswith(f"{h200.label} is the one card here that replayed")
-    assert "7.1 times as long as the replay" in text  # 50× ÷ 7×
+    assert "7.14× as long as the replay" in text  # 50× ÷ 7×
     assert "between" not in text and " to " not in text
     claims = " ".join(gallery.claims([h200]))
-    assert "faster on the one card that has it, eager ÷ replay 7.1×" in claims
+    assert "faster on the one card that has it, eager ÷ replay 7.14×" in claims
     assert "from 7.1× to 7.1×" not in claims
 
 
@@ -292,10 +293,10 @@ def test_cards_that_print_alike_get_one_number(tmp_path):
     card_run(date="2026-11-30T00:00:00+00:00").save(folder / "b.json")
     cards = load(folder, tmp_path).cards
     assert len(cards) == 2
-    assert "On each of them the eager step took 7.1 times as long" in gallery.replay_gain(cards)
+    assert "the eager step took 7.14× as long" in gallery.replay_gain(cards)
     assert gallery.eager_span(cards) == "An eager token takes 50.0× the floor on every card here."
     assert gallery.floor_span(cards).startswith("Every card here streams at about 4000 GB/s")
-    assert "eager ÷ replay 7.1×" in " ".join(gallery.claims(cards))
+    assert "eager ÷ replay 7.14×" in " ".join(gallery.claims(cards))
     assert not any(" to " in text for text in (gallery.replay_gain(cards),
                                                 gallery.eager_span(cards)))
 
@@ -308,8 +309,8 @@ def test_a_difference_inside_the_spreads_draws_no_conclusion(tmp_path):
     text = gallery.replay_gain([close])
     assert "differ by less than their spreads" in text and "times as long" not in text
     both = gallery.replay_gain([close, far])
-    assert f"On {far.label} the eager step took 4.5 times as long" in both
-    assert f"on {close.label} the two differ by less than their spreads" in both
+    assert f"On {far.label} the eager step took 4.45× as long" in both
+    assert f"on {close.label} eager and replay differ by less than their spreads" in both
     # eager at 9.0× and 8.9×: the spreads overlap, so no card is named the farthest
     eager = gallery.eager_span([close, far])
     assert "cannot say which card sits farthest" in eager and "the farthest of any" not in eager
@@ -333,7 +334,7 @@ def test_floor_span_names_the_bandwidth_cards_and_keeps_the_arithmetic(room, tmp
     text = gallery.floor_span([cpu, rtx, h200])
     grows = h200.floor.bandwidth_gbps / cpu.floor.bandwidth_gbps
     assert text.startswith(f"From {cpu.label} to {h200.label}")
-    assert f"{cpu.floor.floor_ms:.1f} ms ÷ {grows:.1f} = " in text
+    assert f"{sig(cpu.floor.floor_ms)} ms ÷ {sig(grows)} = " in text
 
 
 # ---- the table: the bandwidth each floor divides by

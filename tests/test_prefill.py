@@ -314,7 +314,8 @@ def test_a_line_through_points_gives_its_intercept_slope_and_worst_miss():
 
 def test_the_stored_contexts_lie_on_a_line_that_reads_the_cache_far_below_the_bandwidth():
     from floorlab.core.runs import stored_run
-    from floorlab.studies.prefill import REFERENCE, context_cost
+    from floorlab.studies.prefill import REFERENCE
+    from floorlab.studies.prefill_readings import context_cost
 
     run = stored_run(REFERENCE)
     points = stored_contexts(run)

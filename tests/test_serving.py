@@ -519,8 +519,9 @@ def test_speedups_are_said_only_beyond_the_spreads():
     eager = {1: _row("eager", 1, 8.0), 16: _row("eager", 16, 8.0, spread=0.3)}
     graph = {1: _row("graph", 1, 2.0), 16: _row("graph", 16, 7.0)}
     text = speedup_sentence(eager, graph, (1, 16))
-    assert text == ("the replay is 4.0 times faster than eager at batch 1 and no faster than "
-                    "eager beyond the spreads at batch 16")
+    assert text == ("the replay is 4.00× as fast as eager at batch 1 and no faster than eager "
+                    "beyond the spreads at batch 16; the speed-up shrank as the batch grew, to "
+                    "0.286× of its value at batch 1")
     lines = speedup_lines(eager, graph).splitlines()
     assert "4.00×" in lines[1] and "overlap" not in lines[1] and "noisy" not in lines[1]
     assert "overlap" in lines[2] and lines[2].endswith("eager noisy")

@@ -45,8 +45,8 @@ class Bandwidth:
 
     def __str__(self) -> str:
         return (
-            f"{self.kind} bandwidth {self.gbps:.1f} GB/s (p10-p90 {self.p10_gbps:.1f}-"
-            f"{self.p90_gbps:.1f}, {self.bytes_per_rep / 1e9:.2f} GB per repeat) on {self.device}"
+            f"{self.kind} bandwidth {sig(self.gbps)} GB/s (p10-p90 {sig(self.p10_gbps)}-"
+            f"{sig(self.p90_gbps)}, {sig(self.bytes_per_rep / 1e9)} GB per repeat) on {self.device}"
         )
 
     def to_dict(self) -> dict:
@@ -87,7 +87,7 @@ class Bandwidths:
         change = later.floor_gbps / self.floor_gbps - 1
         if abs(change) <= tolerance:
             return ""
-        return (f"warning: the bandwidth moved from {self.floor_gbps:.1f} to {later.floor_gbps:.1f} "
+        return (f"warning: the bandwidth moved from {sig(self.floor_gbps)} to {sig(later.floor_gbps)} "
                 f"GB/s ({change:+.0%}) while this notebook ran; something else is using the "
                 "machine, so re-run before trusting these ratios.")
 

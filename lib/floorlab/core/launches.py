@@ -22,6 +22,7 @@ import torch
 from torch.profiler import ProfilerActivity, profile, record_function
 
 from floorlab.core.device import resolve_device
+from floorlab.core.prose import sig
 
 KERNEL_LAUNCH_CALLS = frozenset({
     "cudaLaunchKernel", "cudaLaunchKernelExC", "cudaLaunchCooperativeKernel",
@@ -77,7 +78,7 @@ class LaunchCount:
 
     def __str__(self) -> str:
         text = (
-            f"{self.kernels} kernels per step ({self.per_layer:.1f} per layer), "
+            f"{self.kernels} kernels per step ({sig(self.per_layer)} per layer), "
             f"{self.launch_calls} launch calls on the host [{self.device}]"
         )
         return f"{text}; {self.note}" if self.note else text

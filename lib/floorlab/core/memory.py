@@ -14,6 +14,7 @@ import torch
 
 from floorlab.core.device import resolve_device
 from floorlab.core.numbers import nonnegative_number, positive_number, shown, whole_number
+from floorlab.core.prose import sig
 from floorlab.core.shapes import get_shape
 
 HEADROOM_BYTES = 1_000_000_000  # activations, logits, library workspaces and a graph's pool
@@ -91,18 +92,18 @@ class Fit:
 
     def message(self) -> str:
         """One sentence: the GB needed, the GB free and, when it does not fit, what to do."""
-        need = (f"{self.preset} needs {self.need_bytes / 1e9:.1f} GB "
-                f"({self.weight_bytes / 1e9:.1f} GB of bf16 weights, "
-                f"{self.cache_bytes / 1e9:.2f} GB of KV cache, "
-                f"{self.headroom_bytes / 1e9:.1f} GB to work in)")
+        need = (f"{self.preset} needs {sig(self.need_bytes / 1e9)} GB "
+                f"({sig(self.weight_bytes / 1e9)} GB of bf16 weights, "
+                f"{sig(self.cache_bytes / 1e9)} GB of KV cache, "
+                f"{sig(self.headroom_bytes / 1e9)} GB to work in)")
         if self.free_bytes is None:
             return f"{need}; the free {self.where} memory could not be read, so it is tried anyway."
-        free = f"{self.free_bytes / 1e9:.1f} GB of {self.where} memory is free"
+        free = f"{sig(self.free_bytes / 1e9)} GB of {self.where} memory is free"
         if self.ok:
             return f"{need}; {free}: it fits."
         return (f"{need}, but only {free}: skipped before anything was allocated. Close other "
                 f"programs or notebooks that hold {self.where} memory, or use a device with "
-                f"{self.need_bytes / 1e9:.1f} GB free.")
+                f"{sig(self.need_bytes / 1e9)} GB free.")
 
 
 def check_fits(preset_or_shape, device, *, max_batch: int, max_context: int,

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 import torch
 
 from floorlab.core.device import describe_device, resolve_device
+from floorlab.core.prose import sig
 from floorlab.core.runs import load_json, reference_path
 
 BF16_MIN_CAPABILITY = (8, 0)  # native bf16 arithmetic: Ampere and later
@@ -109,7 +110,7 @@ class CardPlan:
     def __str__(self) -> str:
         f = self.facts
         about = [f.kind] + ([f"compute capability {f.capability_text}"] if f.capability_text else [])
-        about += [f"{f.memory_gb:.1f} GB"] if f.memory_gb else []
+        about += [f"{sig(f.memory_gb)} GB"] if f.memory_gb else []
         head = f"{self.card} ({', '.join(about)})"
         if f.mac and f.device == "cpu":
             head += ": the book measures the Mac's CPU"

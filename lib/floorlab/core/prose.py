@@ -18,30 +18,43 @@ COLUMN = 84  # characters a printed line may take in the site's content column (
 
 
 def sig(value: float, digits: int = 3) -> str:
-    """value with `digits` significant figures, never in scientific notation: 1331, 7.80, 0.275."""
+    """value to `digits` significant figures, never in scientific notation: 1330, 7.80, 0.275.
+
+    The one renderer for every measured time, bandwidth, size and ratio the book prints. A
+    value that is not finite has no figures to print: it raises, so the caller says in words
+    what the degenerate case means (a fit with no slope, a step too fast to time)."""
     digits = whole_number(digits, "digits", hint="pass how many significant figures to print, e.g. 3")
     value = float(value)
-    if value == 0 or not math.isfinite(value):
-        return f"{value:g}"
-    decimals = max(digits - 1 - math.floor(math.log10(abs(value))), 0)
-    return f"{value:.{decimals}f}"
+    if not math.isfinite(value):
+        raise ValueError(f"{value} has no significant figures to print; say in words what it "
+                         "means (no slope, nothing measured) instead of printing it")
+    if value == 0:
+        return "0"
+    exponent = math.floor(math.log10(abs(value)))
+    decimals = digits - 1 - exponent
+    if decimals >= 0:
+        text = f"{value:.{decimals}f}"
+        if abs(float(text)) >= 10 ** (exponent + 1) and decimals > 0:  # 9.996 rounds up to 10.00
+            text = f"{value:.{decimals - 1}f}"
+        return text
+    return f"{round(value, decimals):.0f}"
 
 
 def fmt_ms(ms: float, digits: int = 3) -> str:
-    """A time in ms as '7.80 ms', '1331 ms' or '0.275 ms'."""
+    """A time in ms as '7.80 ms', '1330 ms' or '0.275 ms'."""
     ms = number(ms, "ms", hint="pass a time in ms, e.g. fl.fmt_ms(row.median_ms)")
     return f"{sig(ms, digits)} ms"
 
 
 def fmt_gbps(gbps: float) -> str:
-    """A bandwidth at the precision the arithmetic divides by: '7.4 GB/s', '4347 GB/s'."""
+    """A bandwidth at three significant figures: '7.40 GB/s', '4350 GB/s'."""
     gbps = positive_number(gbps, "gbps", hint="pass a measured bandwidth in GB/s")
-    return f"{gbps:.1f} GB/s" if gbps < 100 else f"{gbps:.0f} GB/s"
+    return f"{sig(gbps)} GB/s"
 
 
 def fmt_times(ratio: float) -> str:
-    """A multiple as '2.5×' when large, '1.09×' near 1, where the digits matter."""
-    return f"{ratio:.1f}×" if ratio >= 2 else f"{ratio:.2f}×"
+    """A multiple at three significant figures: '17.3×', '1.81×', '0.150×'."""
+    return f"{sig(ratio)}×"
 
 
 def prose(markdown: str) -> None:

@@ -14,7 +14,7 @@ from typing import Callable
 import torch
 
 from floorlab.core.device import resolve_device
-from floorlab.core.prose import fmt_ms
+from floorlab.core.prose import fmt_ms, sig
 from floorlab.core.launches import (STEP_MARK, base_name, cuda_note, has_aten_ancestor, is_aten,
                                is_gpu_event, is_launch_call, profile_calls, is_kernel_name,
                                merged_spans)
@@ -122,9 +122,9 @@ class Timeline:
         if abs(ratio - 1) <= 0.1:
             how = "within 10% of"
         elif ratio > 1:
-            how = f"{ratio:.1f}× as long as"
+            how = f"{sig(ratio)}× as long as"
         else:  # one step drawn can beat the timed median on a busy machine
-            how = f"shorter ({ratio:.2f}×) than"
+            how = f"shorter ({sig(ratio)}×) than"
         return (f"profiled step {fmt_ms(self.profiled_ms)}, {how} the {fmt_ms(self.timed_ms)} "
                 "timed without the profiler")
 

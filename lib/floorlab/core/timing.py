@@ -10,6 +10,7 @@ from __future__ import annotations
 import math
 import statistics
 import time
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from typing import Callable
 
@@ -17,7 +18,7 @@ import torch
 
 from floorlab.core.device import resolve_device
 from floorlab.core.progress import progress_bar
-from floorlab.core.prose import sig
+from floorlab.core.prose import fmt_times, sig
 
 IN_FLIGHT = 2  # calls the timing loop lets the host queue ahead of the device
 SETTLE_MAX_CALLS = 20  # most extra warm-up calls on a CPU before timing starts anyway
@@ -100,29 +101,126 @@ class Timing:
 
 
 @dataclass(frozen=True)
-class Comparison:
-    """Two timings set side by side: the ratio of their medians, and whether it means anything."""
+class Band:
+    """A measured quantity that is not one timing: its median and the p10-p90 band around it.
 
-    ratio: float  # first median over second median
+    A speed-up or a multiple of the floor is a ratio of timings; ratio_band gives its band, and
+    compare() reads a Band as it reads a Timing. Band.exact(x) is a number with no spread."""
+
+    median: float
+    low: float
+    high: float
+
+    @classmethod
+    def exact(cls, value: float) -> "Band":
+        """A value known exactly (a floor, a threshold): a band of zero width."""
+        return cls(float(value), float(value), float(value))
+
+    @property
+    def noisy(self) -> bool:
+        """True when the band is wider than NOISY_SPREAD of the median."""
+        return self.high - self.low > NOISY_SPREAD * abs(self.median)
+
+
+def band_of(value) -> Band:
+    """A Timing, a Row (its timing), a Band or a plain number, as a Band."""
+    timing = getattr(value, "timing", value)
+    if timing is None:
+        raise ValueError("compare needs two measured timings; a row that was not measured has none")
+    if isinstance(timing, Band):
+        return timing
+    if isinstance(timing, Timing):
+        return Band(timing.median_ms, timing.p10_ms, timing.p90_ms)
+    return Band.exact(timing)
+
+
+def ratio_band(top, bottom) -> Band:
+    """top over bottom (Timings, Rows or Bands), banded by their spreads: p10 ÷ p90 to p90 ÷ p10."""
+    a, b = band_of(top), band_of(bottom)
+    return Band(a.median / b.median, a.low / b.high, a.high / b.low)
+
+
+_said: list | None = None  # (sentence, Comparison) for each verdict, while recorded_verdicts() runs
+
+
+@contextmanager
+def recorded_verdicts():
+    """Collect every sentence Comparison.verdict chooses, with its Comparison, while the block runs.
+
+    The family-of-runs test uses it to tell computed claims from typed ones."""
+    global _said
+    outer, _said = _said, []
+    try:
+        yield _said
+    finally:
+        heard, _said = _said, outer
+        if outer is not None:
+            outer.extend(heard)
+
+
+@dataclass(frozen=True)
+class Comparison:
+    """Two measured quantities set side by side: the ratio of their medians, and whether it means
+    anything (the book's one rule: their p10-p90 bands do not overlap)."""
+
+    ratio: float  # first median over second median (nan when the second is 0)
     meaningful: bool  # their p10-p90 bands do not overlap
-    noisy: bool  # either timing is noisy (p10-p90 wider than NOISY_SPREAD of its median)
+    noisy: bool  # either is noisy (p10-p90 wider than NOISY_SPREAD of its median)
+    above: bool | None = None  # the first median above the second (None: read it from ratio)
+
+    @property
+    def outcome(self) -> str:
+        """'more' when the first lies above the second beyond both bands, 'less' when below,
+        'untold' when the bands overlap."""
+        if not self.meaningful:
+            return "untold"
+        above = self.ratio > 1 if self.above is None else self.above
+        return "more" if above else "less"
+
+    def verdict(self, more: str, less: str, untold: str) -> str:
+        """The one sentence of the three that this run supports: `more` when the first lies above
+        the second beyond both spreads, `less` when below, `untold` when they overlap.
+
+        Each may hold {ratio} (first ÷ second) and {inverse} (second ÷ first), written as
+        multiples at three significant figures ('1.81×')."""
+        chosen = {"more": more, "less": less, "untold": untold}[self.outcome]
+        if "{ratio}" in chosen or "{inverse}" in chosen:
+            chosen = chosen.format(ratio=fmt_times(self.ratio), inverse=fmt_times(1 / self.ratio))
+        sentence = chosen
+        if _said is not None:
+            _said.append((sentence, self))
+        return sentence
 
     def says(self, first: str, second: str) -> str:
         """One sentence: the ratio when it means something, else why it does not."""
-        if self.meaningful:
-            return f"{first} takes {self.ratio:.2f}× the time of {second}"
-        return (f"{first} and {second} differ by less than their spreads ({self.ratio:.2f}× at "
-                "the medians), so this run cannot tell them apart")
+        taken = f"{first} takes {{ratio}} the time of {second}"
+        return self.verdict(taken, taken, f"{first} and {second} differ by less than their spreads "
+                            "({ratio} at the medians), so this run cannot tell them apart")
+
+
+def tally(named: dict, more: str, less: str, untold: str) -> str:
+    """Several comparisons said at once: one clause for each outcome that occurred, in the order
+    more, less, untold, joined by '; '. Each clause may hold {names} (the items with that outcome),
+    {count} (how many) and {of} (how many in all); an empty clause is left out."""
+    groups = {"more": [], "less": [], "untold": []}
+    for name, comparison in named.items():
+        groups[comparison.outcome].append(name)
+    clauses = [form.format(names=", ".join(groups[key]), count=len(groups[key]), of=len(named))
+               for key, form in (("more", more), ("less", less), ("untold", untold))
+               if groups[key] and form]
+    sentence = "; ".join(clauses)
+    if _said is not None:
+        _said.append((sentence, tuple(named.values())))
+    return sentence
 
 
 def compare(first, second) -> Comparison:
-    """The book's one rule for comparing two timings (Timings or Rows): a difference means
-    something only when the two p10-p90 bands do not overlap."""
-    a, b = (getattr(t, "timing", t) for t in (first, second))
-    if a is None or b is None:
-        raise ValueError("compare needs two measured timings; a row that was not measured has none")
-    apart = a.p10_ms > b.p90_ms or b.p10_ms > a.p90_ms
-    return Comparison(ratio=a.median_ms / b.median_ms, meaningful=apart, noisy=a.noisy or b.noisy)
+    """The book's one rule for comparing two measured quantities (Timings, Rows, Bands or exact
+    numbers): a difference means something only when the two p10-p90 bands do not overlap."""
+    a, b = band_of(first), band_of(second)
+    apart = a.low > b.high or b.low > a.high
+    ratio = a.median / b.median if b.median else math.nan
+    return Comparison(ratio=ratio, meaningful=apart, noisy=a.noisy or b.noisy, above=a.median > b.median)
 
 
 def _percentile(samples: list[float], q: float) -> float:
@@ -239,8 +337,8 @@ class StepTimes:
         """A warning when the two disagree in a way no steady state allows, else ''."""
         if not self.issue_exceeds_step:
             return ""
-        return (f"warning: issuing took {self.issue.median_ms:.2f} ms, longer than the "
-                f"{self.step.median_ms:.2f} ms step (p90 {self.step.p90_ms:.2f}); the host "
+        return (f"warning: issuing took {sig(self.issue.median_ms)} ms, longer than the "
+                f"{sig(self.step.median_ms)} ms step (p90 {sig(self.step.p90_ms)}); the host "
                 "was disturbed during this run, so re-run before trusting the what-ifs.")
 
     def to_dict(self) -> dict:

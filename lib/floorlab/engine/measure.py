@@ -18,7 +18,7 @@ from floorlab.core.prose import fmt_ms, fmt_times, wrap
 from floorlab.core.roofline import Floor
 from floorlab.core.runs import Row, Run, measured_row, reference_run
 from floorlab.core.timelines import Timeline, steady_timeline
-from floorlab.core.timing import time_with_issue
+from floorlab.core.timing import compare, time_with_issue
 from floorlab.engine.buckets import DEFAULT_BUCKETS
 from floorlab.engine.graphs import GraphRunner
 
@@ -103,6 +103,16 @@ class Replay:
     def speedup(self) -> float:
         """Eager time over replay time (medians) on the same card."""
         return self.eager.median_ms / self.graph.median_ms
+
+    def said(self) -> str:
+        """'On this machine, a replay takes 2.08 ms, 3.88× as fast as eager on the same card.', or
+        the words for the other outcomes of timing.compare."""
+        return (f"{self.source.on()}, a replay takes {fmt_ms(self.graph.median_ms)}, "
+                + compare(self.eager, self.graph).verdict(
+                    "{ratio} as fast as eager on the same card.",
+                    "slower than eager on the same card, which took {ratio} of its time.",
+                    "and eager and replay differ by less than their spreads there, so that run "
+                    "cannot tell them apart."))
 
     def summary(self) -> str:
         """A few printed lines: the replay, its bit-identity, speed-up and multiple of the floor."""

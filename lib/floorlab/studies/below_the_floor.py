@@ -57,20 +57,17 @@ def profiled_against_timed(timeline: Timeline, timed: Timing) -> str:
     if profiled_ms <= 0:
         return f"The profiler recorded no {timeline.label} step to set against the timed one."
     versus = compare(Timing.from_samples([profiled_ms]), timed)
-    how = "longer" if versus.ratio > 1 else "shorter" if versus.ratio < 1 else "no longer"
-    said = (f"The profiled {timeline.label} step took {fmt_ms(profiled_ms)}, {how} than the "
-            f"timed median of {fmt_ms(timed.median_ms)} ({versus.ratio:.2f}×)")
+    head = (f"The profiled {timeline.label} step took {fmt_ms(profiled_ms)}, against a timed "
+            f"median of {fmt_ms(timed.median_ms)} ({{ratio}})")
     band = f"{sig(timed.p10_ms)}-{sig(timed.p90_ms)} ms"
-    if not versus.meaningful:
-        return (f"{said}, but inside the timed steps' own p10-p90 band ({band}). The difference "
-                "is within the spread, so this run cannot tell the profiler's cost from the "
-                "machine's own variation.")
-    if how == "longer":
-        return (f"{said}, beyond the timed steps' p10-p90 band ({band}): the likeliest cost is "
-                "the profiler's own, recording every call.")
-    return (f"{said}, and below even the timed steps' p10-p90 band ({band}). A profiler cannot "
-            "make work faster, so it was the timed steps that ran slow: the machine was busier "
-            "while they were timed than during the one step drawn.")
+    return versus.verdict(
+        f"{head}: longer, beyond the timed steps' p10-p90 band ({band}). The likeliest cost is the "
+        "profiler's own, recording every call.",
+        f"{head}: shorter, below even the timed steps' p10-p90 band ({band}). A profiler cannot "
+        "make work faster, so it was the timed steps that ran slow: the machine was busier while "
+        "they were timed than during the one step drawn.",
+        f"{head}, inside the timed steps' own p10-p90 band ({band}). The difference is within the "
+        "spread, so this run cannot tell the profiler's cost from the machine's own variation.")
 
 
 # Challenge 1: count the ops of a real layer and redo the division.
@@ -320,10 +317,10 @@ def check_scale(my_floor_ms, my_launch_fraction, expected: ScaleAnswer) -> str:
                 f"cannot be told apart from the share made with {mistake}.")
     if verdict == "far" and close(raw / 100, expected.launch_fraction, 0.10):
         return (f"not yet: my_big_launch_fraction = {my_launch_fraction!r} looks like a percent; "
-                f"write it as a fraction between 0 and 1 ({raw / 100:.2f}).")
+                f"write it as a fraction between 0 and 1 ({sig(raw / 100)}).")
     if verdict == "far":
         return f"not yet: {fraction_hint}"
-    return (f"right: {expected.floor_ms:.2f} ms floor; the per-op gap is "
+    return (f"right: {sig(expected.floor_ms)} ms floor; the per-op gap is "
             f"{expected.launch_fraction:.0%} of the token.")
 
 
@@ -331,10 +328,10 @@ def answer_scale(small_name: str, small_fraction: float, big: ScaleAnswer, *,
                  small_bytes: int, layer_ratio: float) -> str:
     """The worked answer to challenge 3, conditioned on whether this run's gap is dispatch."""
     lines = [f"{small_name}: the per-op gap is {small_fraction:.0%} of the token.",
-             f"{big.name}: floor {big.floor_ms:.3f} ms, gap {big.gap_ms:.3f} ms over "
+             f"{big.name}: floor {sig(big.floor_ms)} ms, gap {sig(big.gap_ms)} ms over "
              f"{big.launches} ops, {big.launch_fraction:.0%} of the token.",
-             f"The bytes grow {big.bytes_per_step / small_bytes:.1f}×, the ops only "
-             f"{layer_ratio:.2f}×, so the fixed per-op cost is a smaller share of a big model."]
+             f"The bytes grow {sig(big.bytes_per_step / small_bytes)}×, the ops only "
+             f"{sig(layer_ratio)}×, so the fixed per-op cost is a smaller share of a big model."]
     if big.dispatch:
         lines.append("Here that cost is dispatch, which graphs remove: small models at small "
                      "batch, the interactive end of serving, gain most from them.")

@@ -235,12 +235,12 @@ def _cell(row: Row | None) -> str:
         return "-"
     if row.timing.noisy:
         return f"{sig(row.median_ms, 2)} ms ({sig(row.x_floor, 2)}×)*"
-    return f"{fmt_ms(row.median_ms)} ({row.x_floor:.{1 if row.x_floor >= 10 else 2}f}×)"
+    return f"{fmt_ms(row.median_ms)} ({sig(row.x_floor)}×)"
 
 
 def _times(band: tuple[float, float] | None, median: float | None) -> str:
     """'6.90×', or '2.4-11×' when the speed-up is a band."""
-    return "-" if median is None else f"{median:.2f}×" if band is None else f"{sig(band[0], 2)}-{sig(band[1], 2)}×"
+    return "-" if median is None else f"{sig(median)}×" if band is None else f"{sig(band[0], 2)}-{sig(band[1], 2)}×"
 
 
 def noise_lines(sizes: Sizes) -> list[str]:
@@ -395,7 +395,7 @@ def check_graphs_matter(my_layer_gb, my_first_preset, expected: GraphsMatterAnsw
                 "reaches it, or 'none' if none does.")
     where = ("no Qwen3 shape here gets there" if expected.first_preset == "none"
              else f"{expected.first_preset} is the first shape there")
-    return f"right: {want_gb:.2f} GB per layer, and {where}."
+    return f"right: {sig(want_gb)} GB per layer, and {where}."
 
 
 def answer_graphs_matter(model, expected: GraphsMatterAnswer, sizes) -> str:
@@ -406,29 +406,29 @@ def answer_graphs_matter(model, expected: GraphsMatterAnswer, sizes) -> str:
     stream_ms = model.stream_ms_per_layer(expected.threshold)
     lines = [
         f"Fitted on {model.preset}, {sizes.source.label}:",
-        f"  issue time per layer  {model.issue_ms_per_layer * layers:.2f} ms ÷ {layers} = "
-        f"{model.issue_ms_per_layer:.3f} ms{' (a noisy median: see below)' if expected.band else ''}",
-        f"  fixed cost per layer  {model.kernels_per_layer:.1f} kernels × "
-        f"{model.overhead_us:.2f} µs = {fixed_ms:.3f} ms",
-        f"eager ÷ replay = {model.issue_ms_per_layer:.3f} ÷ (stream + {fixed_ms:.3f}) "
+        f"  issue time per layer  {sig(model.issue_ms_per_layer * layers)} ms ÷ {layers} = "
+        f"{sig(model.issue_ms_per_layer)} ms{' (a noisy median: see below)' if expected.band else ''}",
+        f"  fixed cost per layer  {sig(model.kernels_per_layer)} kernels × "
+        f"{sig(model.overhead_us)} µs = {sig(fixed_ms)} ms",
+        f"eager ÷ replay = {sig(model.issue_ms_per_layer)} ÷ (stream + {sig(fixed_ms)}) "
         f"= {expected.threshold:g} when",
-        f"  stream = {model.issue_ms_per_layer:.3f} ms ÷ {expected.threshold:g} − "
-        f"{fixed_ms:.3f} ms = {stream_ms:.3f} ms per layer",
-        f"  bytes  = {stream_ms:.3f} ms × {fmt_gbps(model.bandwidth_gbps)} = "
-        f"{expected.layer_bytes / 1e9:.2f} GB per layer",
+        f"  stream = {sig(model.issue_ms_per_layer)} ms ÷ {expected.threshold:g} − "
+        f"{sig(fixed_ms)} ms = {sig(stream_ms)} ms per layer",
+        f"  bytes  = {sig(stream_ms)} ms × {fmt_gbps(model.bandwidth_gbps)} = "
+        f"{sig(expected.layer_bytes / 1e9)} GB per layer",
         "",
         f"{'preset':<11}{'GB per layer':>14}{'eager ÷ replay, predicted':>27}{'measured':>12}",
     ]
     for name, size in expected.layer_bytes_by_preset.items():
         measured = (_times(sizes.speedup_band(name), sizes.speedup(name))
                     if name in sizes.presets else "-")
-        lines.append(f"{name:<11}{size / 1e9:>14.3f}{model.speedup(name):>26.2f}×{measured:>12}")
+        lines.append(f"{name:<11}{sig(size / 1e9):>14}{sig(model.speedup(name)):>26}×{measured:>12}")
     lines.append("")
     firsts = {expected.first_preset} | {first for _, first in expected.band.values()}
     if expected.band:
         (lo_gb, lo_first), (hi_gb, hi_first) = expected.band["p10"], expected.band["p90"]
-        lines.append(f"The issue time is noisy, so the answer is a band: {lo_gb:.2f} GB per layer "
-                     f"at its p10 (first shape: {lo_first}), {hi_gb:.2f} GB at its p90 (first "
+        lines.append(f"The issue time is noisy, so the answer is a band: {sig(lo_gb)} GB per layer "
+                     f"at its p10 (first shape: {lo_first}), {sig(hi_gb)} GB at its p90 (first "
                      f"shape: {hi_first}).")
     if len(firsts) > 1:
         lines.append("Across that band the first shape changes: this run cannot say where.")

@@ -10,10 +10,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from floorlab.core.prose import fmt_ms, sig
+from floorlab.core.prose import fmt_ms, fmt_times, sig
 from floorlab.core.roofline import bytes_per_step, crossover_gbps, floor_ms, kernels_per_layer_budget, predicted_ms
 from floorlab.core.runs import Run, reference_dirs, reference_names, reference_run
-from floorlab.core.timing import Comparison, Timing, compare
+from floorlab.core.timing import Band, Comparison, Timing, compare
 from floorlab.studies.below_the_floor import plausible_wrongs, whole_table_bytes
 from floorlab.studies.below_the_floor_hosts import EAGER_PATHS, GRAPH_PATHS, first_row  # noqa: F401 (the chapter's names)
 
@@ -49,7 +49,17 @@ class StoredSpread:
     def line(self, what: str) -> str:
         """One printed line: the range, its ratio and the number of runs."""
         return (f"{what:<14} {fmt_ms(self.low_ms)} to {fmt_ms(self.high_ms)} "
-                f"({self.ratio:.2f}× apart) over {len(self.medians_ms)} stored runs")
+                f"({fmt_times(self.ratio)} between them) over {len(self.medians_ms)} stored runs")
+
+
+def steadier_sentence(eager: StoredSpread, graph: StoredSpread) -> str:
+    """Which path's median moved more across the stored runs (highest over lowest), in words."""
+    return compare(Band.exact(eager.ratio), Band.exact(graph.ratio)).verdict(
+        f"The replay moved less, {fmt_times(graph.ratio)} against eager's {fmt_times(eager.ratio)}, "
+        "so this chapter reasons from what moves least: the replay, and the time the host needs "
+        "to issue it.",
+        "Here the replay moved more than eager, so neither path holds still across these runs.",
+        "Both moved by the same factor across these runs.")
 
 
 def stored_runs(prefix: str = "h200-") -> dict[str, Run]:
@@ -100,16 +110,19 @@ class PathDifference:
         return self.comparison.ratio - 1
 
     def says(self) -> str:
-        """A clause for a sentence: how far apart, which way, and whether beyond the spreads."""
+        """A clause for a sentence: how far apart, which way, and whether beyond the spreads
+        (timing.compare's three outcomes)."""
+        share = f"{abs(self.change):.1%}"
         way = "higher" if self.change > 0 else "lower"
-        where = ("beyond both runs' spreads" if self.comparison.meaningful
-                 else "within the two runs' spreads")
-        return f"the {self.what} is {abs(self.change):.1%} {way} in the bench's run, {where}"
+        return self.comparison.verdict(
+            f"the {self.what} is {share} higher in the bench's run, beyond both runs' spreads",
+            f"the {self.what} is {share} lower in the bench's run, beyond both runs' spreads",
+            f"the {self.what} is {share} {way} in the bench's run, within the two runs' spreads")
 
     def line(self) -> str:
         """One printed line: both medians, the change and whether the spreads tell them apart."""
-        verdict = "apart" if self.comparison.meaningful else "within the spreads"
-        return (f"{self.what:<14} {sig(self.chapter.median_ms, 4):>9} {sig(self.bench.median_ms, 4):>9}"
+        verdict = self.comparison.verdict("apart", "apart", "within the spreads")
+        return (f"{self.what:<14} {sig(self.chapter.median_ms):>9} {sig(self.bench.median_ms):>9}"
                 f" {self.unit:<3} {self.change:+7.1%}  {verdict}")
 
 

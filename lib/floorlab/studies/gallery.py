@@ -19,7 +19,7 @@ from floorlab.core.roofline import (
     predicted_ms,
 )
 from floorlab.core.runs import Row, Run, reference_run
-from floorlab.core.timing import Comparison, Timing, compare
+from floorlab.core.timing import Comparison, Timing, compare, tally
 from floorlab.studies.gallery_cards import GRAPH, STORED, Card, count_words
 
 
@@ -40,8 +40,8 @@ def bytes_gb(cards: list[Card]) -> str:
     """The bytes per step the floors count, in GB ('1.196 GB', or a range when they differ)."""
     counted = sorted({c.floor.bytes_per_step / BYTES_PER_GB for c in cards})
     if len(counted) == 1:
-        return f"{counted[0]:.3f} GB"
-    return f"{counted[0]:.3f} to {counted[-1]:.3f} GB"
+        return f"{sig(counted[0])} GB"
+    return f"{sig(counted[0])} to {sig(counted[-1])} GB"
 
 
 def _fits(head: str, text: str) -> list[str]:
@@ -82,27 +82,25 @@ def claims(cards: list[Card]) -> list[str]:
         fast = max(cards, key=lambda c: c.floor.bandwidth_gbps)
         furthest, second = sorted(cards, key=lambda c: -c.eager.x_floor)[:2]
         apart = compare(in_floors(furthest, furthest.eager), in_floors(second, second.eager))
+        seen = f"observed: {furthest.label}, at {fmt_times(furthest.eager.x_floor)}"
         lines += [f"expected: the fastest card, {fast.label}, furthest above its floor when eager",
-                  f"observed: {furthest.label}, at {fmt_times(furthest.eager.x_floor)}"
-                  + ("" if apart.meaningful else
-                     f", within the spread of {second.label} at "
-                     f"{fmt_times(second.eager.x_floor)}, so not told apart")]
+                  apart.verdict(seen, seen, f"{seen}, within the spread of {second.label} at "
+                                f"{fmt_times(second.eager.x_floor)}, so not told apart")]
     pairs = replays(cards)
     lines.append("expected: graph replay faster than eager on every card that has it")
     if pairs:
-        faster = [(c, cmp) for c, cmp in pairs if cmp.meaningful and cmp.ratio > 1]
-        untold = [c.label for c, cmp in pairs if not cmp.meaningful]
-        slower = [c.label for c, cmp in pairs if cmp.meaningful and cmp.ratio <= 1]
-        gains = (f", eager ÷ replay {span([cmp.ratio for _, cmp in faster], '{:.1f}×')}"
-                 if faster else "")
+        faster = [cmp.ratio for _, cmp in pairs if cmp.outcome == "more"]
+        gains = f", eager ÷ replay {span(faster, fmt_times)}" if faster else ""
         if len(pairs) == 1:
-            verdict = "faster" if faster else "too close to tell" if untold else "not faster"
-            lines.append(f"observed: {verdict} on the one card that has it{gains}")
+            (_, cmp), = pairs
+            lines.append("observed: " + cmp.verdict(f"faster on the one card that has it{gains}",
+                                                    "not faster on the one card that has it",
+                                                    "too close to tell on the one card that has it"))
         else:
-            lines.append(f"observed: faster on {len(faster)} of the {len(pairs)} cards that "
-                         f"have it{gains}"
-                         + (f"; too close to tell on {', '.join(untold)}" if untold else "")
-                         + (f"; not on {', '.join(slower)}" if slower else ""))
+            lines.append("observed: " + tally(
+                {c.label: cmp for c, cmp in pairs},
+                f"faster on {{count}} of the {{of}} cards that have it{gains}", "not on {names}",
+                "too close to tell on {names}"))
     else:
         lines.append("observed: no card here has a graph replay (CUDA graphs need a GPU)")
     return [line for text in lines for line in _fits("", text)]
@@ -121,9 +119,10 @@ def replays(cards: list[Card]) -> list[tuple[Card, Comparison]]:
     return [(c, compare(c.eager, c.graph)) for c in cards if c.graph is not None]
 
 
-def span(values: list[float], form: str) -> str:
+def span(values: list[float], form) -> str:
     """One number when the values print alike ('4.0×'), else the range ('from 3.1× to 4.0×')."""
-    low, high = form.format(min(values)), form.format(max(values))
+    show = form if callable(form) else form.format
+    low, high = show(min(values)), show(max(values))
     return low if low == high else f"from {low} to {high}"
 
 
@@ -156,17 +155,17 @@ def floor_span(cards: list[Card]) -> str:
                 "and run the chapter again.")
     grows = fast.floor.bandwidth_gbps / slow.floor.bandwidth_gbps
     ratio = slow.floor.floor_ms / fast.floor.floor_ms
-    if f"{grows:.1f}" == "1.0" and same_bytes(cards):
+    if sig(grows) == "1.00" and same_bytes(cards):
         return (f"Every card here streams at about {fmt_gbps(fast.floor.bandwidth_gbps)}, so "
                 f"they share one floor: {fmt_ms(fast.floor.floor_ms)}.")
     if not same_bytes(cards):
-        return (f"From {slow.label} to {fast.label} the bandwidth grows {grows:.1f}-fold and "
-                f"the floor shrinks {ratio:.1f}-fold, from {fmt_ms(slow.floor.floor_ms)} to "
+        return (f"From {slow.label} to {fast.label} the bandwidth grows {sig(grows)}-fold and "
+                f"the floor shrinks {sig(ratio)}-fold, from {fmt_ms(slow.floor.floor_ms)} to "
                 f"{fmt_ms(fast.floor.floor_ms)}; the two differ because these runs counted "
                 "different bytes.")
-    return (f"From {slow.label} to {fast.label} the bandwidth grows {grows:.1f}-fold, and "
+    return (f"From {slow.label} to {fast.label} the bandwidth grows {sig(grows)}-fold, and "
             f"the floor shrinks by the same factor: {fmt_ms(slow.floor.floor_ms)} ÷ "
-            f"{grows:.1f} = {fmt_ms(fast.floor.floor_ms)}.")
+            f"{sig(grows)} = {fmt_ms(fast.floor.floor_ms)}.")
 
 
 def eager_span(cards: list[Card]) -> str:
@@ -179,13 +178,13 @@ def eager_span(cards: list[Card]) -> str:
         return f"An eager token takes {fmt_times(far.eager.x_floor)} the floor on {far.label}.{noisy}"
     if fmt_times(far.eager.x_floor) == fmt_times(near.eager.x_floor):
         return f"An eager token takes {fmt_times(far.eager.x_floor)} the floor on every card here.{noisy}"
-    if not compare(in_floors(far, far.eager), in_floors(near, near.eager)).meaningful:
-        return (f"An eager token takes from {fmt_times(near.eager.x_floor)} to "
-                f"{fmt_times(far.eager.x_floor)} the floor, but the cards' spreads overlap, so "
-                f"this gallery cannot say which card sits farthest above its floor.{noisy}")
-    return (f"An eager token takes {fmt_times(far.eager.x_floor)} the floor on {far.label}, "
+    spans = (f"An eager token takes from {fmt_times(near.eager.x_floor)} to "
+             f"{fmt_times(far.eager.x_floor)} the floor, but the cards' spreads overlap, so "
+             f"this gallery cannot say which card sits farthest above its floor.{noisy}")
+    ends = (f"An eager token takes {fmt_times(far.eager.x_floor)} the floor on {far.label}, "
             f"the farthest of any card here, and {fmt_times(near.eager.x_floor)} on "
             f"{near.label}, the nearest.{noisy}")
+    return compare(in_floors(far, far.eager), in_floors(near, near.eager)).verdict(ends, ends, spans)
 
 
 def replay_gain(cards: list[Card]) -> str:
@@ -195,28 +194,23 @@ def replay_gain(cards: list[Card]) -> str:
     if not pairs:
         return ("No card here replayed the step as a CUDA graph: that needs a GPU, and the "
                 "gallery has no GPU run yet.")
-    told = [(c.label, cmp.ratio) for c, cmp in pairs if cmp.meaningful]
-    untold = [c.label for c, cmp in pairs if not cmp.meaningful]
     noisy = noisy_clause([c for c, _ in pairs]) + noisy_clause([c for c, _ in pairs], "graph")
     if len(pairs) == 1:
         (card, cmp), = pairs
         head = f"{card.label} is the one card here that replayed the step as a CUDA graph"
-        if cmp.meaningful:
-            return (f"{head}, and its eager step took {cmp.ratio:.1f} times as long as the "
-                    f"replay.{noisy}")
-        return (f"{head}, and there eager and replay differ by less than their spreads "
-                f"({cmp.ratio:.1f}× at the medians), so this run cannot tell them apart.{noisy}")
+        return head + cmp.verdict(
+            ", and its eager step took {ratio} as long as the replay.",
+            ", and there the replay was the slower: eager took {ratio} as long.",
+            ", and there eager and replay differ by less than their spreads ({ratio} at the "
+            "medians), so this run cannot tell them apart.") + noisy
     head = f"{count_words(len(pairs), 'card')} here replayed the step as a CUDA graph"
-    if not told:
-        return (f"{head}, and on every one eager and replay differ by less than their "
-                f"spreads, so these runs cannot tell them apart.{noisy}")
-    times = span([ratio for _, ratio in told], "{:.1f}")
-    which = "each of them" if not untold else ", ".join(label for label, _ in told)
-    text = (f"{head}. On {which} the eager step took {times} times as long as the replay")
-    if untold:
-        text += (f"; on {', '.join(untold)} the two differ by less than their spreads, so "
-                 "that run cannot tell them apart")
-    return text + f".{noisy}"
+    times = span([cmp.ratio for _, cmp in pairs if cmp.outcome == "more"] or [1.0], fmt_times)
+    return f"{head}. " + tally(
+        {c.label: cmp for c, cmp in pairs},
+        f"On {{names}} the eager step took {times} as long as the replay",
+        "on {names} the replay was the slower, beyond the spreads",
+        "on {names} eager and replay differ by less than their spreads, so those runs cannot "
+        "tell them apart") + f".{noisy}"
 
 
 TABLE_HEAD = ("card", "kind", "torch", "floor GB/s", "floor ms", "eager ms · ×",
@@ -345,7 +339,7 @@ def check_smallest(my_name, my_value, values: dict[str, float], *, names: tuple[
     verdict, mistake = judge(number, least, rel=rel,
                              wrong={m: given[label] for m, given in wrong.items() if label in given})
     if verdict == "right":
-        return f"right: {label}, {least:.1f}{unit}."
+        return f"right: {label}, {sig(least)}{unit}."
     if verdict == "wrong":
         return (f"not yet: that is the card, but {sig(number)} is the number you get with "
                 f"{mistake}; {hint}")

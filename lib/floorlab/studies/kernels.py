@@ -16,7 +16,7 @@ import torch
 import torch.nn.functional as F
 
 from floorlab.core.numbers import positive_number, whole_number
-from floorlab.core.prose import fmt_ms
+from floorlab.core.prose import fmt_ms, sig
 from floorlab.core.roofline import BelowFloorError, achieved_gbps, floor_ms, is_below_floor
 from floorlab.core.runs import reference_json
 from floorlab.core.shapes import Qwen3Shape, get_shape
@@ -72,7 +72,7 @@ def check_timed(ms: float, nbytes: float, floor_gbps: float, *, device, working_
     if is_below_floor(ms / floor):
         raise BelowFloorError(
             f"below the floor: {fmt_ms(ms)} for {nbytes / 1e6:.3g} MB is {ms / floor:.2g}× its floor of "
-            f"{fmt_ms(floor)} at {floor_gbps:.0f} GB/s, which no device can do: a timer that does not "
+            f"{fmt_ms(floor)} at {sig(floor_gbps)} GB/s, which no device can do: a timer that does not "
             "wait for the device, work that was skipped, or a result that was cached")
     return ms
 
@@ -273,17 +273,17 @@ def format_layer_table(rows: list[dict], num_layers: int) -> str:
 
     def no_wait(row: dict) -> str:  # a column only where some GEMV was timed without its wait
         pct = row.get("pct_read_no_wait")
-        return "" if not waits else f" {pct:9.1f}" if pct is not None else f" {'-':>9}"
+        return "" if not waits else f" {sig(pct):>9}" if pct is not None else f" {'-':>9}"
 
     lines = [f"{'kernel':9} {'µs':>8} {'MB':>7} {'GB/s':>6} {'% read':>6} {'µs beyond bytes':>15}"
              + (f" {'% no wait':>9}" if waits else "")]
-    lines += [f"{r['kernel']:9} {r['us']:8.2f} {r['bytes'] / 1e6:7.2f} {r['gbps']:6.0f} {r['pct_read']:6.1f} "
-              f"{r['beyond_us']:15.2f}{no_wait(r)}" for r in rows]
+    lines += [f"{r['kernel']:9} {sig(r['us']):>8} {sig(r['bytes'] / 1e6):>7} {sig(r['gbps']):>6} "
+              f"{sig(r['pct_read']):>6} {sig(r['beyond_us']):>15}{no_wait(r)}" for r in rows]
     layer = [r for r in rows if r["kernel"] != "lm_head"]
     worst = max(layer, key=lambda r: r["beyond_us"])
-    lines.append(f"one layer: {sum(r['us'] for r in layer):.2f} µs, {sum(r['beyond_us'] for r in layer):.2f} "
+    lines.append(f"one layer: {sig(sum(r['us'] for r in layer))} µs, {sig(sum(r['beyond_us'] for r in layer))} "
                  f"of them beyond its bytes (x {num_layers} layers)")
-    lines.append(f"the most beyond its bytes: {worst['kernel']} ({worst['beyond_us']:.2f} µs)")
+    lines.append(f"the most beyond its bytes: {worst['kernel']} ({sig(worst['beyond_us'])} µs)")
     if waits:
         lines.append("% no wait: launched without the PDL wait (wrong results; what the wait costs)")
     return "\n".join(lines)
@@ -361,9 +361,9 @@ class Anchor:
         """The floor and the µs beyond it per layer, as arithmetic."""
         gbps = self.bandwidth_gbps or bandwidth_gbps
         floor = self.floor_us(bandwidth_gbps)
-        return (f"{self.weight_bytes / 1e9:.3f} GB ÷ {gbps:,.0f} GB/s = {floor:.1f} µs; "
-                f"({self.step_us:.1f} − {floor:.1f}) ÷ {self.layers} layers = "
-                f"{self.beyond_us_per_layer(bandwidth_gbps):.1f} µs per layer")
+        return (f"{sig(self.weight_bytes / 1e9)} GB ÷ {sig(gbps)} GB/s = {sig(floor)} µs; "
+                f"({sig(self.step_us)} − {sig(floor)}) ÷ {self.layers} layers = "
+                f"{sig(self.beyond_us_per_layer(bandwidth_gbps))} µs per layer")
 
 
 ANCHORS = (

@@ -21,7 +21,6 @@ from floorlab.core.intensity import (
     fixed_cost_root_tokens,
     intensity,
     knee_intensity,
-    line_fit,
     matmul_only_tokens,
     observed_knee_tokens,
     prefill_flops,
@@ -33,7 +32,7 @@ from floorlab.core.progress import progress_bar
 from floorlab.core.prose import fmt_gbps, fmt_ms, sig
 from floorlab.core.roofline import Floor, decode_floor, prefill_bytes
 from floorlab.core.runs import Row
-from floorlab.core.timing import Timing, compare, time_ms
+from floorlab.core.timing import Timing, time_ms
 from floorlab.engine.buckets import bucket_for
 from floorlab.engine.graphs import GraphRunner, capture_graph
 from floorlab.engine.measure import measure_path
@@ -311,29 +310,9 @@ def format_contexts(points: list[ContextPoint]) -> str:
     lines = [f"{'context':>8} {'path':>13} {'floor':>10} {'measured':>10} {'× floor':>8} {'GB/s':>10} {'KV share':>9}"]
     for p in points:
         lines.append(f"{p.context_tokens:>8} {p.row.path:>13} {fmt_ms(p.floor.floor_ms):>10} "
-                     f"{_ms(p.row.timing) + ' ms':>10} {p.row.x_floor:>8.2f} "
+                     f"{_ms(p.row.timing) + ' ms':>10} {sig(p.row.x_floor):>8} "
                      f"{fmt_gbps(p.row.achieved_gbps):>10} {p.kv_share:>9.0%}")
     return "\n".join(lines + noise_lines([(f"context {p.context_tokens}", p.row.timing) for p in points]))
-
-
-@dataclass(frozen=True)
-class ContextCost:
-    """A decode step's median time against its context as a line, fixed_ms + per_token_us × n; the
-    rate it reads the cache at, its largest miss (a share), and compare(longest, shortest)."""
-
-    fixed_ms: float
-    per_token_us: float
-    cache_gbps: float
-    worst_fit: float
-    apart: bool
-
-
-def context_cost(points: list[ContextPoint]) -> ContextCost:
-    """The least-squares line through the median step times of points (two contexts or more)."""
-    fixed, per_token_ms, worst = line_fit([p.context_tokens for p in points], [p.row.median_ms for p in points])
-    kv = points[0].floor.kv_bytes_per_token
-    cache_gbps = kv / per_token_ms / 1e6 if per_token_ms > 0 else math.inf
-    return ContextCost(fixed, per_token_ms * 1e3, cache_gbps, worst, compare(points[-1].row, points[0].row).meaningful)
 
 
 def decode_memory_bytes(shape, context_tokens: int, dtype_bytes: int = 2) -> int:

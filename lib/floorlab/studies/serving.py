@@ -18,12 +18,12 @@ import torch
 
 from floorlab.core.numbers import whole_number
 from floorlab.core.progress import progress_bar
-from floorlab.core.prose import fmt_ms
+from floorlab.core.prose import fmt_ms, fmt_times, sig
 from floorlab.core.roofline import Floor
 from floorlab.core.runs import Row, Run, reference_run
 from floorlab.core.shapes import Qwen3Shape
 from floorlab.core.timelines import Timeline
-from floorlab.core.timing import compare, time_once
+from floorlab.core.timing import compare, ratio_band, tally, time_once
 from floorlab.engine.buckets import EagerFallbackWarning
 from floorlab.engine.graphs import GraphMemory, GraphRunner
 from floorlab.engine.measure import Source, measure_path
@@ -228,11 +228,11 @@ def speedup_lines(eager: dict[int, Row], graph: dict[int, Row]) -> str:
     for batch, row in graph.items():
         same = {True: "yes", False: "NO", None: "not checked"}[row.bit_identical]
         apart = compare(eager[batch], row)
-        speedup = f"{apart.ratio:>8.2f}×" if apart.meaningful else f"{'overlap':>9}"
+        speedup = f"{fmt_times(apart.ratio):>9}" if apart.meaningful else f"{'overlap':>9}"
         noisy = [f"{r.path} noisy" for r in (eager[batch], row) if r.timing.noisy]
         lines.append(f"{batch:>5}  {fmt_ms(eager[batch].median_ms):>10}  "
                      f"{fmt_ms(row.median_ms):>10}  {speedup}  "
-                     f"{row.x_floor:>12.2f}×  {same}" + "".join(f", {n}" for n in noisy))
+                     f"{fmt_times(row.x_floor):>13}  {same}" + "".join(f", {n}" for n in noisy))
     if any(not compare(eager[b], r).meaningful for b, r in graph.items()):
         lines.append("overlap: eager and graph differ by less than their spreads there, so "
                      "that run cannot tell them apart")
@@ -240,17 +240,35 @@ def speedup_lines(eager: dict[int, Row], graph: dict[int, Row]) -> str:
 
 
 def speedup_sentence(eager: dict[int, Row], graph: dict[int, Row], batches) -> str:
-    """'the replay is 3.9 times faster than eager at batch 1 and 3.6 times at batch 16', each
-    speed-up said only where the two spreads do not overlap (timing.compare)."""
+    """'the replay is 3.9× as fast as eager at batch 1 and 3.6× at batch 16; the speed-up
+    shrank ...': each speed-up, and how it moved from the first batch to the last, said by the
+    book's one rule (timing.compare), with words for either way and for "cannot tell"."""
     parts = []
     for i, batch in enumerate(batches):
-        apart = compare(eager[batch], graph[batch])
-        if apart.meaningful:
-            parts.append(f"{apart.ratio:.1f} times {'faster than eager ' if i == 0 else ''}"
-                         f"at batch {batch}")
-        else:
-            parts.append(f"no faster than eager beyond the spreads at batch {batch}")
-    return "the replay is " + " and ".join(parts)
+        lead = "as fast as eager " if i == 0 else ""
+        parts.append(compare(eager[batch], graph[batch]).verdict(
+            f"{{ratio}} {lead}at batch {batch}",
+            f"slower than eager, {{inverse}} its time, at batch {batch}",
+            f"no faster than eager beyond the spreads at batch {batch}"))
+    text = "the replay is " + " and ".join(parts)
+    first, last = batches[0], batches[-1]
+    bands = [ratio_band(eager[b], graph[b]) for b in (first, last)]
+    return text + "; " + compare(bands[1], bands[0]).verdict(
+        "the speed-up grew with the batch, beyond the spreads, against the expectation",
+        f"the speed-up shrank as the batch grew, to {{ratio}} of its value at batch {first}",
+        f"the spreads cannot tell whether the speed-up changed from batch {first} to {last}")
+
+
+def every_bucket_sentence(eager: dict[int, Row], graph: dict[int, Row]) -> str:
+    """Whether the replay beat eager beyond the spreads at every bucket, said either way."""
+    named = {str(b): compare(eager[b], row) for b, row in graph.items()}
+    if all(c.outcome == "more" for c in named.values()):
+        return tally(named, "Beyond the spreads the replay beat eager at every bucket, so a server "
+                     "that pads can count on a graph at every bucket, not only at the batch size "
+                     "that benchmarks quote.", "", "")
+    return tally(named, "", "At batch {names} the replay was the slower, beyond the spreads",
+                 "at batch {names} the replay did not beat eager beyond the spreads") + (
+                     ". On this run a graph pays at some buckets only.")
 
 
 def slope_note(rows: dict[int, Row]) -> str:
@@ -260,15 +278,14 @@ def slope_note(rows: dict[int, Row]) -> str:
     batches = sorted(rows)
     for a in batches:
         for b in batches:
-            if b > a and rows[b].median_ms < rows[a].median_ms and compare(rows[a], rows[b]).meaningful:
-                return (f"Here batch {b} ran faster than batch {a}, beyond both spreads, "
-                        "which one more row cannot cause: the machine's load changed during "
-                        "the run, so that slope measures the load, not a row.")
-    if not compare(rows[batches[0]], rows[batches[-1]]).meaningful:
-        return (f"Here batch {batches[0]} and batch {batches[-1]} differ by less than their "
-                "spreads, so a row costs too little for this run to see, and the slope is "
-                "inside the noise.")
-    return ""
+            if b > a and compare(rows[a], rows[b]).outcome == "more":
+                return compare(rows[a], rows[b]).verdict(
+                    f"Here batch {b} ran faster than batch {a}, beyond both spreads, which one more "
+                    "row cannot cause: the machine's load changed during the run, so that slope "
+                    "measures the load, not a row.", "", "")
+    return compare(rows[batches[0]], rows[batches[-1]]).verdict("", "", (
+        f"Here batch {batches[0]} and batch {batches[-1]} differ by less than their spreads, so a "
+        "row costs too little for this run to see, and the slope is inside the noise."))
 
 
 def ms_per_row(rows: dict[int, Row]) -> float:
@@ -321,9 +338,9 @@ class GraphMemoryReport:
         lines = [f"{'bucket':>6}  {'own pool':>9}  {'shared pool':>11}  {'output kept':>11}"]
         for m in sorted(self.private, key=lambda m: m.bucket):
             s = shared[m.bucket]
-            lines.append(f"{m.bucket:>6}  {m.reserved_mb:>6.1f} MB  {s.reserved_mb:>8.1f} MB  "
-                         f"{s.allocated_mb:>8.1f} MB")
-        lines.append(f"{'all':>6}  {self.private_mb:>6.1f} MB  {self.shared_mb:>8.1f} MB")
+            lines.append(f"{m.bucket:>6}  {sig(m.reserved_mb):>6} MB  {sig(s.reserved_mb):>8} MB  "
+                         f"{sig(s.allocated_mb):>8} MB")
+        lines.append(f"{'all':>6}  {sig(self.private_mb):>6} MB  {sig(self.shared_mb):>8} MB")
         return "\n".join(lines)
 
     def to_dict(self) -> dict:

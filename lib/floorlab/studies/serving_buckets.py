@@ -7,7 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from floorlab.core.checks import NOT_ATTEMPTED, Unreadable, checked, read_number
-from floorlab.core.prose import fmt_ms
+from floorlab.core.prose import fmt_ms, sig
 from floorlab.engine.buckets import bucket_for, check_buckets
 
 BUDGET_TOLERANCE = 0.01  # a bucket choice within 1% of the best mean step counts as the best
@@ -45,7 +45,7 @@ class BucketCosts:
         lines = [f"{'batch':>5}  {'graph':>10}  {'eager':>10}  {'graph memory':>12}"]
         for b in sorted(self.graph_ms):
             lines.append(f"{b:>5}  {fmt_ms(self.graph_ms[b]):>10}  "
-                         f"{fmt_ms(self.eager_step_ms(b)):>10}  {self.memory_mb(b):>9.1f} MB")
+                         f"{fmt_ms(self.eager_step_ms(b)):>10}  {sig(self.memory_mb(b)):>9} MB")
         return "\n".join(lines)
 
 
@@ -74,8 +74,8 @@ class BucketScore:
     fallback_share: float  # steps that run eagerly
 
     def __str__(self) -> str:
-        return (f"buckets {self.buckets}: {self.mean_ms:.3f} ms per step, "
-                f"{self.memory_mb:.1f} MB, {self.padded_share:.0%} padded rows, "
+        return (f"buckets {self.buckets}: {sig(self.mean_ms)} ms per step, "
+                f"{sig(self.memory_mb)} MB, {self.padded_share:.0%} padded rows, "
                 f"{self.fallback_share:.0%} of steps eager")
 
 
@@ -123,7 +123,7 @@ def best_buckets(histogram: dict[int, int], costs: BucketCosts, *, budget_mb: fl
     finished = [(ms + eager_above(last), chosen) for last, front in fronts.items()
                 for _, ms, chosen in front if chosen]
     if not finished:
-        raise ValueError(f"no bucket fits a budget of {budget_mb:.1f} MB; raise the budget")
+        raise ValueError(f"no bucket fits a budget of {sig(budget_mb)} MB; raise the budget")
     return score_buckets(min(finished)[1], histogram, costs)
 
 
@@ -183,19 +183,19 @@ def check_bucket_choice(my_buckets, histogram: dict[int, int], costs, *, budget_
                 f"larger than {max_bucket}.")
     mine = score_buckets(chosen, histogram, costs)
     if mine.memory_mb > budget_mb:
-        return (f"not yet: those graphs reserve {mine.memory_mb:.1f} MB, over the "
-                f"{budget_mb:.1f} MB budget; drop a bucket or pick smaller ones.")
+        return (f"not yet: those graphs reserve {sig(mine.memory_mb)} MB, over the "
+                f"{sig(budget_mb)} MB budget; drop a bucket or pick smaller ones.")
     best = best_buckets(histogram, costs, budget_mb=budget_mb, max_bucket=max_bucket)
     if mine.mean_ms <= best.mean_ms * (1 + BUDGET_TOLERANCE):
-        return (f"right: {mine.mean_ms:.3f} ms per step on average, within "
+        return (f"right: {sig(mine.mean_ms)} ms per step on average, within "
                 f"{BUDGET_TOLERANCE:.0%} of the best choice within budget.")
     hint = ("some steps still run eagerly: what does one of them cost against a replay?"
             if mine.fallback_share else
             "no step falls back; now trade padding for the memory you have left.")
     same = default is not None and mine.buckets == check_buckets(default)
     start = "those are the default buckets the chapter captured: " if same else ""
-    return (f"not yet: {start}{mine.mean_ms:.3f} ms per step on average; a choice within budget "
-            f"reaches {best.mean_ms:.3f} ms. {hint}")
+    return (f"not yet: {start}{sig(mine.mean_ms)} ms per step on average; a choice within budget "
+            f"reaches {sig(best.mean_ms)} ms. {hint}")
 
 
 def answer_bucket_choice(histogram: dict[int, int], costs, *, budget_mb: float, max_bucket: int,
@@ -207,10 +207,10 @@ def answer_bucket_choice(histogram: dict[int, int], costs, *, budget_mb: float, 
                                            score_buckets(default, histogram, costs))]
     lines = [f"{'':20s} {'ms/step':>8s} {'MB':>7s} {'padded':>7s} {'eager':>6s}  buckets"]
     for name, s in rows:
-        lines.append(f"{name:20s} {s.mean_ms:8.3f} {s.memory_mb:7.1f} {s.padded_share:7.0%} "
+        lines.append(f"{name:20s} {sig(s.mean_ms):>8} {sig(s.memory_mb):>7} {s.padded_share:7.0%} "
                      f"{s.fallback_share:6.0%}  {s.buckets}")
     largest = max(b for b in histogram)
     lines.append(f"Every step up to batch {largest} runs in a graph only if a bucket reaches "
-                 f"{largest}; an eager step costs {costs.eager_step_ms(largest):.2f} ms there "
-                 f"against a replay's {costs.graph_step_ms(largest):.2f} ms.")
+                 f"{largest}; an eager step costs {sig(costs.eager_step_ms(largest))} ms there "
+                 f"against a replay's {sig(costs.graph_step_ms(largest))} ms.")
     return "\n".join(lines)

@@ -145,17 +145,14 @@ def _poison_static_inputs(runner, batch: int, bucket: int) -> None:
 def guard_cost_sentence(padded: Row, full: Row) -> str:
     """What a padded step's time says against a full bucket's: both compute the whole bucket,
     so beyond the spreads the difference is the guard's copies."""
-    apart = compare(padded, full)
-    if not apart.meaningful:
-        return ("the two differ by less than their spreads, so on this run the guard costs "
-                "too little to see.")
-    if apart.ratio > 1:
-        return (f"the padded step took {apart.ratio:.2f} times as long, beyond both spreads; "
-                "both compute every row of the bucket, so the guard's copies are the "
-                "difference.")
-    return ("the padded step was the faster one, beyond both spreads, though it computes the "
-            "same rows and adds the guard's copies: the machine's load changed between the "
-            "two timings, so re-run before pricing the guard.")
+    return compare(padded, full).verdict(
+        "the padded step took {ratio} the time, beyond both spreads; both compute every row of "
+        "the bucket, so the guard's copies are the difference.",
+        "the padded step was the faster one, beyond both spreads, though it computes the same "
+        "rows and adds the guard's copies: the machine's load changed between the two timings, "
+        "so re-run before pricing the guard.",
+        "the two differ by less than their spreads, so on this run the guard costs too little "
+        "to see.")
 
 
 # Serving, challenge 2: what padding overwrites without the guard.

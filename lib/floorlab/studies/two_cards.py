@@ -14,12 +14,12 @@ from dataclasses import dataclass, replace
 
 from floorlab.core.bandwidth import Bandwidths
 from floorlab.core.checks import NOT_ATTEMPTED, checked, judge, read_number
-from floorlab.core.prose import fmt_ms, sig
+from floorlab.core.prose import fmt_gbps, fmt_ms, fmt_times, sig
 from floorlab.core.roofline import BYTES_PER_GB, Floor, bytes_per_step, floor_ms
 from floorlab.core.runs import Row, Run, reference_run, row_key
 from floorlab.core.shapes import PRESETS, Qwen3Shape
 from floorlab.core.timelines import Timeline
-from floorlab.core.timing import Timing, compare
+from floorlab.core.timing import Band, Timing, compare
 from floorlab.engine.ranks import ALL_GATHER, ALL_REDUCE, IN_GRAPH
 from floorlab.engine.tensor_parallel import all_reduces_per_step, rank_shape
 from floorlab.figures.splits import SplitBar
@@ -27,6 +27,7 @@ from floorlab.figures.splits import SplitBar
 KIND = "twocards"
 REFERENCE = "h200x2-two-cards"  # the stored run of `python -m floorlab twocards` on two H200s
 EAGER, GRAPH = "eager", "graph replay"
+SHARED_GAIN = 1.25  # ranks on one CPU drawing more than this × one process's bandwidth: one was short of it
 SLOWER_LINK = 4  # challenge 2: a link whose every all-reduce takes this many times as long
 BIG_BATCH, BIG_CONTEXT = 16, 4096  # challenge 3: a serving batch with long contexts
 
@@ -154,9 +155,19 @@ class TwoCards:
         return self.card(preset).median_ms / self.split(preset).median_ms
 
     def says(self, preset: str) -> str:
-        """One sentence comparing the split with one card by the book's rule (timing.compare)."""
-        first = f"the split over {self.ranks} ranks"
-        return compare(self.split(preset), self.card(preset)).says(first, "one card")
+        """One sentence comparing the split with one card by the book's rule (timing.compare); on
+        a CPU it says that the ranks are processes sharing one memory, not cards."""
+        seen = compare(self.split(preset), self.card(preset))
+        if self.on_gpu:
+            return seen.says(f"the split over {self.ranks} ranks", "one card")
+        ranks = (f"{self.ranks} ranks here are {self.ranks} processes sharing one CPU and one "
+                 "memory, not cards")
+        return seen.verdict(
+            f"the split took {{ratio}} the time of one process; {ranks}",
+            f"the split took {{ratio}} the time of one process. That does not say a second card "
+            f"would speed up {preset}: {ranks}, so what changed is how the CPU ran the work",
+            f"the two differ by less than their spreads ({{ratio}} at the medians), so this run "
+            f"cannot tell them apart; {ranks}")
 
     def model(self, preset: str | None = None, *, shared: bool = False) -> "Crossover":
         """The crossover model from this run's numbers: each rank at the bandwidth it has alone,
@@ -176,18 +187,17 @@ def memory_says(tc: TwoCards, preset: str) -> str:
     ideal, shared = fmt_ms(tc.rank_floor(preset).floor_ms), fmt_ms(tc.shared_floor_ms(preset))
     if tc.on_gpu:
         return (f"Each GPU streams from memory of its own: with every rank streaming at once the "
-                f"slowest still drew {tc.together_gbps:.0f} GB/s, {tc.together_gbps / tc.alone_gbps:.0%} "
+                f"slowest still drew {fmt_gbps(tc.together_gbps)}, {tc.together_gbps / tc.alone_gbps:.0%} "
                 f"of its bandwidth alone, so the floor per rank is {shared} in practice against "
                 f"{ideal} on paper.")
     ratio = sum(together) / tc.card_gbps
-    if ratio < 1.25:
-        return (f"Together the ranks drew {sum(together):.1f} GB/s, {ratio:.2f}× what one card "
-                f"drew alone: they split one memory's bandwidth between them. A rank's floor in "
-                f"practice is {shared}, not the {ideal} that halving the bytes promised.")
-    return (f"Together the ranks drew {sum(together):.1f} GB/s, {ratio:.2f}× what one card drew "
-            f"alone: here one process did not reach what the memory can give, and two got "
-            f"closer. They still share one memory: a rank's floor at the bandwidth it gets while "
-            f"the other streams is {shared}, against {ideal} on paper.")
+    drew = f"Together the ranks drew {fmt_gbps(sum(together))}, {fmt_times(ratio)} what one card drew alone"
+    split = (f"{drew}: they split one memory's bandwidth between them. A rank's floor in practice "
+             f"is {shared}, not the {ideal} that halving the bytes promised.")
+    return compare(Band.exact(ratio), Band.exact(SHARED_GAIN)).verdict(
+        f"{drew}: here one process did not reach what the memory can give, and two got closer. "
+        f"They still share one memory: a rank's floor at the bandwidth it gets while the other "
+        f"streams is {shared}, against {ideal} on paper.", split, split)
 
 
 def threads_says(tc: TwoCards, preset: str) -> str:
@@ -214,8 +224,8 @@ def timeline_lines(tc: TwoCards, preset: str) -> list[str]:
         if tl.gpu:
             ours = [i for i in tl.gpu if "nccl" in i.name.lower()]
             lines.append(f"rank {rank}: {tl.kernels} kernels, {len(ours)} of them NCCL "
-                         f"collectives: {sum(i.duration_us for i in ours):.0f} µs of a "
-                         f"{tl.span_us:.0f} µs step")
+                         f"collectives: {sig(sum(i.duration_us for i in ours))} µs of a "
+                         f"{sig(tl.span_us)} µs step")
         else:
             gaps_ms = (tl.span_us - tl.cpu_busy_us) / 1e3
             lines.append(f"rank {rank}: operators busy {tl.busy_share:.0%} of a "
@@ -282,7 +292,7 @@ class Crossover:
         lines = [f"{'preset':<11}{'MB/layer':>9}{'saved ms':>11}{'collectives':>12}{'gain ms':>11}"]
         for s in sorted(presets.values(), key=lambda s: s.param_count()):
             cells = [sig(v) for v in (self.saving_ms(s), self.cost_ms(s), self.gain_ms(s))]
-            lines.append(f"{s.name:<11}{s.layer_param_count() * 2 / 1e6:>9.0f}"
+            lines.append(f"{s.name:<11}{sig(s.layer_param_count() * 2 / 1e6):>9}"
                          f"{cells[0]:>11}{cells[1]:>12}{cells[2]:>11}")
         return "\n".join(lines)
 
@@ -294,10 +304,9 @@ def checked_against(tc: TwoCards, model: Crossover) -> list[dict]:
     out = []
     for preset in tc.presets:
         shape, card, split = tc.shape(preset), tc.card(preset), tc.split(preset)
-        seen = compare(split, card)
-        measured = ("cannot tell" if not seen.meaningful
-                    else "faster" if seen.ratio < 1 else "slower")
-        predicted = "faster" if model.gain_ms(shape) > 0 else "slower"
+        measured = compare(split, card).verdict("slower", "faster", "cannot tell")
+        predicted = compare(Band.exact(card.median_ms - model.gain_ms(shape)),
+                            Band.exact(card.median_ms)).verdict("slower", "faster", "the same")
         out.append({"preset": preset, "card_ms": card.median_ms,
                     "predicted_ms": card.median_ms - model.gain_ms(shape),
                     "measured_ms": split.median_ms, "predicted": predicted,
@@ -363,19 +372,19 @@ def check_crossover(my_layer_mb, my_first_preset, tc: TwoCards, *, presets=PRESE
     if _preset_name(my_first_preset) != first:
         return ("not yet: the MB per layer is right; now compare each preset's gain: the floor "
                 "it saves, its output head included, less 2 × layers all-reduces and one all_gather.")
-    return f"right: {right:,.0f} MB per layer; the first preset the split speeds up is {first}."
+    return f"right: {sig(right)} MB per layer; the first preset the split speeds up is {first}."
 
 
 def answer_crossover(tc: TwoCards, *, presets=PRESETS) -> str:
     """The worked answer to challenge 1, as arithmetic."""
     m = tc.model()
-    lines = [f"per layer: 2 × {sig(m.all_reduce_ms * 1e3)} µs ÷ (1/{m.card_gbps:.1f} − "
-             f"1/({m.ranks} × {m.rank_gbps:.1f})) s per GB = {sig(m.layer_mb())} MB per layer", "",
+    lines = [f"per layer: 2 × {sig(m.all_reduce_ms * 1e3)} µs ÷ (1/{sig(m.card_gbps)} − "
+             f"1/({m.ranks} × {sig(m.rank_gbps)})) s per GB = {sig(m.layer_mb())} MB per layer", "",
              m.table(presets), ""]
     params = m.crossover_params(presets)
     first = m.first_winner(presets)
     if params is not None:
-        lines.append(f"The gain crosses zero near {params / 1e9:.2f}B parameters; the first "
+        lines.append(f"The gain crosses zero near {sig(params / 1e9)}B parameters; the first "
                      f"preset that gains is {first}.")
     elif first == "none":
         lines.append("No preset gains: the floor a rank saves never pays for its collectives.")
@@ -417,8 +426,8 @@ def answer_big_batch(tc: TwoCards, preset: str = "qwen3-0.6b") -> str:
     m, shape = tc.model(), PRESETS[preset]
     at = dict(batch=BIG_BATCH, prompt_tokens=BIG_CONTEXT - 1)
     kv_gb = BIG_BATCH * BIG_CONTEXT * shape.kv_bytes_per_token() / 1e9
-    return (f"At batch {BIG_BATCH} × {BIG_CONTEXT} tokens the step reads {kv_gb:.2f} GB of KV "
-            f"cache besides {shape.weight_bytes() / 1e9:.2f} GB of weights, and each rank reads "
+    return (f"At batch {BIG_BATCH} × {BIG_CONTEXT} tokens the step reads {sig(kv_gb)} GB of KV "
+            f"cache besides {sig(shape.weight_bytes() / 1e9)} GB of weights, and each rank reads "
             f"its share of both. Saved: {fmt_ms(m.saving_ms(shape, **at))}; collectives: "
             f"{fmt_ms(m.cost_ms(shape))}, as at batch 1 while the messages stay small; gain "
             f"{fmt_ms(m.gain_ms(shape, **at))}, against {fmt_ms(m.gain_ms(shape))} at batch 1. "

@@ -1,0 +1,207 @@
+"""Studies wing: what a run of several model sizes says, as the chapter's sentences.
+
+Every sentence about how two measured numbers relate is chosen by timing.compare: a replay's
+multiple of the floor across sizes, its price per kernel, the eager step, and eager's advantage
+over a replay. Each has its words for one way, the other way and "this run cannot tell", so the
+chapter reads true on any run, the reader's or a stored one.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from floorlab.core import roofline
+from floorlab.core.prose import fmt_times, sig
+from floorlab.core.runs import Run
+from floorlab.core.shapes import get_shape
+from floorlab.core.timing import Band, band_of, compare, ratio_band
+from floorlab.studies.bigger_models import BENCH_EAGER, BENCH_GRAPH, Sizes
+
+
+def x_floor_band(sizes: Sizes, preset: str) -> Band:
+    """A replay's median and p10-p90 band as multiples of its floor."""
+    return ratio_band(sizes.graph(preset), Band.exact(sizes.floor(preset).floor_ms))
+
+
+def per_kernel_band(sizes: Sizes, preset: str) -> Band | None:
+    """µs each kernel of a replay costs beyond the floor, banded by the replay's timing; None
+    without a profiled replay. The profiled busy time sets the median, the timing its band."""
+    replay, row = sizes.timeline(preset), sizes.graph(preset)
+    if replay is None or not replay.kernels or row is None:
+        return None
+    floor_ms = sizes.floor(preset).floor_ms
+    busy = band_of(row)
+    scale = replay.busy_ms / busy.median
+
+    def us(ms: float) -> float:
+        return roofline.overhead_us_per_kernel(ms * scale, floor_ms, replay.kernels)
+    return Band(us(busy.median), us(busy.low), us(busy.high))
+
+
+def speedup_band(eager, graph) -> Band:
+    """Eager over replay: the medians' ratio, banded by both spreads."""
+    return ratio_band(eager, graph)
+
+
+@dataclass
+class SizeReadings:
+    """The chapter's sentences about one run of several sizes, each chosen by timing.compare."""
+
+    first: str
+    last: str
+    lines: list[str] = field(default_factory=list)  # printed under the table: claim, then seen
+    replay: str = ""
+    price: str = ""
+    eager: str = ""
+    bench: str = ""
+    advantage: str = ""
+    gain: str = ""  # which end of the family gains more from graphs, for the take-away
+    floor_wins: str = ""  # whether a replay closed in on its floor, for the take-away
+
+    def text(self) -> str:
+        """Every line and sentence, for a test to read."""
+        return "\n".join(self.lines + [self.replay, self.price, self.eager, self.bench,
+                                       self.advantage, self.gain, self.floor_wins])
+
+
+def _pair(sizes: Sizes, first: str, last: str) -> tuple:
+    return sizes.graph(first), sizes.graph(last)
+
+
+def read_sizes(sizes: Sizes, bench: Run | None = None) -> SizeReadings:
+    """The sentences a run of sizes supports (bench: the stored bench, read beside it)."""
+    first, last = sizes.presets[0], sizes.presets[-1]
+    out = SizeReadings(first, last)
+    if sizes.graph(first) is None or sizes.graph(last) is None or first == last:
+        out.replay = ("This run has no replay at two sizes, so it cannot say how a replay "
+                      "changes with size.")
+        return out
+    _replay_lines(sizes, out)
+    _eager_lines(sizes, out, bench)
+    _advantage(sizes, out, bench)
+    return out
+
+
+def _replay_lines(sizes: Sizes, out: SizeReadings) -> None:
+    first, last = out.first, out.last
+    fall = compare(x_floor_band(sizes, last), x_floor_band(sizes, first))
+    a, b = sizes.graph(first).x_floor, sizes.graph(last).x_floor
+    out.lines += ["claim: a replay's multiple of the floor falls as the model grows",
+                  f"seen:  {first} {fmt_times(a)} → {last} {fmt_times(b)}, p10-p90 bands "
+                  + fall.verdict("apart: it rose", "apart", "overlapping")]
+    out.replay = fall.verdict(
+        "Their p10-p90 bands lie apart, and the multiple rose: on this run the larger model "
+        "sits further from its floor, the opposite of the claim.",
+        "Replays are steady, and their p10-p90 bands lie apart, so that fall is real.",
+        "Their p10-p90 bands overlap, so this run cannot say that the multiple fell.")
+    out.floor_wins = fall.verdict(
+        "On this run it did not: the larger model's replay sat further from its floor.",
+        "On this run it did: the floor wins. It wins slowly, because every layer brings its own "
+        "kernels, and each kernel keeps a price of its own.",
+        "On this run the spreads are too wide to show it.")
+    us = per_kernel_band(sizes, first), per_kernel_band(sizes, last)
+    if None in us:
+        return
+    kernels = sizes.timeline(first).kernels, sizes.timeline(last).kernels
+    out.lines.append(f"       beyond the floor: {kernels[0]} kernels × {sig(us[0].median)} µs → "
+                     f"{kernels[1]} kernels × {sig(us[1].median)} µs")
+    growth = sizes.floor(last).bytes_per_step / sizes.floor(first).bytes_per_step
+    out.price = compare(us[1], us[0]).verdict(
+        f"The price per kernel came out {{ratio}} its value at {first}, beyond the spreads, while "
+        f"the bytes grew {sig(growth)}-fold.",
+        f"The price per kernel came out {{ratio}} its value at {first}, beyond the spreads, while "
+        f"the bytes grew {sig(growth)}-fold.",
+        "Within the spreads the price per kernel did not change while the floor rose: a fixed "
+        "cost on a growing floor, which is why a replay closes in on its floor.")
+
+
+def _eager_lines(sizes: Sizes, out: SizeReadings, bench: Run | None) -> None:
+    first, last = out.first, out.last
+    change = compare(sizes.eager(last), sizes.eager(first))
+    said = change.says(f"eager at {last}", f"eager at {first}")
+    out.lines += ["", "claim: the eager step grows with the layers, not the bytes", "seen:  " + said]
+    eagers = [sizes.eager(p) for p in sizes.presets]
+    shares = [i / s for r in eagers if r.issue for i, s in zip(r.issue.samples_ms, r.timing.samples_ms)]
+    if shares:
+        out.lines.append(f"       the host's issue time: {min(shares):.0%} or more of every eager step")
+    layers = get_shape(first).num_layers, get_shape(last).num_layers
+    growth = sizes.floor(last).bytes_per_step / sizes.floor(first).bytes_per_step
+    noisy = [p for p, r in zip(sizes.presets, eagers) if r.timing.noisy]
+    untold = said[0].upper() + said[1:] + "."
+    if noisy:
+        widest = max(r.timing.spread_ms / r.median_ms for r in eagers)
+        untold = (f"At {', '.join(noisy)} its p10-p90 band spans up to {widest:.0%} of its median: "
+                  "the host was busy with other work, and its delays set those times. " + untold)
+    grown = (f"Between {first} and {last} the bytes grew {sig(growth)}-fold and the layers from "
+             f"{layers[0]} to {layers[1]}, while {said}.")
+    out.eager = change.verdict(grown, grown, untold)
+    bench_eager = [bench.find(BENCH_EAGER, p, sizes.batch) for p in (first, last)] if bench else []
+    if not all(bench_eager) or not bench_eager or sizes.eager_path == BENCH_EAGER:
+        return
+    seen = compare(*bench_eager[::-1])
+    out.lines.append(f"       the stored bench ({bench.label}): "
+                     + seen.says(f"eager at {last}", f"eager at {first}"))
+    there = (f"The stored bench ({bench.label}) timed the same engine on the same card: there "
+             + seen.says(f"eager at {last}", f"eager at {first}") + f", with {layers[1]} layers "
+             f"against {layers[0]}.")
+    out.bench = there + seen.verdict(
+        " A host paying for each layer takes longer at the larger size, as it did there.",
+        " A host paying for each layer would have taken longer at the larger size, so that run "
+        "does not show it doing so.", "")
+
+
+def _advantage(sizes: Sizes, out: SizeReadings, bench: Run | None) -> None:
+    first, last = out.first, out.last
+    bands = {p: speedup_band(sizes.eager(p), sizes.graph(p)) for p in sizes.presets}
+    least = min(b.low for b in bands.values())
+    worst = min(b.median for b in bands.values())
+    one = Band.exact(1.0)
+    if all(compare(b, one).outcome == "more" for b in bands.values()):
+        lead = (f"A replay beats eager at every size here: even eager's fastest tenth takes "
+                f"{fmt_times(least)} a replay's slowest. ")
+    else:
+        lead = (f"At some size here eager and a replay are not apart, or eager is the faster (at "
+                f"worst {fmt_times(worst)} at the medians), so a replay does not win everywhere. ")
+    a, b = bands[first], bands[last]
+    span = (f"{sig(a.low, 2)}-{sig(a.high, 2)}× at {first}, {sig(b.low, 2)}-{sig(b.high, 2)}× "
+            f"at {last}")
+    move = compare(b, a)
+    out.advantage = lead + move.verdict(
+        f"The advantage grows with size, from {fmt_times(a.median)} at {first} to "
+        f"{fmt_times(b.median)} at {last}, the bands apart.",
+        f"The advantage shrinks with size, from {fmt_times(a.median)} at {first} to "
+        f"{fmt_times(b.median)} at {last}, the bands apart.",
+        f"The spreads do not let this run say whether that advantage grows or shrinks with size: "
+        f"{span}.")
+    out.gain = move.verdict(
+        f"On this run the larger model, {last}, gained more from graphs than {first}.",
+        f"On this run the small model, {first}, gained the most from graphs.",
+        f"On this run the spreads do not say whether {first} or {last} gained more from graphs.")
+    if move.meaningful or not bench or sizes.eager_path == BENCH_EAGER:
+        return
+    pairs = [(bench.find(BENCH_EAGER, p, sizes.batch), bench.find(BENCH_GRAPH, p, sizes.batch))
+             for p in (first, last)]
+    if not all(all(p) for p in pairs):
+        return
+    there = [speedup_band(*p) for p in pairs]
+    out.advantage += compare(there[1], there[0]).verdict(
+        f" In the stored bench, with quieter eager steps, it grew from {fmt_times(there[0].median)} "
+        f"to {fmt_times(there[1].median)}.",
+        f" In the stored bench, with quieter eager steps, it fell from {fmt_times(there[0].median)} "
+        f"to {fmt_times(there[1].median)}.", "")
+
+
+def paths_reading(bench: Run, small: str = "qwen3-0.6b", large: str = "qwen3-8b", *,
+                  batch: int = 1) -> str:
+    """Whether the plain replay and the book's Triton kernels come closer at the larger size: the
+    plain replay over the Triton one at each size, compared by timing.compare."""
+    rows = {p: (bench.find(BENCH_GRAPH, p, batch), bench.find("triton graph", p, batch)) for p in (small, large)}
+    if not all(all(pair) for pair in rows.values()):
+        return ""
+    gaps = {p: ratio_band(*pair) for p, pair in rows.items()}
+    times = (f"the plain replay takes {fmt_times(gaps[large].median)} the Triton step's time, "
+             f"against {fmt_times(gaps[small].median)} at {small}")
+    return compare(gaps[large], gaps[small]).verdict(
+        f"At {large} the paths move further apart: {times}.",
+        f"At {large} the paths come closer: {times}. Once the weights take milliseconds to stream, "
+        "the kernels' fixed costs are a smaller share of the step, but they do not vanish.",
+        f"Between {small} and {large} the spreads do not say whether the paths come closer: {times}.")

@@ -1,0 +1,145 @@
+"""Studies wing: what the prefill chapter's runs say, as its sentences.
+
+Decode at several contexts read as a line, eager prefill against its replay, and the two knee
+predictions: each sentence about how measured numbers relate is chosen by timing.compare, with
+words for one way, the other, and "this run cannot tell". A line that does not rise with the
+context says so in words; it never prints a negative price or an infinite rate.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from floorlab.core.intensity import line_fit
+from floorlab.core.prose import fmt_gbps, fmt_times, sig
+from floorlab.core.timing import Band, Comparison, compare, ratio_band
+
+AGREE = 0.1  # two predictions' ratios within this share of each other count as agreeing
+
+
+@dataclass(frozen=True)
+class ContextCost:
+    """A decode step's median time against its context as a line, fixed_ms + per_token_us × n; the
+    rate it reads the cache at (None when the line does not rise), its largest miss (a share), and
+    compare(longest, shortest) as `change`."""
+
+    fixed_ms: float
+    per_token_us: float
+    cache_gbps: float | None
+    worst_fit: float
+    change: Comparison
+
+    @property
+    def apart(self) -> bool:
+        """True when the longest and the shortest context's steps differ beyond their spreads."""
+        return self.change.meaningful
+
+
+def context_cost(points) -> ContextCost:
+    """The least-squares line through the median step times of prefill.ContextPoints (two or more)."""
+    fixed, per_token_ms, worst = line_fit([p.context_tokens for p in points], [p.row.median_ms for p in points])
+    kv = points[0].floor.kv_bytes_per_token
+    cache_gbps = kv / per_token_ms / 1e6 if per_token_ms > 0 else None
+    return ContextCost(fixed, per_token_ms * 1e3, cache_gbps, worst, compare(points[-1].row, points[0].row))
+
+
+def context_lines(points, bandwidth_gbps: float) -> tuple[ContextCost, list[str]]:
+    """The line through the steps, and the lines that print it as arithmetic."""
+    cost = context_cost(points)
+    kv_bytes = points[0].floor.kv_bytes_per_token
+    rises = compare(Band.exact(cost.per_token_us), Band.exact(0.0))
+    lines = [rises.verdict(
+        f"  a line through them: {sig(cost.fixed_ms)} ms + {sig(abs(cost.per_token_us))} µs × "
+        f"context, its largest miss {cost.worst_fit:.0%}",
+        "  a line through them does not rise with the context: the longer contexts ran no "
+        f"slower, so this run prices no token of context (the steps lie about "
+        f"{sig(cost.fixed_ms)} ms, the largest miss {cost.worst_fit:.0%})",
+        f"  a line through them is flat: {sig(cost.fixed_ms)} ms whatever the context")]
+    lines.append(cost.change.verdict(
+        "", "  (the longest context ran faster, beyond the spreads: the machine's load changed, "
+        "so the line measures the load)",
+        "  (the ends differ by less than their spreads, so the line says little)"))
+    if cost.cache_gbps is not None:
+        lines.append(f"  a token of context: {kv_bytes:,} B in {sig(cost.per_token_us)} µs = "
+                     f"{fmt_gbps(cost.cache_gbps)}, {cost.cache_gbps / bandwidth_gbps:.0%} of the "
+                     "bandwidth")
+    return cost, [line for line in lines if line]
+
+
+def _multiple(point) -> Band:
+    return ratio_band(point.row, Band.exact(point.floor.floor_ms))
+
+
+def context_reading(points, cost: ContextCost | None, bandwidth_gbps: float, where: str) -> str:
+    """What a run's steps at several contexts say, as one or two sentences."""
+    if cost is None:
+        return f"{where}, only one context fitted, so there is no line to draw."
+    a, b = points[0], points[-1]
+    ends = f"{a.context_tokens:,} and {b.context_tokens:,} tokens"
+    no_rise = "A line through the steps does not rise, so this run sees no cost per token of context."
+    price = compare(Band.exact(cost.per_token_us), Band.exact(0.0)).verdict(
+        f"Each token of context adds {sig(cost.per_token_us)} µs, which reads its cache at "
+        f"{fmt_gbps(cost.cache_gbps or 1.0)}, {(cost.cache_gbps or 0.0) / bandwidth_gbps:.0%} of "
+        "the bandwidth the floor assumes.", no_rise, no_rise)
+    further = compare(_multiple(b), _multiple(a)).verdict(
+        "a longer context takes the step further from its floor.",
+        "a longer context takes the step closer to its floor.",
+        "within the spreads, the same distance from its floor.")
+    grows = (f"{where}, the multiple of the floor goes from {fmt_times(a.row.x_floor)} at "
+             f"{a.context_tokens:,} tokens to {fmt_times(b.row.x_floor)} at {b.context_tokens:,}: "
+             f"{further} {price}")
+    return cost.change.verdict(
+        grows,
+        f"{where}, the step at {b.context_tokens:,} tokens ran faster than at {a.context_tokens:,}, "
+        "beyond the spreads, though it reads more cache: the machine's load changed between the "
+        "timings, so this run cannot price a token of context.",
+        f"{where}, the steps at {ends} differ by less than their spreads, so they cannot say how "
+        "the step changes with the context.")
+
+
+def cache_verdict(evidence: list[tuple[ContextCost | None, float | None, str]]) -> str:
+    """From the first (cost, bandwidth, where) whose longest context was slower beyond the spreads
+    and whose line rises: whether the cache reads far below the bandwidth the floor assumes."""
+    found = next(((c, bw, w) for c, bw, w in evidence if c is not None and bw
+                  and c.change.outcome == "more" and c.cache_gbps is not None), None)
+    if found is None:
+        return ""
+    cost, bandwidth_gbps, where = found
+    if cost.cache_gbps >= 0.5 * bandwidth_gbps:
+        return (f"So on {where} the cache reads at {cost.cache_gbps / bandwidth_gbps:.0%} of the "
+                "bandwidth the floor assumes: a token of context costs about its bytes.")
+    return (f"So on {where} the cache costs this engine far more time than its bytes: a token of "
+            f"context takes {fmt_times(bandwidth_gbps / cost.cache_gbps)} as long to read as its "
+            "share of the floor allows, and that adds up with every token. Why the cache reads so "
+            "slowly, these timings alone do not say; a profile of the step at a long context would.")
+
+
+def converge_reading(eager, graphed, where: str) -> str:
+    """Eager prefill against its replay at the sweep's shortest and longest prompts."""
+    if not eager or not graphed:
+        return ""
+    short = compare(eager[0], graphed[0]).verdict(
+        f"an eager prefill of {eager[0].prompt_tokens} token takes {{ratio}} as long as its replay",
+        f"an eager prefill of {eager[0].prompt_tokens} token takes only {{ratio}} as long as its "
+        "replay",
+        f"an eager prefill of {eager[0].prompt_tokens} token and its replay differ by less than "
+        "their spreads")
+    long = compare(eager[-1], graphed[-1]).verdict(
+        "it takes {ratio} as long.", "it takes only {ratio} as long.",
+        "the two differ by less than their spreads.")
+    return f"{where}, {short}; at {eager[-1].prompt_tokens:,} tokens {long}"
+
+
+def knee_reading(ratios: dict, knees) -> tuple[str, str]:
+    """(agreement, attention) from knee ratios: whether the matrix products alone predict the
+    fixed-cost knee to within AGREE, and what attention adds."""
+    agree = abs(ratios["straight"] / ratios["step"] - 1) < AGREE
+    grows = ("Its FLOPs grow with the square of the prompt, from "
+             f"{ratios['at_roof']:.0%} of a prefill's at {knees.roofline_tokens:,} tokens to "
+             f"{ratios['at_fixed']:.0%} at {knees.fixed_cost_tokens:,}, so the arithmetic "
+             "overtakes a large fixed cost sooner than a straight line would.")
+    if agree:
+        return "close to", "Attention makes the difference. " + grows
+    return "still far from", (
+        f"So on this machine more than attention parts them: at {knees.fixed_cost_tokens:,} "
+        f"tokens attention is {ratios['at_fixed']:.0%} of a prefill's FLOPs, and predictions this "
+        "short also round to whole tokens.")

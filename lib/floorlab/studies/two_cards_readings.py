@@ -1,0 +1,53 @@
+"""Studies wing: the two-cards chapter's crossover, printed and said from one run.
+
+The model's numbers come from a run of two GPUs where there is one; from this machine's CPU
+otherwise, and then every sentence says that its ranks were processes sharing one memory.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from floorlab.core.prose import fmt_gbps, sig
+from floorlab.studies.two_cards import TwoCards
+
+CPU_CAVEAT = ("These numbers come from this machine's CPU, where the ranks are two processes "
+              "sharing one memory, not two cards: the model then describes this program on this "
+              "CPU, and says nothing about what a second card would do.")
+
+
+@dataclass
+class CrossoverReading:
+    """The lines printed above the crossover table, and the sentences about it."""
+
+    lines: list[str] = field(default_factory=list)
+    crossing: str = ""
+    first: str = ""
+    caveat: str = ""
+
+    def text(self) -> str:
+        """Every line and sentence, for a test to read."""
+        return "\n".join(self.lines + [self.crossing, self.first, self.caveat])
+
+
+def crossover_reading(src: TwoCards, *, here: bool) -> CrossoverReading:
+    """What the crossover model built from src says (here: src is this machine's own run)."""
+    model = src.model()
+    out = CrossoverReading()
+    out.lines = [f"from {'this machine' if here else src.run.label}: {fmt_gbps(model.card_gbps)} a "
+                 f"card, all-reduce {sig(model.all_reduce_ms * 1e3)} µs, all_gather "
+                 f"{sig(model.all_gather_ms * 1e3)} µs",
+                 f"break-even: {sig(model.layer_mb())} MB per layer", "", model.table()]
+    out.first = model.first_winner()
+    params = model.crossover_params()
+    if params is not None:
+        out.crossing = f"near {sig(params / 1e9, 2)}B parameters"
+    elif out.first != "none":
+        out.crossing = "below the smallest preset"
+    else:
+        out.crossing = "beyond every preset"
+    if not src.on_gpu:
+        shared = src.model(shared=True)
+        out.lines += ["", f"with the bandwidth a rank gets while the other streams, "
+                      f"{fmt_gbps(shared.rank_gbps)}: break-even {sig(shared.layer_mb())} MB per layer"]
+        out.caveat = CPU_CAVEAT
+    return out
