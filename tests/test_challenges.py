@@ -405,3 +405,12 @@ def test_the_kernels_check_cells_show_no_formula_under_the_question():
         shown = "hide-cell" not in cell.get("metadata", {}).get("tags", [])
         if cell["cell_type"] == "code" and shown and "check_" in text and "my_" in text:
             assert not any(sign in text for sign in (" * ", " / ", " // ", "1e3")), text
+
+
+def test_an_exact_answer_is_checked_exactly():
+    """rel=0 asks for the exact whole number (the kernels chapter's split_k), not a refusal."""
+    from floorlab.studies import kernels_checks
+
+    least = kernels_checks.least_split_k(1024, 132)
+    assert kernels_checks.check_split_k(least, rows=1024, sm_count=132).startswith("right")
+    assert not kernels_checks.check_split_k(least + 1, rows=1024, sm_count=132).startswith("right")

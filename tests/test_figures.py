@@ -66,7 +66,7 @@ def test_stacked_bar_floor_line_is_dashed_at_floor_ms():
 
 def test_stacked_bar_labels_carry_ms_and_multiple_of_floor():
     text = all_text(stacked_bar(SEED_BARS, FLOOR_MS, note="stored reference run: NVIDIA H200"))
-    assert "7.80 ms · 2.5× floor" in text
+    assert "7.80 ms · 2.49× floor" in text
     assert "3.40 ms · 1.09× floor" in text
     assert "+4.67 ms" in text  # the gap, written inside the orange segment
     assert "stored reference run: NVIDIA H200" in text
@@ -247,7 +247,7 @@ def test_stacked_bar_gives_a_bar_its_own_floor():
     bars = {"decode": 3.0, "prefill, 256 tokens": 0.02}
     fig = stacked_bar(bars, 1.0, floors={"prefill, 256 tokens": 0.01}, floor_label="the floor")
     text = all_text(fig)
-    assert "2.0× floor" in text  # the prefill bar against its own floor, not decode's
+    assert "2.00× floor" in text  # the prefill bar against its own floor, not decode's
     assert "below the floor" not in text
     assert "the floor" in text
 

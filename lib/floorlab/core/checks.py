@@ -120,7 +120,7 @@ def check_number(value, expected: float, *, rel: float = 0.05, hint: str, unit: 
     """Verdict on one numeric answer: right within rel (narrowed so no plausible wrong answer in
     `wrong` also passes), the named mistake, a request for more digits, or the hint."""
     expected = number(expected, "expected", hint="pass the right answer, computed from this run")
-    rel = number(rel, "rel", above=0.0, hint="pass a tolerance between 0 and 1, e.g. rel=0.05")
+    rel = number(rel, "rel", at_least=0.0, hint="pass a tolerance from 0 (exact) to 1, e.g. rel=0.05")
     text(hint, "hint", hint="say how to get the answer")
     if value is None:
         return NOT_ATTEMPTED

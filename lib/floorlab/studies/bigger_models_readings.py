@@ -152,15 +152,15 @@ def _eager_lines(sizes: Sizes, out: SizeReadings, bench: Run | None) -> None:
 def _advantage(sizes: Sizes, out: SizeReadings, bench: Run | None) -> None:
     first, last = out.first, out.last
     bands = {p: speedup_band(sizes.eager(p), sizes.graph(p)) for p in sizes.presets}
-    least = min(b.low for b in bands.values())
-    worst = min(b.median for b in bands.values())
-    one = Band.exact(1.0)
-    if all(compare(b, one).outcome == "more" for b in bands.values()):
-        lead = (f"A replay beats eager at every size here: even eager's fastest tenth takes "
-                f"{fmt_times(least)} a replay's slowest. ")
-    else:
-        lead = (f"At some size here eager and a replay are not apart, or eager is the faster (at "
-                f"worst {fmt_times(worst)} at the medians), so a replay does not win everywhere. ")
+    weakest = min(bands, key=lambda p: bands[p].low)  # the size where a replay's lead is least sure
+    w = bands[weakest]
+    lead = compare(w, Band.exact(1.0)).verdict(
+        f"A replay beats eager at every size here: even eager's fastest tenth takes "
+        f"{fmt_times(w.low)} a replay's slowest. ",
+        f"At {weakest} eager beats a replay, the bands apart ({fmt_times(w.median)} at the medians), "
+        f"so a replay does not win everywhere. ",
+        f"At {weakest} this run cannot tell eager and a replay apart ({fmt_times(w.median)} at the "
+        f"medians, the bands overlapping), so it cannot say a replay wins everywhere. ")
     a, b = bands[first], bands[last]
     span = (f"{sig(a.low, 2)}-{sig(a.high, 2)}× at {first}, {sig(b.low, 2)}-{sig(b.high, 2)}× "
             f"at {last}")

@@ -112,7 +112,7 @@ class PathDifference:
     def says(self) -> str:
         """A clause for a sentence: how far apart, which way, and whether beyond the spreads
         (timing.compare's three outcomes)."""
-        share = f"{abs(self.change):.1%}"
+        share = f"{sig(abs(self.change) * 100)}%"
         way = "higher" if self.change > 0 else "lower"
         return self.comparison.verdict(
             f"the {self.what} is {share} higher in the bench's run, beyond both runs' spreads",
@@ -123,7 +123,7 @@ class PathDifference:
         """One printed line: both medians, the change and whether the spreads tell them apart."""
         verdict = self.comparison.verdict("apart", "apart", "within the spreads")
         return (f"{self.what:<14} {sig(self.chapter.median_ms):>9} {sig(self.bench.median_ms):>9}"
-                f" {self.unit:<3} {self.change:+7.1%}  {verdict}")
+                f" {self.unit:<3} {'+' if self.change >= 0 else '-'}{sig(abs(self.change) * 100) + '%':>6}  {verdict}")
 
 
 def floor_timing(run: Run, preset: str, batch: int) -> Timing:
