@@ -18,7 +18,7 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from floorlab.core.runs import Run, reference_run
+from floorlab.core.runs import Run, other_host_dirs, reference_run
 from floorlab.core.timing import Timing
 
 RUNS = Path(__file__).resolve().parent / "runs"
@@ -117,6 +117,9 @@ def family(name: str, *, cpu: str | None = None) -> list[Member]:
                     Member(f"simulated from {name}: eager ×0.5", scaled(run, 0.5, is_eager)),
                     Member(f"simulated from {name}: eager ×2", scaled(run, 2.0, is_eager)),
                     Member(f"simulated from {name}: every spread noisy", widened(run))]
+    for folder in other_host_dirs():  # the same chapter stored on other H200 hosts
+        if (folder / f"{name}.json").is_file():
+            members.append(Member(f"stored {folder.name}/{name}", Run.load(folder / f"{name}.json")))
     if cpu is not None:
         own = Run.load(RUNS / f"{cpu}.json")
         members += [Member(f"cpu run {cpu}", own),
