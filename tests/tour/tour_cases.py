@@ -199,6 +199,28 @@ def library(work: Path) -> list[Case]:
         {"value": 1.0, "expected": 1.0, "hint": "h"},
         {"expected": BAD_NUMBERS[2:], "rel": [-1, NAN, INF, "0.05", None], "hint": [None, 3]},
     )
+    import torch
+
+    from floorlab.engine.model import build_model, prefill_random
+
+    cases += each_argument(
+        "library",
+        "build_model",
+        build_model,
+        {"preset_or_shape": shape, "max_batch": 2, "max_context": 8},
+        {"preset_or_shape": [None, 3, "nope"], "max_batch": BAD_WHOLE, "max_context": BAD_WHOLE,
+         "dtype": [torch.int32, torch.bool, "bf16", None], "seed": [-1, 2.5, NAN, "0", None],
+         "device": ["gpu0", 3.5, None, []]},
+    )
+    tiny = build_model(shape, max_batch=2, max_context=8)
+    cases += each_argument(
+        "library",
+        "prefill_random",
+        prefill_random,
+        {"model": tiny, "batch": 1, "prompt_tokens": 4},
+        {"model": [None, 3, "qwen3-0.6b"], "batch": BAD_WHOLE + [3], "prompt_tokens": BAD_WHOLE + [8, 100],
+         "seed": [-1, 2.5, "0", None]},
+    )
     cases += [
         Case("library", f"worked_answer({v!r})", partial(lambda v: fl.worked_answer(v).__enter__(), v))
         for v in ("no", "yes", None, 2, [], "False")

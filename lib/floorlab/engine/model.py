@@ -7,7 +7,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from floorlab.core.numbers import whole_number
+from floorlab.core.numbers import instance, whole_number, with_attributes
 from floorlab.core.shapes import Qwen3Shape, get_shape
 from floorlab.engine.inputs import check_decode_inputs, check_limits, resolved_device
 
@@ -264,6 +264,16 @@ def _rope_tables(theta: float, head_dim: int, max_context: int, device) -> tuple
 def build_model(preset_or_shape, *, device="cpu", dtype: torch.dtype = torch.bfloat16,
                 max_batch: int = 16, max_context: int = 256, seed: int = 0) -> Qwen3Decoder:
     """A Qwen3Decoder with random weights (normal, std 0.02; norms 1) made on the device; "meta" allocates nothing."""
+    instance(dtype, torch.dtype, "dtype", hint="pass a torch dtype, e.g. torch.bfloat16")
+    if not dtype.is_floating_point:
+        raise ValueError(f"dtype must be a floating-point torch dtype (weights are real numbers), got {dtype}; "
+                         "pass torch.bfloat16, torch.float16 or torch.float32")
+    seed = whole_number(seed, "seed", at_least=0, hint="any whole number >= 0 picks the random weights")
+    try:
+        device = torch.device(device)
+    except (RuntimeError, TypeError) as err:
+        raise ValueError(f"device={device!r} is not a device torch knows ({err}); pass 'cpu', 'cuda' or "
+                         "'cuda:0'") from None
     model = Qwen3Decoder(get_shape(preset_or_shape), max_batch=max_batch, max_context=max_context,
                          device=device, dtype=dtype)
     if model.device.type == "meta":
@@ -287,6 +297,16 @@ def with_context(model: Qwen3Decoder, max_context: int, *, max_batch: int = 1) -
 def prefill_random(model, batch: int, prompt_tokens: int, *, seed: int = 0):
     """Prefill a random prompt; returns (prompt [batch, prompt_tokens], next tokens [batch],
     their positions [batch])."""
+    with_attributes(model, "model", ("shape", "device", "max_batch", "max_context", "prefill"),
+                    hint="pass a model from floorlab.build_model")
+    batch = whole_number(batch, "batch", hint=f"rows to prefill, 1 to the model's max_batch={model.max_batch}")
+    prompt_tokens = whole_number(prompt_tokens, "prompt_tokens",
+                                 hint=f"tokens per row, fewer than the model's max_context={model.max_context}")
+    seed = whole_number(seed, "seed", at_least=0, hint="any whole number >= 0 picks the random prompt")
+    if batch > model.max_batch or prompt_tokens >= model.max_context:
+        raise ValueError(f"batch={batch} and prompt_tokens={prompt_tokens} need batch <= max_batch="
+                         f"{model.max_batch} and prompt_tokens < max_context={model.max_context} (the next "
+                         "token needs a slot); build the model with larger limits")
     gen = torch.Generator(device=model.device).manual_seed(seed)
     prompt = torch.randint(0, model.shape.vocab_size, (batch, prompt_tokens), device=model.device, generator=gen)
     tokens = model.prefill(prompt)[:, -1].argmax(-1)
