@@ -301,3 +301,24 @@ def test_a_graph_of_the_split_step_replays_bit_identical_to_eager():
     shape = Qwen3Shape(1024, 3072, 4, 16, 8, 128, 32768, True, name="small")
     for found in run_ranks(graph_worker, 2, device="cuda", args=(shape,)):
         assert all(found["same"]), found["diff"]
+
+
+
+def test_ranks_that_share_one_memory_have_no_break_even_and_say_so(monkeypatch):
+    """A rank no faster than its share of one card has no finite break-even: the chapter says so in
+    words and the challenge checks answer instead of raising (a CPU's two processes can measure this)."""
+    from floorlab.studies import two_cards_readings
+
+    shared = two_cards.Crossover(ranks=2, card_gbps=4000.0, rank_gbps=2000.0,
+                                 all_reduce_ms=0.01, all_gather_ms=0.01)
+
+    class Stub:
+        def model(self, preset=None, shared=False):
+            return shared_model
+
+    shared_model = shared
+    assert two_cards.mb_text(shared.layer_mb()) == two_cards.NO_BREAK_EVEN
+    assert two_cards.mb_text(160.04) == "160 MB"
+    assert "no break-even" in two_cards.check_crossover(12.0, "qwen3-8b", Stub())
+    assert "no break-even" in two_cards.answer_crossover(Stub())
+    assert "no break-even" in two_cards_readings.check_slower_link(12.0, Stub())

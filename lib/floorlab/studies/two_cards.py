@@ -354,13 +354,22 @@ def _preset_name(answer) -> str | None:
     return answer.strip().lower() if isinstance(answer, str) else answer
 
 
+NO_BREAK_EVEN = "no break-even: a rank streams no faster than its share of one card, so every layer loses"
+
+
+def mb_text(mb: float) -> str:
+    """A break-even as '160 MB', or in words when it is infinite (ranks that share one memory)."""
+    return f"{sig(mb)} MB" if math.isfinite(mb) else NO_BREAK_EVEN
+
+
 @checked
 def check_crossover(my_layer_mb, my_first_preset, tc: TwoCards, *, presets=PRESETS) -> str:
     """Verdict on challenge 1: the break-even MB per layer, then the first preset the split speeds up."""
     if my_layer_mb is None and my_first_preset is None:
         return NOT_ATTEMPTED
     model = tc.model()
-    right = model.layer_mb()
+    if not math.isfinite(right := model.layer_mb()):
+        return f"this run has {NO_BREAK_EVEN}; the first preset it speeds up is {model.first_winner(presets)}."
     verdict, mistake = judge(read_number(my_layer_mb, "my_layer_mb"), right, rel=0.05,
                              wrong=crossover_wrong(tc))
     if verdict == "wrong":
@@ -379,7 +388,7 @@ def answer_crossover(tc: TwoCards, *, presets=PRESETS) -> str:
     """The worked answer to challenge 1, as arithmetic."""
     m = tc.model()
     lines = [f"per layer: 2 × {sig(m.all_reduce_ms * 1e3)} µs ÷ (1/{sig(m.card_gbps)} − "
-             f"1/({m.ranks} × {sig(m.rank_gbps)})) s per GB = {sig(m.layer_mb())} MB per layer", "",
+             f"1/({m.ranks} × {sig(m.rank_gbps)})) s per GB: {mb_text(m.layer_mb())} per layer", "",
              m.table(presets), ""]
     params = m.crossover_params(presets)
     first = m.first_winner(presets)
