@@ -64,15 +64,24 @@
   }
 
   // ---- numbers as the book prints them (core.prose) ----------------------------------
-  function sig(v, digits = 3) {
-    if (v === 0 || !isFinite(v)) return String(v);
-    return v.toFixed(Math.max(digits - 1 - Math.floor(Math.log10(Math.abs(v))), 0));
+  function sig(v, digits = 3) {  // as core.prose.sig: three figures, never scientific notation
+    if (v === 0) return "0";
+    if (!isFinite(v)) return "—";
+    const exponent = Math.floor(Math.log10(Math.abs(v)));
+    const decimals = digits - 1 - exponent;
+    if (decimals >= 0) {
+      let text = v.toFixed(decimals);
+      if (Math.abs(parseFloat(text)) >= 10 ** (exponent + 1) && decimals > 0) text = v.toFixed(decimals - 1);
+      return text;
+    }
+    const unit = 10 ** -decimals;
+    return (Math.round(v / unit) * unit).toFixed(0);
   }
   const fmtMs = (ms) => `${sig(ms)} ms`;
-  const fmtGbps = (g) => (g < 100 ? `${g.toFixed(1)} GB/s` : `${g.toFixed(0)} GB/s`);
-  const fmtTimes = (r) => (r >= 2 ? `${r.toFixed(1)}×` : `${r.toFixed(2)}×`);
+  const fmtGbps = (g) => `${sig(g)} GB/s`;
+  const fmtTimes = (r) => `${sig(r)}×`;
   const fmtShare = (x) => `${(x * 100).toFixed(0)}%`;
-  const fmtGb = (b) => `${(b / BYTES_PER_GB).toFixed(3)} GB`;
+  const fmtGb = (b) => `${sig(b / BYTES_PER_GB)} GB`;
   const fmtCount = (n) => (Number.isInteger(n) ? String(n) : sig(n, 3));
 
   // ---- the form ------------------------------------------------------------------------
