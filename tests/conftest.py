@@ -260,3 +260,14 @@ def screenshots_dir() -> Path:
     folder = Path(os.environ.get("FLOORLAB_SCREENSHOTS", ROOT / "results" / "screenshots"))
     folder.mkdir(parents=True, exist_ok=True)
     return folder
+
+
+@pytest.fixture
+def first_host_runs(monkeypatch):
+    """Read the stored H200 runs of reference/first-host/ (2026-11-30 to 12-01) as the package's own.
+
+    Tests that pin numbers a stored run gives (a noisy eager step starred to two figures, a knee
+    ratio) need one fixed run to pin them against; the package's main runs are re-measured."""
+    from floorlab.core import paths
+
+    monkeypatch.setenv("FLOORLAB_REFERENCE_DIR", str(Path(paths.REFERENCE_DIR) / "first-host"))

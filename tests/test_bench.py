@@ -223,7 +223,7 @@ def test_kernel_targets_name_the_kernel_that_holds_the_step():
     limits = {"qwen3-0.6b": {"batch": 1, "gemv_only_x_floor": 3.0, "num_layers": 28, "kernels": {},
                              "triton_kernels": kernels, "triton_kernels_at": {"8": at_eight}}}
     targets = {t["target"]: t for t in evaluate_targets(rows, limits)}
-    floor = targets["qwen3-0.6b b1: triton graph <= 2.0x the floor"]
+    floor = targets["qwen3-0.6b b1: triton graph <= 1.5x the floor"]
     assert floor["passed"] is False and "most in attention (7.0 µs) and qkv (1.8 µs)" in floor["note"]
     assert "the library's GEMVs" not in floor["note"]
     batch = targets["qwen3-0.6b: triton graph at batch 8 <= 1.15x its batch-1 time"]
@@ -257,7 +257,7 @@ def test_format_table_explains_every_fail_line(cpu_run):
     assert all("not measured" not in line for line in fails)
 
 
-def test_format_table_lists_presets_small_to_large_whatever_order_they_ran_in():
+def test_format_table_lists_presets_small_to_large_whatever_order_they_ran_in(first_host_runs):
     """A run may measure its largest model first (a resumed run puts the slowest compile last);
     the table still reads from the smallest model up, each preset's rows in their own order."""
     from floorlab.core.runs import reference_run

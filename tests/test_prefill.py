@@ -312,7 +312,7 @@ def test_a_line_through_points_gives_its_intercept_slope_and_worst_miss():
         line_fit([1, 1], [2.0, 3.0])
 
 
-def test_the_stored_contexts_lie_on_a_line_that_reads_the_cache_far_below_the_bandwidth():
+def test_the_stored_contexts_lie_on_a_line_that_reads_the_cache_far_below_the_bandwidth(first_host_runs):
     from floorlab.core.runs import stored_run
     from floorlab.studies.prefill import REFERENCE
     from floorlab.studies.prefill_readings import context_cost
@@ -328,7 +328,7 @@ def test_the_stored_contexts_lie_on_a_line_that_reads_the_cache_far_below_the_ba
     assert cost.cache_gbps < 0.1 * run.bandwidths.floor_gbps
 
 
-def test_attention_is_what_parts_the_two_ratios_of_the_stored_knees():
+def test_attention_is_what_parts_the_two_ratios_of_the_stored_knees(first_host_runs):
     from floorlab.core.intensity import attention_share, matmul_only_tokens
     from floorlab.core.runs import stored_run
     from floorlab.studies.prefill import REFERENCE, stored_rate

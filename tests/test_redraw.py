@@ -15,7 +15,7 @@ BARS = {
     "h200-below-the-floor-stacked-bar": ["eager (cuda)", "graph replay"],
     "h200-fast-card-stacked-bar": ["eager (cuda)", "graph replay", "fused + graph"],
     "h200-kernels-stacked-bar": ["eager (cuda)", "graph replay", "fused + graph (stored bench)",
-                                 "fused, tuned + graph (stored bench)", "book kernels, no PDL",
+                                 "book kernels, no PDL",
                                  "book kernels + PDL"],
     "h200-prefill-stacked-bar": ["decode, eager (cuda)", "decode, graph replay", "prefill, 16 tokens",
                                  "prefill, 256 tokens", "prefill, 4096 tokens"],

@@ -264,7 +264,7 @@ def test_a_stored_sizes_run_keeps_the_floor_policy_and_its_graphs():
 # ---- the stored H200 run: noise said where it is printed, checks that name their mistakes ----
 
 @pytest.fixture
-def stored_view():
+def stored_view(first_host_runs):
     return sizes.stored_sizes()
 
 
@@ -301,7 +301,7 @@ def test_the_stored_eager_steps_cannot_be_told_apart_but_the_replays_can(stored_
     assert all(2.5 < us < 3.5 for us in prices)  # a few µs per kernel at either end
 
 
-def test_the_bench_saw_the_same_engine_at_0_8_of_its_small_eager_step():
+def test_the_bench_saw_the_same_engine_at_0_8_of_its_small_eager_step(first_host_runs):
     from floorlab.core.runs import reference_run
     from floorlab.core.timing import compare
 
