@@ -214,7 +214,7 @@ def test_targets_pass_fail_and_explain_each_miss():
 
 
 def test_kernel_targets_name_the_kernel_that_holds_the_step():
-    kernels = [{"kernel": k, "us": us, "bytes": 1, "gbps": 1.0, "pct_read": pct, "beyond_us": beyond}
+    kernels = [{"kernel": k, "us": us, "bytes": 1, "gbps": 1.0, "pct_read": pct, "beyond_us": beyond, "config": {}}
                for k, us, pct, beyond in (("qkv", 3.7, 52.0, 1.8), ("attention", 7.3, 7.0, 7.0),
                                           ("o_proj", 2.1, 80.0, 0.2), ("gate_up", 4.2, 76.0, 1.2),
                                           ("down", 3.2, 46.0, 1.7), ("lm_head", 75.0, 96.0, 3.0))]

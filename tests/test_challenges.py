@@ -377,6 +377,7 @@ def test_a_worked_answer_prints_only_when_asked(capsys, monkeypatch):
 
 
 def test_the_kernels_checks_keep_their_arithmetic_and_name_the_slips():
+    from floorlab.engine.kernels import KernelRow
     from floorlab.studies import kernels_checks as kc
     floor_ms, layers = 0.28, 28
     right = kc.layer_budget_us(floor_ms, layers)
@@ -390,7 +391,8 @@ def test_the_kernels_checks_keep_their_arithmetic_and_name_the_slips():
     assert kc.check_split_k(4, rows=1024, sm_count=132).startswith("not yet")
     assert kc.pdl_saving_us(1.2, 1.0, 400) == pytest.approx(0.5)
     assert kc.check_pdl(0.5, without_ms=1.2, with_ms=1.0, kernels=400).startswith("right")
-    row = {"us": 4.0, "pct_read": 30.0, "pct_read_no_wait": 40.0}
+    row = KernelRow("o_proj", us=4.0, bytes=1, gbps=1.0, pct_read=30.0, beyond_us=2.0, config={},
+                    us_no_wait=3.0, pct_read_no_wait=40.0)
     assert kc.wait_split_us(row) == pytest.approx((3.0, 1.0))
     assert kc.check_wait(1.0, row).startswith("right") and kc.check_wait(3.0, row).startswith("not yet")
 

@@ -482,11 +482,11 @@ def test_kernel_sweep_without_triton_says_how_to_install_it():
 
 def test_the_floor_test_holds_a_time_to_its_bytes_unless_they_fit_in_the_cache(monkeypatch):
     from floorlab.core.roofline import BelowFloorError
-    from floorlab.studies import kernels as kernels_study
+    from floorlab.engine.kernels import timing
 
-    assert kernels_study.cache_bytes("cpu") >= 0  # read from /sys where Linux has it, else 0
-    monkeypatch.setattr(kernels_study, "cache_bytes", lambda device: 2**20)
-    check = kernels_study.check_timed
+    assert timing.cache_bytes("cpu") >= 0  # read from /sys where Linux has it, else 0
+    monkeypatch.setattr(timing, "cache_bytes", lambda device: 2**20)
+    check = timing.check_timed
     assert check(1.0, 1e9, 1000.0, device="cpu") == 1.0  # 1 GB at 1000 GB/s: 1 ms, on the floor
     assert check(0.96, 1e9, 1000.0, device="cpu") == 0.96  # within the rule's allowance for noise
     with pytest.raises(BelowFloorError, match="below the floor: 0.500 ms for 1e.03 MB is 0.5× its floor"):
@@ -498,12 +498,12 @@ def test_the_floor_test_holds_a_time_to_its_bytes_unless_they_fit_in_the_cache(m
 
 def test_kernel_sweep_fails_a_row_timed_below_its_floor_and_exits_non_zero(tmp_path, capsys, monkeypatch):
     from floorlab.core.runs import load_json
-    from floorlab.studies import kernels as kernels_study
+    from floorlab.engine.kernels import timing
     from floorlab.tools import sweep, sweep_steps
 
     # an impossibly fast timer (a nanosecond per GEMV), and a size row as fast on one of its ways; the
     # tiny shape's weights fit in any cache, where no floor applies: here the device has none
-    monkeypatch.setattr(kernels_study, "cache_bytes", lambda device: 0)
+    monkeypatch.setattr(timing, "cache_bytes", lambda device: 0)
     monkeypatch.setattr(sweep_steps, "time_per_call_ms", lambda *a, **kw: 1e-6)
     size_row = {"n": 16, "k": 64, "bytes": 4096, "programs": 4, "config": {}, "alone_us": 1e3, "alone_gbps": 0.004,
                 "serial_us": 1e3, "serial_gbps": 0.004, "chained_us": 1e-6, "chained_gbps": 4e6}
@@ -523,23 +523,22 @@ def test_kernel_sweep_fails_a_row_timed_below_its_floor_and_exits_non_zero(tmp_p
 
 @pytest.mark.parametrize("batch", [1, 8])
 def test_layer_kernel_table_times_each_kernel_with_the_steps_own_config(batch):
-    from floorlab.studies.kernels import layer_kernel_rows
+    from floorlab.engine.kernels import layer_kernel_rows
 
     model = _model(GQA_TIED, max_batch=8)
     config = default_config(batch, max_context=model.max_context, **shape_kwargs(GQA_TIED))
     rows = layer_kernel_rows(model, torch.full((batch,), 12, device=DEVICE), read_gbps=100.0, warmup=0,
                              repeats=1)
-    assert [r["kernel"] for r in rows] == ["qkv", "attention", "o_proj", "gate_up", "down", "lm_head"]
+    assert [r.kernel for r in rows] == ["qkv", "attention", "o_proj", "gate_up", "down", "lm_head"]
     for r in rows:
-        expected = config.attention if r["kernel"] == "attention" else getattr(config, r["kernel"])
-        assert r["config"] == expected.to_dict()
-        assert r["us"] > 0 and r["bytes"] > 0
+        expected = config.attention if r.kernel == "attention" else getattr(config, r.kernel)
+        assert r.config == expected.to_dict()
+        assert r.us > 0 and r.bytes > 0
 
 
 def test_layer_kernel_table_shares_one_counter_buffer_as_the_step_does(monkeypatch):
     """A split GEMV that adds its splits up itself must not zero fresh counters at every launch of the table."""
-    from floorlab.studies.kernels import layer_kernel_rows
-    from floorlab.engine.kernels import matvec
+    from floorlab.engine.kernels import layer_kernel_rows, matvec
 
     made = []
     real = matvec.gemv_counts
@@ -556,16 +555,14 @@ def test_layer_kernel_table_shares_one_counter_buffer_as_the_step_does(monkeypat
 def test_layer_kernel_table_times_unsplit_gemvs_again_without_the_pdl_wait(monkeypatch):
     """Where PDL is on, each GEMV that does not split K is timed a second time in PDL_NO_WAIT mode;
     a split one is not (its counters need the wait). Without PDL (the interpreter) nothing is."""
-    from floorlab.studies import kernels as study
-    from floorlab.studies.kernels import format_layer_table, layer_kernel_rows
-    from floorlab.engine.kernels import matvec
+    from floorlab.engine.kernels import format_layer_table, layer_kernel_rows, layer_rows, matvec, runtime
     from floorlab.engine.kernels.runtime import PDL_NO_WAIT
 
     model = _model(GQA_TIED, max_batch=8)
     positions = torch.full((1,), 12, device=DEVICE)
-    monkeypatch.setattr(study, "pdl_supported", lambda device: False)  # as in the interpreter, on any card
+    monkeypatch.setattr(runtime, "pdl_supported", lambda device: False)  # as in the interpreter, on any card
     plain = layer_kernel_rows(model, positions, read_gbps=100.0, warmup=0, repeats=1)
-    assert all(r.get("us_no_wait") is None for r in plain)  # no PDL
+    assert all(r.us_no_wait is None for r in plain)  # no PDL
     assert "no wait" not in format_layer_table(plain, 2)
 
     modes = []
@@ -576,16 +573,16 @@ def test_layer_kernel_table_times_unsplit_gemvs_again_without_the_pdl_wait(monke
         return real(*args, config=config, pdl=0, **kw)
 
     monkeypatch.setattr(matvec, "launch_gemv", recorded)
-    monkeypatch.setattr(study, "pdl_supported", lambda device: True)
-    monkeypatch.setattr(study, "time_attention", lambda *a, **kw: {
+    monkeypatch.setattr(runtime, "pdl_supported", lambda device: True)
+    monkeypatch.setattr(layer_rows, "time_attention", lambda *a, **kw: {
         "us": 1.0, "bytes": 10, "gbps": 0.01, "pct_floor_bw": 0.01})
     split = GemvConfig(rows_per_program=16, block_k=16, split_k=2, dot=True)
     config = default_config(1, max_context=model.max_context, **shape_kwargs(GQA_TIED)).with_gemv("qkv", split)
-    rows = {r["kernel"]: r for r in layer_kernel_rows(model, positions, read_gbps=100.0, warmup=0, repeats=1,
-                                                      config=config)}
-    assert rows["qkv"]["us_no_wait"] is None and rows["attention"].get("us_no_wait") is None
+    rows = {r.kernel: r for r in layer_kernel_rows(model, positions, read_gbps=100.0, warmup=0, repeats=1,
+                                                  config=config)}
+    assert rows["qkv"].us_no_wait is None and rows["attention"].us_no_wait is None
     for name in ("o_proj", "gate_up", "down"):
-        assert rows[name]["us_no_wait"] > 0 and rows[name]["pct_read_no_wait"] > 0
+        assert rows[name].us_no_wait > 0 and rows[name].pct_read_no_wait > 0
     assert (2, PDL_NO_WAIT) not in modes and (1, PDL_NO_WAIT) in modes
     table = format_layer_table(list(rows.values()), 2).splitlines()
     assert table[0].endswith("% no wait") and table[1].split()[-1] == "-"  # qkv: split, not timed

@@ -130,6 +130,44 @@ def test_the_stored_kernel_sweep_reads_by_attribute_and_refuses_an_unknown_gemv(
         sweep.best("qwen3-0.6b", "down", 3)
 
 
+def _stored_kernel_tables() -> list[tuple[str, list[dict]]]:
+    """(where, rows) for every per-kernel table a stored run holds, in the package and its other hosts."""
+    from floorlab.core import paths
+    from floorlab.core.runs import load_json
+
+    tables = []
+    for path in sorted(paths.REFERENCE_DIR.rglob("*.json")):
+        facts = load_json(path).get("facts", {}) if path.parent.name != "figures" else {}
+        facts = facts if isinstance(facts, dict) else {}
+        if "layer_kernels" in facts:
+            tables.append((path.name, facts["layer_kernels"]))
+        for preset, limits in facts.get("limits", {}).items():
+            found = [("", limits.get("triton_kernels"))] + list(limits.get("triton_kernels_at", {}).items())
+            tables += [(f"{path.name} {preset} {at}", rows) for at, rows in found if isinstance(rows, list)]
+    return tables
+
+
+def test_every_stored_per_kernel_row_reads_as_a_kernel_row_and_writes_back_the_same():
+    """Runs of the dict layout (the kernels chapter's and the bench's) load as KernelRows by attribute,
+    and to_dict writes each stored row back key for key, so a stored file stays valid."""
+    from floorlab.engine.kernels import KernelRow, format_layer_table, kernel_rows
+
+    tables = _stored_kernel_tables()
+    where = [name for name, _ in tables]
+    assert "h200-kernels.json" in where and sum(name.startswith("h200-bench.json") for name in where) >= 4
+    assert where.count("h200-kernels.json") >= 2  # the package's and another host's
+    for name, stored in tables:
+        rows = kernel_rows(stored)
+        assert all(isinstance(r, KernelRow) for r in rows), name
+        assert [r.to_dict() for r in rows] == stored, name
+        assert [r.kernel for r in rows] == ["qkv", "attention", "o_proj", "gate_up", "down", "lm_head"], name
+        assert all(r.beyond_us == pytest.approx(r.us - 1e-3 * r.bytes / (r.gbps * 100 / r.pct_read))
+                   for r in rows), name
+        assert "µs beyond bytes" in format_layer_table(stored, 28)
+    with pytest.raises(ValueError, match="needs beyond_us"):
+        KernelRow.from_dict({k: v for k, v in tables[0][1][0].items() if k != "beyond_us"})
+
+
 # ---- FLOORLAB_REFERENCE_DIR: a folder of stored runs in place of the package's -------------------
 
 def _second_host(folder, name="h200-below-the-floor", **device):

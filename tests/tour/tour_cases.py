@@ -55,6 +55,7 @@ def library(work: Path) -> list[Case]:
     import floorlab as fl
     from floorlab.core.bandwidth import Bandwidth, Bandwidths
     from floorlab.core.runs import Run
+    from floorlab.engine.kernels import gemv_shapes
     from floorlab.studies import kernels, prefill, serving
 
     shape = _tiny_shape()
@@ -233,7 +234,7 @@ def library(work: Path) -> list[Case]:
         {"step_ms": BAD_NUMBERS[1:], "floor_ms": BAD_NUMBERS, "num_layers": BAD_WHOLE},
     )
     cases += each_argument(
-        "library", "kernels.gemv_shapes", kernels.gemv_shapes, {"shape": shape}, {"shape": [None, 3, "nope"]}
+        "library", "kernels.gemv_shapes", gemv_shapes, {"shape": shape}, {"shape": [None, 3, "nope"]}
     )
     # prefill.kv_share, stream_shapes and random_prompt wait for room: studies/prefill.py is at the
     # 450-line limit, so their argument checks come with its split

@@ -25,12 +25,12 @@ def gemv_sizes(rows, read_gbps: float, *, title: str | None = None, path=None,
                note: str | None = None) -> Figure:
     """Achieved GB/s of one GEMV against its weight size, one line per way of launching it.
 
-    rows: floorlab.studies.kernels.sweep_sizes rows (bytes and <way>_gbps for alone, serial,
+    rows: floorlab.engine.kernels.timing.sweep_sizes rows (bytes and <way>_gbps for alone, serial,
     chained). A dashed line marks read_gbps, the bandwidth the floor assumes. Returns the Figure.
     """
     rows = sorted(rows, key=lambda r: r["bytes"])
     if not rows:
-        raise ValueError("gemv_sizes needs rows from floorlab.studies.kernels.sweep_sizes, got none")
+        raise ValueError("gemv_sizes needs rows from floorlab.engine.kernels.timing.sweep_sizes, got none")
     if read_gbps <= 0:
         raise ValueError(f"read_gbps must be above 0, got {read_gbps}")
     mb = [r["bytes"] / 1e6 for r in rows]

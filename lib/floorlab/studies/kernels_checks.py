@@ -7,6 +7,7 @@ print its answer; the worked answers, hidden behind a toggle, show the same arit
 from __future__ import annotations
 
 from floorlab.core.checks import check_number
+from floorlab.engine.kernels import KernelRow
 
 TARGET_MULTIPLE = 1.5  # challenge 1: the replay at this multiple of its floor
 ROWS_PER_PROGRAM = 32  # challenge 2: output rows per program on the tensor cores
@@ -65,14 +66,14 @@ def check_pdl(my_pdl_us, *, without_ms: float, with_ms: float, kernels: int) -> 
 
 # Challenge 4: the share of o_proj's time that is its PDL wait.
 
-def wait_split_us(row: dict) -> tuple[float, float]:
+def wait_split_us(row: KernelRow) -> tuple[float, float]:
     """(µs without the wait, µs of waiting) for a per-kernel row with both read shares: the same
     bytes at the same bandwidth, so the times are in inverse ratio to the shares."""
-    without = row["us"] * row["pct_read"] / row["pct_read_no_wait"]
-    return without, row["us"] - without
+    without = row.us * row.pct_read / row.pct_read_no_wait
+    return without, row.us - without
 
 
-def check_wait(my_wait_us, row: dict) -> str:
+def check_wait(my_wait_us, row: KernelRow) -> str:
     """Verdict on challenge 4's µs of waiting."""
     return check_number(my_wait_us, wait_split_us(row)[1], rel=0.05, name="my_wait_us",
                         hint="without the wait it takes its time × (share with ÷ share without); "

@@ -15,7 +15,7 @@ row whose bytes outgrow the device's last-level cache meets the book's floor tes
 failed variant makes the command exit with status 1.
 `--tiny` runs the same code on a tiny shape (on a CPU in Triton's interpreter).
 
-The timing machinery it shares with the kernels chapter lives in studies.kernels.
+The timing machinery it shares with the kernels chapter lives in engine.kernels.timing.
 
 The configurations it tries and the step timings are in tools.sweep_steps.
 """
@@ -35,17 +35,8 @@ from floorlab.core.memory import check_fits
 from floorlab.core.numbers import whole_number
 from floorlab.core.runs import save_or_keep
 from floorlab.core.shapes import PRESETS, get_shape
-from floorlab.engine.kernels import (
-    kernels_unavailable,
-    pdl_supported,
-)
-from floorlab.studies.kernels import (
-    SIZES,
-    TINY,
-    cache_bytes,
-    free_memory,
-    sweep_sizes,
-)
+from floorlab.engine.kernels import TINY, kernels_unavailable, pdl_supported
+from floorlab.engine.kernels.timing import SIZES, cache_bytes, free_memory, sweep_sizes
 from floorlab.tools.bench.cli import whole_arg
 from floorlab.tools.sweep_steps import (
     check_size_rows,

@@ -20,20 +20,20 @@ from floorlab.engine.kernels import (
     AttentionConfig,
     GemvConfig,
     default_config,
+    gemv_shapes,
     shape_kwargs,
     triton_step,
 )
-from floorlab.engine.model import build_model
-from floorlab.studies.kernels import (
+from floorlab.engine.kernels.timing import (
     MAX_REL_ERR,
     SIZE_WAYS,
     check_timed,
     free_memory,
     gemv_case,
-    gemv_shapes,
     time_attention,
     time_per_call_ms,
 )
+from floorlab.engine.model import build_model
 
 VARIANT_CONTEXT, VARIANT_MAX_CONTEXT = 32, 112  # the bench's prompt and cache: what the defaults serve
 ATTENTION_SPLITS = (1, 2, 4, 8, 16)

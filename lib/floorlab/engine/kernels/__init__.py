@@ -1,22 +1,27 @@
-"""Engine wing: the book's own Triton kernels for one decode step, and a bare GEMV to sweep.
+"""Engine wing: the book's own Triton kernels for one decode step, a bare GEMV to sweep, and
+the kernels timed one by one.
 
 triton_step(model) returns a step (tokens[B], positions[B]) -> logits[B, vocab] built from
-about five kernels per layer; gemv(x, weight) is the bare GEMV kernel. Triton is imported
-only when one of them is called, so this package imports anywhere. On a CPU the kernels run
-in Triton's interpreter, which TRITON_INTERPRET=1 turns on before triton is first used.
+about five kernels per layer; gemv(x, weight) is the bare GEMV kernel; layer_kernel_rows(model,
+positions) times each kernel of a layer into KernelRows (layer_rows), on the timing machinery
+the kernel sweep shares (timing). Triton is imported only when a kernel is launched, so this
+package imports anywhere. On a CPU the kernels run in Triton's interpreter, which
+TRITON_INTERPRET=1 turns on before triton is first used.
 """
 from __future__ import annotations
 
 import torch
 
-from .config import (GEMV_NAMES, AttentionConfig, GemvConfig, StepConfig, default_block_k, default_config,
-                     shape_kwargs)
+from .config import (GEMV_NAMES, TINY, AttentionConfig, GemvConfig, StepConfig, default_block_k, default_config,
+                     gemv_shapes, shape_kwargs)
+from .layer_rows import KernelRow, format_layer_table, kernel_rows, layer_kernel_rows
 
 DTYPES = (torch.bfloat16, torch.float16, torch.float32)
 
-__all__ = ["GEMV_NAMES", "TRITON_REQUIREMENT", "AttentionConfig", "GemvConfig", "StepConfig", "default_block_k",
-           "default_config", "gemv", "how_to_get_triton", "kernels_interpreted", "kernels_unavailable",
-           "pdl_supported", "shape_kwargs", "triton_step"]
+__all__ = ["GEMV_NAMES", "TINY", "TRITON_REQUIREMENT", "AttentionConfig", "GemvConfig", "KernelRow", "StepConfig",
+           "default_block_k", "default_config", "format_layer_table", "gemv", "gemv_shapes", "how_to_get_triton",
+           "kernel_rows", "kernels_interpreted", "kernels_unavailable", "layer_kernel_rows", "pdl_supported",
+           "shape_kwargs", "triton_step"]
 # the Triton releases the kernels are tested with, as requirements.txt asks for them
 TRITON_REQUIREMENT = "triton>=3.6,<3.10"
 

@@ -52,7 +52,10 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field, replace
 
+from floorlab.core.shapes import Qwen3Shape, get_shape
+
 GEMV_NAMES = ("qkv", "o_proj", "gate_up", "down", "lm_head")
+TINY = Qwen3Shape(64, 96, 2, 4, 2, 16, 97, False, rope_theta=10000.0, name="tiny")  # small enough to interpret
 
 
 def _power_of_two(name: str, value: int, owner: str) -> None:
@@ -284,3 +287,11 @@ def shape_kwargs(shape) -> dict:
     """default_config's keyword arguments for a Qwen3Shape (all but max_context)."""
     return {"hidden_size": shape.hidden_size, "num_kv_heads": shape.num_kv_heads,
             "attention_size": shape.num_heads * shape.head_dim, "intermediate_size": shape.intermediate_size}
+
+
+def gemv_shapes(shape) -> dict[str, tuple[int, int]]:
+    """(weight rows N, K) of each GEMV of the step; gate_up's N counts gate and up rows."""
+    shape = get_shape(shape)
+    h, d, i = shape.hidden_size, shape.head_dim, shape.intermediate_size
+    return {"qkv": ((shape.num_heads + 2 * shape.num_kv_heads) * d, h), "o_proj": (h, shape.num_heads * d),
+            "gate_up": (2 * i, h), "down": (h, i), "lm_head": (shape.vocab_size, h)}

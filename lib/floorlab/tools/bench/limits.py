@@ -16,6 +16,7 @@ from floorlab.core.runs import Row
 from floorlab.core.timelines import Timeline, kernel_table, steady_timeline
 from floorlab.core.timing import time_ms
 from floorlab.engine.graphs import capture_graph
+from floorlab.engine.kernels import layer_kernel_rows
 
 from .rows import Case, error_text
 from .settings import ENGINE_PATHS
@@ -95,13 +96,13 @@ def measure_limits(engine, case: Case, rows: list[Row]) -> tuple[dict, dict[str,
 
 
 def triton_kernel_table(engine, case: Case) -> list[dict] | dict:
-    """The book's kernels of one layer, each timed over every layer (floorlab.studies.kernels.layer_kernel_rows)."""
+    """The book's kernels of one layer, each timed over every layer (engine.kernels.layer_kernel_rows),
+    as the run stores them (KernelRow.to_dict), or {"error": ...}."""
     try:
-        from floorlab.studies.kernels import layer_kernel_rows
-
         _, _, positions = engine.data[case.batch]
-        return layer_kernel_rows(engine.model, positions, read_gbps=case.floor.bandwidth_gbps,
+        rows = layer_kernel_rows(engine.model, positions, read_gbps=case.floor.bandwidth_gbps,
                                  warmup=case.warmup, repeats=case.repeats)
+        return [row.to_dict() for row in rows]
     except Exception as err:
         return {"error": error_text(err)}
 

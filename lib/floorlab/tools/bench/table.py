@@ -5,6 +5,7 @@ from __future__ import annotations
 from floorlab.core.prose import wrap
 from floorlab.core.runs import Row, Run
 from floorlab.core.summary import paths_table, preset_size
+from floorlab.engine.kernels import format_layer_table
 
 from . import parity
 from .limits import verdict
@@ -82,8 +83,6 @@ def format_table(run: Run) -> str:
         if facts.get("kernels_note"):
             lines.append(f"  {facts['kernels_note']}")
         if isinstance(facts.get("triton_kernels"), list):
-            from floorlab.studies.kernels import format_layer_table
-
             lines.append(f"  the book's kernels, {preset} b{facts.get('batch', '?')}, each over every layer:")
             lines += ["    " + line for line in format_layer_table(facts["triton_kernels"],
                                                                   facts.get("num_layers", 1)).splitlines()]

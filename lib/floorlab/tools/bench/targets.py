@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from floorlab.core.roofline import BUSY_SHARE
 from floorlab.core.runs import Row
+from floorlab.engine.kernels import KernelRow, kernel_rows
+from floorlab.engine.kernels.layer_rows import LAYER_GEMVS
 
 # (preset, batch, path, most x the floor) and (preset, batch, path, the path it must beat)
 FLOOR_TARGETS = (("qwen3-0.6b", 1, "fused graph", 2.0),
@@ -15,7 +17,6 @@ FLOOR_TARGETS = (("qwen3-0.6b", 1, "fused graph", 2.0),
 BATCH_TARGETS = (("qwen3-0.6b", "triton graph", 8, 1.15), ("qwen3-8b", "triton graph", 8, 1.15))
 # (preset, least % of the read bandwidth each of the book's GEMV kernels of one layer reaches)
 GEMV_TARGETS = (("qwen3-0.6b", 75.0),)
-LAYER_GEMVS = ("qkv", "o_proj", "gate_up", "down")
 RACE_TARGETS = (("qwen3-0.6b", 1, "fused graph", "hf graph"),
                 ("qwen3-0.6b", 1, "fused graph", "hf compile"),
                 ("qwen3-0.6b", 1, "plain graph", "hf graph"),
@@ -67,14 +68,15 @@ def floor_cause(row: Row, limits: dict | None) -> str:
     return "; ".join(c for c in causes if c)
 
 
-def layer_cause(kernels: list[dict], num_layers: int) -> str:
-    """The book's kernels of one layer in words: µs beyond their bytes, and the kernel that holds most."""
-    layer = [k for k in kernels if k["kernel"] != "lm_head"]
-    worst = sorted(layer, key=lambda k: -k["beyond_us"])[:2]
-    beyond = sum(k["beyond_us"] for k in layer)
-    return (f"its kernels of one layer take {sum(k['us'] for k in layer):.1f} µs, {beyond:.1f} beyond their "
+def layer_cause(kernels: list, num_layers: int) -> str:
+    """The book's kernels of one layer (KernelRows or stored dicts) in words: µs beyond their bytes,
+    and the kernel that holds most."""
+    layer = [k for k in kernel_rows(kernels) if k.kernel != "lm_head"]
+    worst = sorted(layer, key=lambda k: -k.beyond_us)[:2]
+    beyond = sum(k.beyond_us for k in layer)
+    return (f"its kernels of one layer take {sum(k.us for k in layer):.1f} µs, {beyond:.1f} beyond their "
             f"bytes ({num_layers * beyond / 1e3:.3f} ms over {num_layers} layers), most in "
-            + " and ".join(f"{k['kernel']} ({k['beyond_us']:.1f} µs)" for k in worst))
+            + " and ".join(f"{k.kernel} ({k.beyond_us:.1f} µs)" for k in worst))
 
 
 def batch_cause(limits: dict | None, batch: int) -> str:
@@ -83,22 +85,23 @@ def batch_cause(limits: dict | None, batch: int) -> str:
     single, many = limits.get("triton_kernels"), limits.get("triton_kernels_at", {}).get(str(batch))
     if limits.get("batch") != 1 or not isinstance(single, list) or not isinstance(many, list):
         return ""
-    at_one = {k["kernel"]: k["us"] for k in single if k["kernel"] != "lm_head"}
-    growth = {k["kernel"]: k["us"] - at_one[k["kernel"]] for k in many if k["kernel"] in at_one}
+    at_one = {k.kernel: k.us for k in kernel_rows(single) if k.kernel != "lm_head"}
+    many = [k for k in kernel_rows(many) if k.kernel in at_one]
+    growth = {k.kernel: k.us - at_one[k.kernel] for k in many}
     most = sorted(growth, key=lambda name: -growth[name])[:2]
-    layer = sum(k["us"] for k in many if k["kernel"] in at_one)
+    layer = sum(k.us for k in many)
     return (f"; its kernels of one layer take {layer:.1f} µs at batch {batch} against "
             f"{sum(at_one.values()):.1f} at batch 1, most of the growth in "
             + " and ".join(f"{name} ({growth[name]:+.1f} µs)" for name in most))
 
 
-def _without_wait(gemvs: list[dict]) -> str:
+def _without_wait(gemvs: list[KernelRow]) -> str:
     """'; launched without the PDL wait ...' from the rows timed without it, or '' when none was."""
-    timed = [k for k in gemvs if k.get("pct_read_no_wait") is not None]
+    timed = [k for k in gemvs if k.pct_read_no_wait is not None]
     if not timed:
         return ""
     return ("; launched without the PDL wait (results wrong, timing only) " + ", ".join(
-        f"{k['kernel']} {k['pct_read_no_wait']:.0f}%" for k in timed))
+        f"{k.kernel} {k.pct_read_no_wait:.0f}%" for k in timed))
 
 
 def race_cause(row: Row, rival: Row) -> str:
@@ -147,11 +150,11 @@ def evaluate_targets(rows: list[Row], limits: dict[str, dict] | None = None) -> 
         if not isinstance(kernels, list):
             target["note"] = (kernels or {}).get("error", "the per-kernel table was not measured in this run")
         else:
-            gemvs = [k for k in kernels if k["kernel"] in LAYER_GEMVS]
-            target.update(value=min(k["pct_read"] for k in gemvs),
-                          passed=all(k["pct_read"] >= least for k in gemvs))
+            gemvs = [k for k in kernel_rows(kernels) if k.kernel in LAYER_GEMVS]
+            target.update(value=min(k.pct_read for k in gemvs),
+                          passed=all(k.pct_read >= least for k in gemvs))
             target["note"] = "" if target["passed"] else "missed: " + ", ".join(
-                f"{k['kernel']} {k['pct_read']:.0f}%" for k in gemvs) + _without_wait(gemvs)
+                f"{k.kernel} {k.pct_read:.0f}%" for k in gemvs) + _without_wait(gemvs)
         out.append(target)
     for preset, batch, path, rival_path in RACE_TARGETS:
         row, rival = _find(rows, preset, batch, path), _find(rows, preset, batch, rival_path)

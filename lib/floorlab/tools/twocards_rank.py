@@ -1,0 +1,193 @@
+"""Tools wing: what each rank of `python -m floorlab twocards` measures, in the processes
+engine.ranks.run_ranks starts: rank 0 alone first runs one card's step (eager, and replayed on
+CUDA); then each rank's bandwidth alone and with every rank streaming at once; then each rank's
+shard: its collectives at the step's sizes, its split step eager and replayed, and timelines.
+Each rank returns a JSON-able dict, which tools.twocards turns into a Run.
+"""
+from __future__ import annotations
+
+import gc
+import time
+
+import torch
+import torch.distributed as dist
+
+from floorlab.core.bandwidth import measure_bandwidths
+from floorlab.core.device import describe_device
+from floorlab.core.memory import check_fits
+from floorlab.core.shapes import Qwen3Shape, get_shape
+from floorlab.core.timelines import steady_timeline
+from floorlab.core.timing import StepTimes, time_with_issue
+from floorlab.engine.graphs import GraphRunner
+from floorlab.engine.model import build_model, prefill_random
+from floorlab.engine.ranks import (
+    ALL_GATHER,
+    ALL_REDUCE,
+    IN_GRAPH,
+    control_group,
+    rank_device,
+    time_collective,
+    time_collective_in_graph,
+    time_in_step,
+)
+from floorlab.engine.tensor_parallel import all_reduces_per_step, build_shard, shard_fit
+
+# a CPU measures a small shape: the 0.6B model's widths, 4 of its layers, a 32k vocabulary
+SMALL = Qwen3Shape(1024, 3072, 4, 16, 8, 128, 32768, True, name="small")
+TINY = Qwen3Shape(64, 128, 2, 4, 2, 16, 256, True, rope_theta=10000.0, name="tiny")  # for tests
+SHAPES = {SMALL.name: SMALL, TINY.name: TINY}
+BATCH, PROMPT_TOKENS, MAX_CONTEXT = 1, 32, 128
+BANDWIDTH = {"cuda": {"repeats": 20}, "cpu": {"repeats": 5, "size_mb": 64}}
+EAGER, GRAPH = "eager", "graph replay"
+
+
+def shape_named(name: str) -> Qwen3Shape:
+    """The preset of that name, or the command's own "small" or "tiny" shape."""
+    return SHAPES[name] if name in SHAPES else get_shape(name)
+
+
+def _release(device) -> None:
+    gc.collect()
+    if torch.device(device).type == "cuda":
+        torch.cuda.empty_cache()
+
+
+def _times(times: StepTimes | None) -> dict | None:
+    return None if times is None else times.to_dict()
+
+
+def _threads(count: int) -> None:
+    torch.set_num_threads(max(1, int(count)))
+
+def measure_rank(rank: int, ranks: int, settings: dict) -> dict:
+    """Everything rank `rank` measures, as a JSON-able dict (see the module's docstring)."""
+    dev = rank_device(settings["device"], rank)
+    control = control_group()
+    warmup, repeats = settings["warmup"], settings["repeats"]
+    threads = settings["threads_per_rank"]
+    shapes = [shape_named(n) for n in settings["presets"]]
+    out = {"rank": rank, "device": describe_device(dev), "presets": {}}
+    fits = {s.name: shard_fit(s, ranks, dev, max_batch=BATCH, max_context=MAX_CONTEXT)
+            for s in shapes}
+    if rank == 0:
+        fits.update({f"{s.name} card": check_fits(s, dev, max_batch=BATCH, max_context=MAX_CONTEXT)
+                     for s in shapes})
+    every = [None] * ranks
+    dist.all_gather_object(every, {k: (f.ok, f.message()) for k, f in fits.items()}, group=control)
+    skipped = {s.name: [m for r in every for k, (ok, m) in r.items() if not ok and k.startswith(s.name)]
+               for s in shapes}
+    stage = out["stage_s"] = {}
+    clock = time.perf_counter()
+
+    def lap(name: str) -> None:
+        nonlocal clock
+        stage[name] = time.perf_counter() - clock
+        clock = time.perf_counter()
+
+    with torch.no_grad():
+        dist.barrier(group=control)
+        if rank == 0:  # one card: the engine of every chapter, alone on the machine or its GPU
+            _threads(threads * ranks)
+            out["bandwidth_card"] = measure_bandwidths(dev, **BANDWIDTH[dev.type]).to_dict()
+            for shape in shapes:
+                if not skipped[shape.name]:
+                    out["presets"][shape.name] = {"card": _measure_card(shape, dev, warmup, repeats)}
+                    _release(dev)
+        dist.barrier(group=control)
+        lap("one card")
+        _threads(threads)
+        # each GPU's own bandwidth, the others waiting; a CPU's ranks share the card's memory
+        out["bandwidth_alone"] = out.get("bandwidth_card")
+        for turn in range(1, ranks) if dev.type == "cuda" else ():
+            dist.barrier(group=control)
+            if turn == rank:
+                out["bandwidth_alone"] = measure_bandwidths(dev, **BANDWIDTH[dev.type]).to_dict()
+        dist.barrier(group=control)  # then every rank streaming at once
+        out["bandwidth_together"] = measure_bandwidths(dev, **BANDWIDTH[dev.type]).to_dict()
+        lap("bandwidths")
+        for shape in shapes:
+            entry = out["presets"].setdefault(shape.name, {})
+            if skipped[shape.name]:
+                entry["skipped"] = skipped[shape.name]
+                continue
+            entry["split"] = _measure_split(shape, rank, ranks, dev, control, warmup, repeats,
+                                            settings["collective_repeats"], entry.get("card"))
+            _release(dev)
+            lap(shape.name)
+    return out
+
+
+def _measure_card(shape, dev, warmup: int, repeats: int) -> dict:
+    """One card's eager step, and on CUDA its graph replay; both with their timelines."""
+    model = build_model(shape, device=dev, max_batch=BATCH, max_context=MAX_CONTEXT)
+    prompt, tokens, positions = prefill_random(model, BATCH, PROMPT_TOKENS)
+    found = {"logits": model.prefill(prompt)[:, -1].float().cpu().tolist()}
+
+    def step():
+        return model.decode_step(tokens, positions)
+
+    eager = time_with_issue(step, warmup=warmup, repeats=repeats, device=dev)
+    found[EAGER] = _times(eager)
+    found[f"{EAGER} timeline"] = steady_timeline(step, label=f"1 card, {EAGER}", device=dev,
+                                                 timed_ms=eager.step.median_ms).to_dict()
+    if dev.type == "cuda":
+        def alone(fn):
+            return time_with_issue(fn, warmup=warmup, repeats=repeats, device=dev)
+
+        found.update(_measure_graph(model, prompt, tokens, positions, dev, alone, "1 card"))
+    return found
+
+
+def _measure_graph(model, prompt, tokens, positions, dev, timer, label: str) -> dict:
+    """A graph of the decode step: captured, checked against eager bit for bit, timed, profiled."""
+    runner = GraphRunner(model, buckets=(BATCH,))
+    runner.capture()
+    model.prefill(prompt)  # capture leaves the cache zeroed
+    same = runner.check_bit_identical(tokens, positions)
+    times = timer(lambda: runner.step(tokens, positions))
+    timeline = steady_timeline(runner.replay_fn(BATCH), label=f"{label}, {GRAPH}", device=dev,
+                               timed_ms=times.step.median_ms)
+    return {GRAPH: _times(times), "bit_identical": same, "max_abs_diff": runner.last_max_abs_diff,
+            f"{GRAPH} timeline": timeline.to_dict()}
+
+
+def _measure_split(shape, rank: int, ranks: int, dev, control, warmup: int, repeats: int,
+                   collective_repeats: int, card: dict | None) -> dict:
+    """This rank's shard: its collectives alone, its eager step, its replay (CUDA), timelines."""
+    shard = build_shard(shape, rank=rank, ranks=ranks, device=dev, max_batch=BATCH,
+                        max_context=MAX_CONTEXT)
+    prompt, tokens, positions = prefill_random(shard, BATCH, PROMPT_TOKENS)
+    logits = shard.prefill(prompt)[:, -1].float().cpu()
+    found: dict = {}
+    if card is not None:  # rank 0: the split step's logits against one card's, same prompt
+        one = torch.tensor(card["logits"])
+        found["rel_err_vs_card"] = float((logits - one).abs().max() / one.abs().max())
+    dtype = shard.dtype
+    timed = {ALL_REDUCE: ("all_reduce", BATCH * shape.hidden_size),
+             ALL_GATHER: ("all_gather", BATCH * shape.vocab_size // ranks)}
+    for path, (kind, numel) in timed.items():
+        found[path] = time_collective(kind, numel, device=dev, dtype=dtype, control=control,
+                                      repeats=collective_repeats).to_dict()
+        if dev.type == "cuda":
+            found[path + IN_GRAPH] = time_collective_in_graph(  # as many as a step's all-reduces
+                kind, numel, count=all_reduces_per_step(shape), device=dev, dtype=dtype,
+                control=control).to_dict()
+
+    def step():
+        return shard.decode_step(tokens, positions)
+
+    eager = time_in_step(step, rank=rank, warmup=warmup, repeats=repeats, device=dev,
+                         control=control)
+    found[EAGER] = _times(eager)
+    dist.barrier(group=control)
+    timed_ms = eager.step.median_ms if eager is not None else None
+    found[f"{EAGER} timeline"] = steady_timeline(step, label=f"rank {rank}, {EAGER}", device=dev,
+                                                 timed_ms=timed_ms).to_dict()
+    if dev.type == "cuda":
+        def together(fn):
+            return time_in_step(fn, rank=rank, warmup=warmup, repeats=repeats, device=dev,
+                                control=control)
+
+        found.update(_measure_graph(shard, prompt, tokens, positions, dev, together,
+                                    f"rank {rank}"))
+    return found
