@@ -362,6 +362,25 @@ def test_a_wrong_quantity_is_refused_by_name_and_a_close_call_asks_for_digits():
     assert checks.check_number(4.0001, 4.0, hint="h", wrong=near).startswith("right")
 
 
+def test_judge_says_each_outcome_as_one_verdict_and_refusal_words_each_once():
+    near = {"a neighbouring mistake": 4.02}
+    Verdict = checks.Verdict
+    assert checks.judge(4.0001, 4.0, rel=0.05, wrong=near) == (Verdict.RIGHT, "")
+    assert checks.judge(4.02, 4.0, rel=0.05, wrong=near) == (Verdict.WRONG, "a neighbouring mistake")
+    assert checks.judge(3.985, 4.0, rel=0.05, wrong=near) == (Verdict.PRECISION, "a neighbouring mistake")
+    assert checks.judge(9.0, 4.0, rel=0.05, wrong=near) == (Verdict.FAR, "")
+    assert checks.refusal(4.0, 4.0, rel=0.05, hint="h") is None
+    wrong = checks.refusal(4.02, 4.0, rel=0.05, hint="divide by the layers.", wrong=near, what="floor")
+    assert wrong == "not yet: that is the floor you get with a neighbouring mistake. Divide by the layers."
+    digits = checks.refusal(3.985, 4.0, rel=0.05, hint="h", wrong=near, name="my_x")
+    assert digits.startswith("not yet: close, but give more digits") and "my_x within 0.25% of it" in digits
+    assert checks.refusal(9.0, 4.0, rel=0.05, hint="h", lead="that is the card; ") == "not yet: that is the card; h"
+    # several right forms: the best verdict among them wins, and the right line names them all
+    assert checks.refusal(3.0, {"a": 4.0, "b": 3.0}, rel=0.01, hint="h") is None
+    assert checks.check_number(3.0, (4.0, 3.0), rel=0.01, hint="h") == "right: 4 or 3."
+    assert "neighbouring" in checks.check_number(4.02, (4.0, 9.0), hint="h", wrong=near)
+
+
 def test_a_worked_answer_prints_only_when_asked(capsys, monkeypatch):
     monkeypatch.delenv(checks.SHOW_ANSWERS_ENV, raising=False)
     with checks.worked_answer(False):

@@ -11,7 +11,7 @@ from typing import Callable
 
 import torch
 
-from floorlab.core.checks import NOT_ATTEMPTED, checked, close, judge, read_bool, read_number
+from floorlab.core.checks import NOT_ATTEMPTED, Verdict, checked, close, judge, read_bool, read_number, refusal
 from floorlab.core.prose import fmt_ms, sig
 from floorlab.core.roofline import DISPATCH_US, floor_ms, per_launch_us
 from floorlab.core.timelines import Timeline
@@ -98,17 +98,11 @@ def check_ops_per_layer(ops_per_layer, my_per_launch_us, my_is_dispatch, *, gap_
         "one layer's ops instead of the whole step's (ops per layer not times the layers)":
             per_launch_us(gap_ms, ops),
     })
-    verdict, mistake = judge(read_number(my_per_launch_us, "my_per_launch_us"), expected_us,
-                             rel=0.05, wrong=wrong)
     hint = (f"with {ops:g} ops per layer the gap of {gap_ms:.2f} ms is spread over "
             f"{ops:g} × {num_layers} = {launches:g} launches.")
-    if verdict == "wrong":
-        return f"not yet: that is the number you get with {mistake}; {hint}"
-    if verdict == "precision":
-        return (f"not yet: close, but give more digits: at this precision my_per_launch_us cannot "
-                f"be told apart from the answer made with {mistake}.")
-    if verdict == "far":
-        return f"not yet: {my_per_launch_us} µs per launch is not it; {hint}"
+    if refused := refusal(read_number(my_per_launch_us, "my_per_launch_us"), expected_us, rel=0.05,
+                          wrong=wrong, hint=hint, name="my_per_launch_us"):
+        return refused
     is_dispatch = read_bool(my_is_dispatch, "my_gap_is_dispatch")
     if is_dispatch != dispatch:
         return (f"not yet: compare {expected_us:.1f} µs with {_dispatch_cost(host_us)}, and with "
@@ -226,15 +220,10 @@ def check_padding(padded_rows, breakeven_cache_tokens, expected: PaddingAnswer, 
                 "how many rows are padding?")
     hint = ("each padded row reads every slot of its KV-cache row; find the cache length at "
             "which those reads take as long as the launches the graph saves.")
-    verdict, mistake = judge(read_number(breakeven_cache_tokens, "my_breakeven_cache_tokens"),
-                             expected.breakeven_cache_tokens, rel=0.10, wrong=wrong)
-    if verdict == "wrong":
-        return f"not yet: that is the length you get with {mistake}; {hint}"
-    if verdict == "precision":
-        return (f"not yet: close, but give more digits: at this precision the length cannot be "
-                f"told apart from the one made with {mistake}.")
-    if verdict == "far":
-        return f"not yet: {hint}"
+    if refused := refusal(read_number(breakeven_cache_tokens, "my_breakeven_cache_tokens"),
+                          expected.breakeven_cache_tokens, rel=0.10, wrong=wrong, hint=hint,
+                          name="my_breakeven_cache_tokens", what="length"):
+        return refused
     return (f"right: {expected.padded_rows} padded rows; padding costs more than the graph "
             f"saves once the static cache holds about {expected.breakeven_cache_tokens:,} tokens.")
 
@@ -296,30 +285,21 @@ def check_scale(my_floor_ms, my_launch_fraction, expected: ScaleAnswer) -> str:
         return NOT_ATTEMPTED
     floor_hint = (f"the floor is the bytes {expected.name} streams per step (an untied input "
                   "table only in the rows it gathers) over this card's bandwidth.")
-    verdict, mistake = judge(read_number(my_floor_ms, "my_big_floor_ms"), expected.floor_ms,
-                             rel=0.05, wrong=expected.wrong_floors)
-    if verdict == "wrong":
-        return f"not yet: that is the floor you get with {mistake}; {floor_hint}"
-    if verdict == "precision":
-        return ("not yet: close, but give more digits: at this precision my_big_floor_ms cannot "
-                f"be told apart from the floor made with {mistake}.")
-    if verdict == "far":
-        return f"not yet: {floor_hint}"
+    if refused := refusal(read_number(my_floor_ms, "my_big_floor_ms"), expected.floor_ms, rel=0.05,
+                          wrong=expected.wrong_floors, hint=floor_hint, name="my_big_floor_ms",
+                          what="floor"):
+        return refused
     fraction_hint = ("the per-op cost grows with the layer count, not with the bytes; the "
                      "fraction is gap ÷ (floor + gap).")
     raw = read_number(my_launch_fraction, "my_big_launch_fraction")
-    verdict, mistake = judge(raw, expected.launch_fraction, rel=0.10,
-                             wrong=expected.wrong_fractions)
-    if verdict == "wrong":
-        return f"not yet: that is the share you get with {mistake}; {fraction_hint}"
-    if verdict == "precision":
-        return ("not yet: close, but give more digits: at this precision my_big_launch_fraction "
-                f"cannot be told apart from the share made with {mistake}.")
-    if verdict == "far" and close(raw / 100, expected.launch_fraction, 0.10):
+    judged = dict(rel=0.10, wrong=expected.wrong_fractions)
+    if (judge(raw, expected.launch_fraction, **judged)[0] is Verdict.FAR
+            and close(raw / 100, expected.launch_fraction, 0.10)):
         return (f"not yet: my_big_launch_fraction = {my_launch_fraction!r} looks like a percent; "
                 f"write it as a fraction between 0 and 1 ({sig(raw / 100)}).")
-    if verdict == "far":
-        return f"not yet: {fraction_hint}"
+    if refused := refusal(raw, expected.launch_fraction, **judged, hint=fraction_hint,
+                          name="my_big_launch_fraction", what="share"):
+        return refused
     return (f"right: {sig(expected.floor_ms)} ms floor; the per-op gap is "
             f"{expected.launch_fraction:.0%} of the token.")
 

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field, replace
 import torch
 
 from floorlab.core import roofline
-from floorlab.core.checks import NOT_ATTEMPTED, checked, judge, read_number
+from floorlab.core.checks import NOT_ATTEMPTED, checked, read_number, refusal
 from floorlab.core.device import describe_device, resolve_device
 from floorlab.core.memory import check_fits
 from floorlab.core.progress import progress_bar
@@ -382,12 +382,9 @@ def check_graphs_matter(my_layer_gb, my_first_preset, expected: GraphsMatterAnsw
     gb, want_gb = read_number(my_layer_gb, "my_layer_gb"), expected.layer_bytes / 1e9
     hint = (f"per layer, eager ÷ replay = issue time ÷ (stream time + kernels × µs per kernel). Set "
             f"that to {expected.threshold:g}, solve for the stream time, multiply by the bandwidth.")
-    verdict, mistake = (("right", "") if abs(gb - want_gb) <= 0.005 else
-                        judge(gb, want_gb, rel=0.10, wrong=expected.wrong_gb))
-    if verdict != "right":
-        return {"wrong": f"not yet: that is the number you get with {mistake}. P{hint[1:]}",
-                "precision": f"not yet: close, but give more digits: it cannot be told apart "
-                             f"from {mistake}."}.get(verdict, f"not yet: {hint}")
+    if abs(gb - want_gb) > 0.005 and (refused := refusal(gb, want_gb, rel=0.10, wrong=expected.wrong_gb,
+                                                          hint=hint, name="my_layer_gb")):
+        return refused
     if not isinstance(my_first_preset, str):
         return "not yet: my_first_preset is a preset's name in quotes, or 'none'."
     if my_first_preset.strip().lower() != expected.first_preset:

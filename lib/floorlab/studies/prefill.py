@@ -12,7 +12,6 @@ from typing import Iterable
 import torch
 
 from floorlab.core.bandwidth import MatmulRate
-from floorlab.core.checks import NOT_ATTEMPTED, checked, judge, read_number
 from floorlab.core.device import resolve_device
 from floorlab.core.intensity import (
     LEVELLED,
@@ -410,20 +409,3 @@ def floor_mistakes(shape, context_tokens: int, bandwidths) -> dict[str, float]:
         whole = shape.weight_bytes() + context_tokens * shape.kv_bytes_per_token()
         wrong["the whole input table instead of the one row looked up"] = whole / (floor.bandwidth_gbps * 1e6)
     return _apart({"floor": floor.floor_ms}, wrong)
-
-
-@checked
-def check_answer(value, rights: dict[str, float], *, wrong: dict[str, float], rel: float, hint: str,
-                 unit: str = "", name: str = "your answer") -> str:
-    """Verdict on a number with several right forms, each judged as checks.check_number judges one."""
-    if value is None:
-        return NOT_ATTEMPTED
-    number = read_number(value, name)
-    verdicts = dict(judge(number, right, rel=rel, wrong=wrong) for right in rights.values())
-    if "right" in verdicts:
-        return f"right: {' or '.join(dict.fromkeys(f'{r:,.4g}' for r in rights.values()))}{unit}."
-    if "wrong" in verdicts:
-        return f"not yet: that is the number you get with {verdicts['wrong']}. {hint}"
-    if "precision" in verdicts:
-        return f"not yet: close, but not yet told apart from {verdicts['precision']}: give more digits."
-    return f"not yet: {hint}"

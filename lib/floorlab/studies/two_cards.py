@@ -13,7 +13,7 @@ import math
 from dataclasses import dataclass, replace
 
 from floorlab.core.bandwidth import Bandwidths
-from floorlab.core.checks import NOT_ATTEMPTED, checked, judge, read_number
+from floorlab.core.checks import NOT_ATTEMPTED, checked, read_number, refusal
 from floorlab.core.prose import fmt_gbps, fmt_ms, fmt_times, sig
 from floorlab.core.roofline import BYTES_PER_GB, Floor, bytes_per_step, floor_ms
 from floorlab.core.runs import Row, Run, reference_run, row_key
@@ -370,13 +370,11 @@ def check_crossover(my_layer_mb, my_first_preset, tc: TwoCards, *, presets=PRESE
     model = tc.model()
     if not math.isfinite(right := model.layer_mb()):
         return f"this run has {NO_BREAK_EVEN}; the first preset it speeds up is {model.first_winner(presets)}."
-    verdict, mistake = judge(read_number(my_layer_mb, "my_layer_mb"), right, rel=0.05,
-                             wrong=crossover_wrong(tc))
-    if verdict == "wrong":
-        return f"not yet: that is the MB per layer you get with {mistake}."
-    if verdict != "right":
-        return ("not yet: per layer the split saves bytes × (1/card − 1/(ranks × rank)) "
-                "seconds and adds two all-reduces; solve for the bytes, in MB.")
+    if refused := refusal(read_number(my_layer_mb, "my_layer_mb"), right, rel=0.05, wrong=crossover_wrong(tc),
+                          name="my_layer_mb", what="MB per layer",
+                          hint="per layer the split saves bytes × (1/card − 1/(ranks × rank)) seconds and adds "
+                               "two all-reduces; solve for the bytes, in MB."):
+        return refused
     first = model.first_winner(presets)
     if _preset_name(my_first_preset) != first:
         return ("not yet: the MB per layer is right; now compare each preset's gain: the floor "
