@@ -360,7 +360,7 @@ H200 = {"peak_tflops": 777.0, "bandwidths": _bandwidths(4221.5, 4338.8)}
 def test_the_knee_check_takes_the_hints_arithmetic_and_names_the_copy_bandwidth():
     np = pytest.importorskip("numpy")
     from floorlab.core.checks import check_number
-    from floorlab.studies.prefill import knee_answer
+    from floorlab.studies.prefill_checks import knee_answer
 
     rights, wrong = knee_answer(SMALL, **H200)
     hinted = 777.0e12 / 4338.8e9  # the rate over the bandwidth, n FLOPs per byte at n tokens
@@ -381,7 +381,7 @@ def test_the_knee_check_takes_the_hints_arithmetic_and_names_the_copy_bandwidth(
 def test_the_8b_floor_check_names_the_whole_table_and_the_copy_bandwidth():
     np = pytest.importorskip("numpy")
     from floorlab.core.checks import check_number
-    from floorlab.studies.prefill import floor_mistakes
+    from floorlab.studies.prefill_checks import floor_mistakes
 
     big, bandwidths = get_shape("qwen3-8b"), H200["bandwidths"]
     right = decode_floor(big, batch=1, prompt_tokens=32767, bandwidths=bandwidths).floor_ms
@@ -404,7 +404,7 @@ def test_the_fixed_cost_knee_check_takes_the_quadratic_and_names_attention_left_
     np = pytest.importorskip("numpy")
     from floorlab.core.checks import check_number
     from floorlab.core.intensity import fixed_cost_root_tokens, matmul_only_tokens
-    from floorlab.studies.prefill import fixed_cost_answer
+    from floorlab.studies.prefill_checks import fixed_cost_answer
 
     step_ms = 6.4594  # the stored H200's one-token eager prefill
     rights, wrong = fixed_cost_answer(SMALL, peak_tflops=777.0, step_ms=step_ms)
@@ -427,7 +427,7 @@ def test_the_fixed_cost_knee_check_takes_the_quadratic_and_names_attention_left_
 
 
 def test_a_mistake_no_check_could_tell_from_the_right_answer_is_not_named():
-    from floorlab.studies.prefill import knee_answer
+    from floorlab.studies.prefill_checks import knee_answer
 
     rights, wrong = knee_answer(SMALL, peak_tflops=777.0, bandwidths=_bandwidths(4330.0, 4338.8))
     assert not any("bandwidth" in mistake for mistake in wrong)  # 0.2% apart: not a mistake

@@ -90,6 +90,25 @@ def close(value: float, expected: float, rel: float) -> bool:
     return abs(value - expected) <= rel * abs(expected)
 
 
+SAME_ANSWER = 0.005  # a wrong quantity within 0.5% of the right one gives the right answer anyway
+
+
+def plausible_wrongs(expected, wrongs: dict[str, float | None], *, apart: float = SAME_ANSWER
+                     ) -> dict[str, float]:
+    """The named wrong answers worth refusing: those known and finite, each value once (under
+    its first name), and more than apart (a fraction) from expected, one number or several right
+    forms (a sequence or {form: number}).
+
+    Closer than that, the printed digits cannot tell the two apart, so refusing one would
+    refuse a reader who followed the hint."""
+    kept: dict[str, float] = {}
+    for mistake, value in wrongs.items():
+        if (value is not None and math.isfinite(value) and value not in kept.values()
+                and not any(close(value, right, apart) for right in _forms(expected))):
+            kept[mistake] = value
+    return kept
+
+
 class Verdict(enum.Enum):
     """How a number read from the reader stands against the right answer (judge)."""
     RIGHT = "right"          # within the tolerance of the right answer
