@@ -6,7 +6,7 @@ from floorlab.core import checks
 from floorlab.core.roofline import per_launch_us
 from floorlab.core.shapes import Qwen3Shape
 from floorlab.engine.model import build_model
-from floorlab.studies import below_the_floor
+from floorlab.studies import below_the_floor, below_the_floor_detector
 
 
 def test_ops_per_layer_check_covers_starter_right_and_wrong():
@@ -115,9 +115,10 @@ def test_detector_check_tells_a_working_detector_from_a_blind_one():
         return False
 
     requests = (model.decode_step, tokens_a, tokens_b, positions)
-    assert below_the_floor.check_detector(None, *requests) == checks.NOT_ATTEMPTED
-    assert below_the_floor.check_detector(blind, *requests).startswith("not yet")
-    assert below_the_floor.check_detector(below_the_floor.answer_detector, *requests).startswith("right")
+    assert below_the_floor_detector.check_detector(None, *requests) == checks.NOT_ATTEMPTED
+    assert below_the_floor_detector.check_detector(blind, *requests).startswith("not yet")
+    worked = below_the_floor_detector.answer_detector
+    assert below_the_floor_detector.check_detector(worked, *requests).startswith("right")
 
 
 # NumPy numbers and booleans are answers like any other.
@@ -157,7 +158,7 @@ def test_a_detector_that_compares_objects_is_refused(tiny_step):
     def same_object(step, a, b, pos):
         return step(a, pos) is step(b, pos)
 
-    verdict = below_the_floor.check_detector(same_object, *tiny_step)
+    verdict = below_the_floor_detector.check_detector(same_object, *tiny_step)
     assert verdict.startswith("not yet") and "`is`" in verdict
 
 
@@ -165,7 +166,7 @@ def test_a_detector_that_returns_nothing_is_told_so(tiny_step):
     def forgot_return(step, a, b, pos):
         step(a, pos)
 
-    verdict = below_the_floor.check_detector(forgot_return, *tiny_step)
+    verdict = below_the_floor_detector.check_detector(forgot_return, *tiny_step)
     assert verdict.startswith("not yet") and "returned nothing (None)" in verdict
     assert "not attempted" not in verdict
 
@@ -174,27 +175,27 @@ def test_a_detector_that_compares_two_answers_is_refused(tiny_step):
     def equal_answers(step, a, b, pos):
         return torch.equal(step(a, pos), step(b, pos))
 
-    verdict = below_the_floor.check_detector(equal_answers, *tiny_step)
+    verdict = below_the_floor_detector.check_detector(equal_answers, *tiny_step)
     assert verdict.startswith("not yet") and "equal values" in verdict
 
 
 def test_the_steps_the_detector_meets_share_or_own_their_memory(tiny_step):
     step, a, b, pos = tiny_step
-    view = below_the_floor.fresh_view_step(step)
+    view = below_the_floor_detector.fresh_view_step(step)
     first, second = view(a, pos), view(b, pos)
     assert first is not second and first.data_ptr() == second.data_ptr()
-    equal = below_the_floor.equal_copies_step(step, a, pos)
+    equal = below_the_floor_detector.equal_copies_step(step, a, pos)
     first, second = equal(a, pos), equal(b, pos)
     assert torch.equal(first, second) and first.data_ptr() != second.data_ptr()
-    assert below_the_floor.answer_detector(view, a, b, pos) is True
-    assert below_the_floor.answer_detector(equal, a, b, pos) is False
+    assert below_the_floor_detector.answer_detector(view, a, b, pos) is True
+    assert below_the_floor_detector.answer_detector(equal, a, b, pos) is False
 
 
 def test_a_detector_may_answer_with_numpy_or_tensor_booleans(tiny_step):
     np = pytest.importorskip("numpy")
 
     def as_numpy(step, a, b, pos):
-        return np.bool_(below_the_floor.answer_detector(step, a, b, pos))
+        return np.bool_(below_the_floor_detector.answer_detector(step, a, b, pos))
 
     def as_tensor(step, a, b, pos):
         first = step(a, pos)
@@ -203,7 +204,7 @@ def test_a_detector_may_answer_with_numpy_or_tensor_booleans(tiny_step):
         return (first != kept).any()
 
     for detector in (as_numpy, as_tensor):
-        assert below_the_floor.check_detector(detector, *tiny_step).startswith("right")
+        assert below_the_floor_detector.check_detector(detector, *tiny_step).startswith("right")
 
 
 # A plausible wrong quantity is refused by name, even where it lies within the tolerance.
@@ -266,7 +267,7 @@ def test_the_8b_check_names_the_whole_table_the_copy_bandwidth_and_an_unscaled_g
 
 
 def test_a_wrong_quantity_too_close_to_tell_apart_is_not_refused():
-    assert below_the_floor.plausible_wrongs(100.0, {"near": 100.2, "far": 90.0, "unknown": None}) \
+    assert checks.plausible_wrongs(100.0, {"near": 100.2, "far": 90.0, "unknown": None}) \
         == {"far": 90.0}
 
 
@@ -360,6 +361,25 @@ def test_a_wrong_quantity_is_refused_by_name_and_a_close_call_asks_for_digits():
     near = {"a neighbouring mistake": 4.02}
     assert "more digits" in checks.check_number(3.985, 4.0, hint="h", wrong=near)
     assert checks.check_number(4.0001, 4.0, hint="h", wrong=near).startswith("right")
+
+
+def test_judge_says_each_outcome_as_one_verdict_and_refusal_words_each_once():
+    near = {"a neighbouring mistake": 4.02}
+    Verdict = checks.Verdict
+    assert checks.judge(4.0001, 4.0, rel=0.05, wrong=near) == (Verdict.RIGHT, "")
+    assert checks.judge(4.02, 4.0, rel=0.05, wrong=near) == (Verdict.WRONG, "a neighbouring mistake")
+    assert checks.judge(3.985, 4.0, rel=0.05, wrong=near) == (Verdict.PRECISION, "a neighbouring mistake")
+    assert checks.judge(9.0, 4.0, rel=0.05, wrong=near) == (Verdict.FAR, "")
+    assert checks.refusal(4.0, 4.0, rel=0.05, hint="h") is None
+    wrong = checks.refusal(4.02, 4.0, rel=0.05, hint="divide by the layers.", wrong=near, what="floor")
+    assert wrong == "not yet: that is the floor you get with a neighbouring mistake. Divide by the layers."
+    digits = checks.refusal(3.985, 4.0, rel=0.05, hint="h", wrong=near, name="my_x")
+    assert digits.startswith("not yet: close, but give more digits") and "my_x within 0.25% of it" in digits
+    assert checks.refusal(9.0, 4.0, rel=0.05, hint="h", lead="that is the card; ") == "not yet: that is the card; h"
+    # several right forms: the best verdict among them wins, and the right line names them all
+    assert checks.refusal(3.0, {"a": 4.0, "b": 3.0}, rel=0.01, hint="h") is None
+    assert checks.check_number(3.0, (4.0, 3.0), rel=0.01, hint="h") == "right: 4 or 3."
+    assert "neighbouring" in checks.check_number(4.02, (4.0, 9.0), hint="h", wrong=near)
 
 
 def test_a_worked_answer_prints_only_when_asked(capsys, monkeypatch):

@@ -359,28 +359,29 @@ H200 = {"peak_tflops": 777.0, "bandwidths": _bandwidths(4221.5, 4338.8)}
 
 def test_the_knee_check_takes_the_hints_arithmetic_and_names_the_copy_bandwidth():
     np = pytest.importorskip("numpy")
-    from floorlab.studies.prefill import check_answer, knee_answer
+    from floorlab.core.checks import check_number
+    from floorlab.studies.prefill_checks import knee_answer
 
     rights, wrong = knee_answer(SMALL, **H200)
     hinted = 777.0e12 / 4338.8e9  # the rate over the bandwidth, n FLOPs per byte at n tokens
     counted = roofline_knee_tokens(SMALL, peak_tflops=777.0, bandwidth_gbps=4338.8)
     for answer in (hinted, counted, np.float64(hinted), np.int64(counted), np.float32(hinted), round(hinted)):
-        verdict = check_answer(answer, rights, wrong=wrong, rel=0.10, hint="h")
+        verdict = check_number(answer, rights, wrong=wrong, rel=0.10, hint="h")
         assert verdict.startswith("right"), (answer, verdict)
     copy = 777.0e12 / 4221.5e9
     assert abs(copy / counted - 1) < 0.10  # inside the old tolerance: it used to pass
-    verdict = check_answer(copy, rights, wrong=wrong, rel=0.10, hint="h")
+    verdict = check_number(copy, rights, wrong=wrong, rel=0.10, hint="h")
     assert verdict.startswith("not yet") and "the copy bandwidth instead of the read bandwidth" in verdict
-    verdict = check_answer(hinted / 2, rights, wrong=wrong, rel=0.10, hint="h")
+    verdict = check_number(hinted / 2, rights, wrong=wrong, rel=0.10, hint="h")
     assert verdict.startswith("not yet") and "2 FLOPs per byte" in verdict
-    assert check_answer(None, rights, wrong=wrong, rel=0.10, hint="h").startswith("not attempted")
-    assert check_answer("180 tokens", rights, wrong=wrong, rel=0.10, hint="h").startswith("not yet")
+    assert check_number(None, rights, wrong=wrong, rel=0.10, hint="h").startswith("not attempted")
+    assert check_number("180 tokens", rights, wrong=wrong, rel=0.10, hint="h").startswith("not yet")
 
 
 def test_the_8b_floor_check_names_the_whole_table_and_the_copy_bandwidth():
     np = pytest.importorskip("numpy")
     from floorlab.core.checks import check_number
-    from floorlab.studies.prefill import floor_mistakes
+    from floorlab.studies.prefill_checks import floor_mistakes
 
     big, bandwidths = get_shape("qwen3-8b"), H200["bandwidths"]
     right = decode_floor(big, batch=1, prompt_tokens=32767, bandwidths=bandwidths).floor_ms
@@ -401,8 +402,9 @@ def test_the_8b_floor_check_names_the_whole_table_and_the_copy_bandwidth():
 
 def test_the_fixed_cost_knee_check_takes_the_quadratic_and_names_attention_left_out():
     np = pytest.importorskip("numpy")
+    from floorlab.core.checks import check_number
     from floorlab.core.intensity import fixed_cost_root_tokens, matmul_only_tokens
-    from floorlab.studies.prefill import check_answer, fixed_cost_answer
+    from floorlab.studies.prefill_checks import fixed_cost_answer
 
     step_ms = 6.4594  # the stored H200's one-token eager prefill
     rights, wrong = fixed_cost_answer(SMALL, peak_tflops=777.0, step_ms=step_ms)
@@ -415,17 +417,17 @@ def test_the_fixed_cost_knee_check_takes_the_quadratic_and_names_attention_left_
     assert hinted == pytest.approx(fixed_cost_root_tokens(SMALL, peak_tflops=777.0, step_ms=step_ms))
     first = fixed_cost_knee_tokens(SMALL, peak_tflops=777.0, step_ms=step_ms)
     for answer in (hinted, first, np.float64(hinted), np.int64(first), round(hinted)):
-        verdict = check_answer(answer, rights, wrong=wrong, rel=0.10, hint="h")
+        verdict = check_number(answer, rights, wrong=wrong, rel=0.10, hint="h")
         assert verdict.startswith("right"), (answer, verdict)
     straight = budget / per_token  # what the old printed hint, "about n × 2P", led to
     assert straight == pytest.approx(matmul_only_tokens(SMALL, peak_tflops=777.0, step_ms=step_ms))
     assert abs(straight / first - 1) > 0.10  # the old check refused its own hint's number
-    verdict = check_answer(straight, rights, wrong=wrong, rel=0.10, hint="h")
+    verdict = check_number(straight, rights, wrong=wrong, rel=0.10, hint="h")
     assert verdict.startswith("not yet") and "without attention" in verdict
 
 
 def test_a_mistake_no_check_could_tell_from_the_right_answer_is_not_named():
-    from floorlab.studies.prefill import knee_answer
+    from floorlab.studies.prefill_checks import knee_answer
 
     rights, wrong = knee_answer(SMALL, peak_tflops=777.0, bandwidths=_bandwidths(4330.0, 4338.8))
     assert not any("bandwidth" in mistake for mistake in wrong)  # 0.2% apart: not a mistake

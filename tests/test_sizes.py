@@ -11,8 +11,8 @@ from floorlab.core.roofline import bytes_per_step
 from floorlab.core.runs import Run, row_key
 from floorlab.core.shapes import PRESETS, Qwen3Shape, get_shape
 from floorlab.engine.meta import count_on_meta
-from floorlab.studies import bigger_models
 from floorlab.studies import bigger_models as sizes
+from floorlab.studies import bigger_models_checks
 from floorlab.tools import doctor
 
 TINY_A = Qwen3Shape(64, 128, 2, 4, 2, 16, 500, False, name="tiny-a")
@@ -178,24 +178,24 @@ def test_at_the_layer_bytes_found_eager_is_the_threshold_times_a_replay(bench_si
 
 def test_the_graphs_matter_check_covers_starter_right_and_wrong(bench_sizes):
     model = sizes.fit_cost_model(bench_sizes)
-    answer = bigger_models.graphs_matter_answer(model, PRESETS, threshold=sizes.THRESHOLD)
+    answer = bigger_models_checks.graphs_matter_answer(model, PRESETS, threshold=sizes.THRESHOLD)
     gb = answer.layer_bytes / 1e9
-    assert bigger_models.check_graphs_matter(None, None, answer) == checks.NOT_ATTEMPTED
-    assert bigger_models.check_graphs_matter(gb, answer.first_preset, answer).startswith("right")
-    assert bigger_models.check_graphs_matter(gb * 1.5, answer.first_preset, answer).startswith("not yet")
-    assert bigger_models.check_graphs_matter(gb, "qwen3-0.6b", answer).startswith("not yet")
-    assert bigger_models.check_graphs_matter("1.3 GB", answer.first_preset, answer).startswith("not yet")
-    text = bigger_models.answer_graphs_matter(model, answer, bench_sizes)
+    assert bigger_models_checks.check_graphs_matter(None, None, answer) == checks.NOT_ATTEMPTED
+    assert bigger_models_checks.check_graphs_matter(gb, answer.first_preset, answer).startswith("right")
+    assert bigger_models_checks.check_graphs_matter(gb * 1.5, answer.first_preset, answer).startswith("not yet")
+    assert bigger_models_checks.check_graphs_matter(gb, "qwen3-0.6b", answer).startswith("not yet")
+    assert bigger_models_checks.check_graphs_matter("1.3 GB", answer.first_preset, answer).startswith("not yet")
+    text = bigger_models_checks.answer_graphs_matter(model, answer, bench_sizes)
     assert f"{gb:.2f} GB per layer" in text and "qwen3-32b" in text
 
 
 def test_a_cheap_host_names_the_first_size_where_graphs_stop_mattering():
     model = sizes.CostModel(preset="qwen3-8b", bandwidth_gbps=4300.0, kernels_per_layer=19.0,
                             overhead_us=3.0, issue_ms_per_layer=0.1)
-    answer = bigger_models.graphs_matter_answer(model, PRESETS, threshold=1.1)
+    answer = bigger_models_checks.graphs_matter_answer(model, PRESETS, threshold=1.1)
     # (0.1 ÷ 1.1 − 19 × 3 µs) × 4300 GB/s = 0.146 GB: past qwen3-1.7b's 0.10, short of 4b's 0.20
     assert answer.first_preset == "qwen3-4b"
-    assert bigger_models.check_graphs_matter(answer.layer_bytes / 1e9, "Qwen3-4B", answer).startswith("right")
+    assert bigger_models_checks.check_graphs_matter(answer.layer_bytes / 1e9, "Qwen3-4B", answer).startswith("right")
 
 
 @pytest.mark.gpu
@@ -313,33 +313,33 @@ def test_the_bench_saw_the_same_engine_at_0_8_of_its_small_eager_step(first_host
 def test_graphs_matter_names_the_forgotten_fixed_cost_and_reads_numpy(stored_view):
     np = pytest.importorskip("numpy")
     model = sizes.fit_cost_model(stored_view)
-    answer = bigger_models.graphs_matter_answer(model, PRESETS, threshold=sizes.THRESHOLD,
+    answer = bigger_models_checks.graphs_matter_answer(model, PRESETS, threshold=sizes.THRESHOLD,
                                                 issue=stored_view.eager(model.preset).issue)
     gb = answer.layer_bytes / 1e9
     for right in (gb, np.float64(gb), np.float32(gb), round(gb, 2)):
-        assert bigger_models.check_graphs_matter(right, "none", answer).startswith("right"), right
+        assert bigger_models_checks.check_graphs_matter(right, "none", answer).startswith("right"), right
     # the hint's own arithmetic, from the printed numbers: (issue ÷ threshold − kernels × µs) × GB/s
     fixed_ms = model.kernels_per_layer * model.overhead_us / 1e3
     hinted = (model.issue_ms_per_layer / sizes.THRESHOLD - fixed_ms) * model.bandwidth_gbps / 1e3
-    assert bigger_models.check_graphs_matter(hinted, "none", answer).startswith("right")
-    bare = answer.wrong_gb[sizes.NO_FIXED_COST]
+    assert bigger_models_checks.check_graphs_matter(hinted, "none", answer).startswith("right")
+    bare = answer.wrong_gb[bigger_models_checks.NO_FIXED_COST]
     assert abs(bare / gb - 1) < 0.12  # close enough that 10% alone would nearly let it through
-    verdict = bigger_models.check_graphs_matter(bare, "none", answer)
-    assert verdict.startswith("not yet") and sizes.NO_FIXED_COST in verdict
+    verdict = bigger_models_checks.check_graphs_matter(bare, "none", answer)
+    assert verdict.startswith("not yet") and bigger_models_checks.NO_FIXED_COST in verdict
 
 
 def test_the_graphs_matter_answer_carries_the_noisy_issue_time_as_a_band(stored_view):
     model = sizes.fit_cost_model(stored_view)
     issue = stored_view.eager(model.preset).issue
     assert issue.noisy
-    answer = bigger_models.graphs_matter_answer(model, PRESETS, threshold=sizes.THRESHOLD, issue=issue)
+    answer = bigger_models_checks.graphs_matter_answer(model, PRESETS, threshold=sizes.THRESHOLD, issue=issue)
     (low_gb, low_first), (high_gb, high_first) = answer.band["p10"], answer.band["p90"]
     assert low_gb < answer.layer_bytes / 1e9 < high_gb
     assert low_first == high_first == answer.first_preset == "none"
-    text = bigger_models.answer_graphs_matter(model, answer, stored_view)
+    text = bigger_models_checks.answer_graphs_matter(model, answer, stored_view)
     assert f"{low_gb:.2f} GB" in text and f"{high_gb:.2f} GB" in text and "under this model" in text
     assert "the host pays per layer" not in text.lower()
-    steady = bigger_models.graphs_matter_answer(model, PRESETS, threshold=sizes.THRESHOLD)
+    steady = bigger_models_checks.graphs_matter_answer(model, PRESETS, threshold=sizes.THRESHOLD)
     assert steady.band == {}
 
 

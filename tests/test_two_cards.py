@@ -17,7 +17,7 @@ from floorlab.engine.model import build_model, greedy_tokens
 from floorlab.engine.ranks import TooFewDevicesError, check_devices, run_ranks
 from floorlab.engine.tensor_parallel import SplitError, TPDecoder, build_shard, check_split, rank_shape, shard_model
 from floorlab.figures.splits import SplitBar, split_bar
-from floorlab.studies import two_cards
+from floorlab.studies import two_cards, two_cards_checks
 from floorlab.tools import twocards
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -218,17 +218,17 @@ def test_the_crossover_challenge_refuses_the_plausible_mistakes(cpu_run):
     tc = two_cards.TwoCards(cpu_run[0])
     model = tc.model()
     right, first = model.layer_mb(), model.first_winner()
-    assert two_cards.check_crossover(None, None, tc).startswith("not attempted")
-    assert two_cards.check_crossover(right, first, tc).startswith("right")
+    assert two_cards_checks.check_crossover(None, None, tc).startswith("not attempted")
+    assert two_cards_checks.check_crossover(right, first, tc).startswith("right")
     as_the_book_writes_it = first.replace("qwen", "Qwen").replace("b", "B")  # "Qwen3-0.6B"
-    assert two_cards.check_crossover(right, f" {as_the_book_writes_it}", tc).startswith("right")
-    assert "one all-reduce per layer" in two_cards.check_crossover(right / 2, first, tc)
-    assert "ms read as µs" in two_cards.check_crossover(right / 1000, first, tc)
+    assert two_cards_checks.check_crossover(right, f" {as_the_book_writes_it}", tc).startswith("right")
+    assert "one all-reduce per layer" in two_cards_checks.check_crossover(right / 2, first, tc)
+    assert "ms read as µs" in two_cards_checks.check_crossover(right / 1000, first, tc)
     wrong = "none" if first != "none" else "qwen3-0.6b"
-    assert "MB per layer is right" in two_cards.check_crossover(right, wrong, tc)
-    assert two_cards.check_crossover("12 MB", first, tc).startswith("not yet")
-    assert "MB per layer" in two_cards.answer_crossover(tc)
-    assert "KV" in two_cards.answer_big_batch(tc)
+    assert "MB per layer is right" in two_cards_checks.check_crossover(right, wrong, tc)
+    assert two_cards_checks.check_crossover("12 MB", first, tc).startswith("not yet")
+    assert "MB per layer" in two_cards_checks.answer_crossover(tc)
+    assert "KV" in two_cards_checks.answer_big_batch(tc)
 
 
 def test_the_crossover_arithmetic():
@@ -307,7 +307,6 @@ def test_a_graph_of_the_split_step_replays_bit_identical_to_eager():
 def test_ranks_that_share_one_memory_have_no_break_even_and_say_so(monkeypatch):
     """A rank no faster than its share of one card has no finite break-even: the chapter says so in
     words and the challenge checks answer instead of raising (a CPU's two processes can measure this)."""
-    from floorlab.studies import two_cards_readings
 
     shared = two_cards.Crossover(ranks=2, card_gbps=4000.0, rank_gbps=2000.0,
                                  all_reduce_ms=0.01, all_gather_ms=0.01)
@@ -319,6 +318,6 @@ def test_ranks_that_share_one_memory_have_no_break_even_and_say_so(monkeypatch):
     shared_model = shared
     assert two_cards.mb_text(shared.layer_mb()) == two_cards.NO_BREAK_EVEN
     assert two_cards.mb_text(160.04) == "160 MB"
-    assert "no break-even" in two_cards.check_crossover(12.0, "qwen3-8b", Stub())
-    assert "no break-even" in two_cards.answer_crossover(Stub())
-    assert "no break-even" in two_cards_readings.check_slower_link(12.0, Stub())
+    assert "no break-even" in two_cards_checks.check_crossover(12.0, "qwen3-8b", Stub())
+    assert "no break-even" in two_cards_checks.answer_crossover(Stub())
+    assert "no break-even" in two_cards_checks.check_slower_link(12.0, Stub())

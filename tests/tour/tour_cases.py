@@ -56,7 +56,7 @@ def library(work: Path) -> list[Case]:
     from floorlab.core.bandwidth import Bandwidth, Bandwidths
     from floorlab.core.runs import Run
     from floorlab.engine.kernels import gemv_shapes
-    from floorlab.studies import kernels, prefill, serving
+    from floorlab.studies import kernels, prefill_checks, serving
 
     shape = _tiny_shape()
     bw = Bandwidths(
@@ -247,8 +247,8 @@ def library(work: Path) -> list[Case]:
     )
     cases += each_argument(
         "library",
-        "prefill.fixed_cost_answer",
-        prefill.fixed_cost_answer,
+        "prefill_checks.fixed_cost_answer",
+        prefill_checks.fixed_cost_answer,
         {"shape": shape, "peak_tflops": 100.0, "step_ms": 1.0},
         {"shape": [None, "nope"], "peak_tflops": BAD_NUMBERS, "step_ms": BAD_NUMBERS},
     )
@@ -464,7 +464,7 @@ def gallery(work: Path) -> list[Case]:
 
 def checks(work: Path) -> list[Case]:
     import floorlab as fl
-    from floorlab.studies import below_the_floor, gallery, shared_buffers
+    from floorlab.studies import below_the_floor_detector, gallery, shared_buffers
 
     cases = [
         Case("checks", f"check_number({v!r:.20})", partial(fl.check_number, v, 10.0, hint="h"), verdict)
@@ -515,7 +515,7 @@ def checks(work: Path) -> list[Case]:
             Case(
                 "checks",
                 f"check_detector(a detector that {what})",
-                partial(below_the_floor.check_detector, detector, *step),
+                partial(below_the_floor_detector.check_detector, detector, *step),
                 verdict,
             )
         )

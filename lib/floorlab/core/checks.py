@@ -15,9 +15,10 @@ FLOORLAB_SHOW_ANSWERS=1 (see _ext/), so its pages show every answer behind a tog
 from __future__ import annotations
 
 import contextlib
+import enum
 import io
 import math
-from typing import Callable, Iterator
+from typing import Callable, Iterator, Sequence
 
 from floorlab.core.environment import flag
 from floorlab.core.numbers import number, text
@@ -89,51 +90,118 @@ def close(value: float, expected: float, rel: float) -> bool:
     return abs(value - expected) <= rel * abs(expected)
 
 
+SAME_ANSWER = 0.005  # a wrong quantity within 0.5% of the right one gives the right answer anyway
+
+
+def plausible_wrongs(expected, wrongs: dict[str, float | None], *, apart: float = SAME_ANSWER
+                     ) -> dict[str, float]:
+    """The named wrong answers worth refusing: those known and finite, each value once (under
+    its first name), and more than apart (a fraction) from expected, one number or several right
+    forms (a sequence or {form: number}).
+
+    Closer than that, the printed digits cannot tell the two apart, so refusing one would
+    refuse a reader who followed the hint."""
+    kept: dict[str, float] = {}
+    for mistake, value in wrongs.items():
+        if (value is not None and math.isfinite(value) and value not in kept.values()
+                and not any(close(value, right, apart) for right in _forms(expected))):
+            kept[mistake] = value
+    return kept
+
+
+class Verdict(enum.Enum):
+    """How a number read from the reader stands against the right answer (judge)."""
+    RIGHT = "right"          # within the tolerance of the right answer
+    WRONG = "wrong"          # within the tolerance of a named plausible mistake
+    PRECISION = "precision"  # near the right answer, but not yet told apart from a mistake
+    FAR = "far"              # none of these
+
+
+def tolerance(expected: float, rel: float, wrong: dict[str, float] | None = None) -> float:
+    """rel (a fraction) narrowed to half the distance from expected to the nearest wrong answer."""
+    gaps = [abs(other - expected) / (2 * abs(expected)) for other in (wrong or {}).values() if other != expected]
+    return min([rel, *gaps])
+
+
 def judge(value: float, expected: float, *, rel: float, wrong: dict[str, float] | None = None
-          ) -> tuple[str, str]:
-    """('right' | 'wrong' | 'precision' | 'far', detail) for a number read from the reader.
+          ) -> tuple[Verdict, str]:
+    """(Verdict, the mistake it names or "") for a number read from the reader.
 
     wrong maps a plausible mistake ("copy bandwidth instead of read") to the number it gives.
     The tolerance around the right answer shrinks to half the distance to the nearest wrong
-    one, so no answer is both; an answer within rel of the right one but outside that narrower
-    band gets 'precision', with the mistake it cannot yet be told apart from."""
-    tight = rel
-    for mistake, other in (wrong or {}).items():
-        if other != expected:
-            tight = min(tight, abs(other - expected) / (2 * abs(expected)))
+    one (tolerance), so no answer is both; an answer within rel of the right one but outside
+    that narrower band is Verdict.PRECISION, with the mistake it cannot yet be told apart from."""
+    wrong = {mistake: other for mistake, other in (wrong or {}).items() if other != expected}
+    tight = tolerance(expected, rel, wrong)
     if close(value, expected, tight):
-        return "right", ""
-    for mistake, other in (wrong or {}).items():
-        if other != expected and close(value, other, tight):
-            return "wrong", mistake
+        return Verdict.RIGHT, ""
+    for mistake, other in wrong.items():
+        if close(value, other, tight):
+            return Verdict.WRONG, mistake
     if close(value, expected, rel):
-        nearest = min((m for m, o in (wrong or {}).items() if o != expected),
-                      key=lambda m: abs(wrong[m] - value))
-        return "precision", nearest
-    return "far", ""
+        return Verdict.PRECISION, min(wrong, key=lambda m: abs(wrong[m] - value))
+    return Verdict.FAR, ""
+
+
+def refusal(value: float, expected: float | Sequence[float] | dict[str, float], *, rel: float, hint: str,
+            name: str = "your answer", what: str = "number", wrong: dict[str, float] | None = None,
+            lead: str = "") -> str | None:
+    """None when value is right: within rel of expected (or of one of several right forms, a
+    sequence or {form: number}),
+    narrowed so that no mistake in wrong also passes. Otherwise the one line that refuses it:
+    the mistake it matches and the hint, a request for more digits, or the hint alone.
+
+    what names the quantity ("the {what} you get with ..."); lead opens every refusal, after
+    "not yet: " (a check that judged a first part right says so there)."""
+    judged: dict[Verdict, tuple[str, float]] = {}
+    for right in _forms(expected):
+        verdict, mistake = judge(value, right, rel=rel, wrong=wrong)
+        judged.setdefault(verdict, (mistake, right))
+    verdict = next(v for v in Verdict if v in judged)  # the best: Verdict runs from right to far
+    mistake, right = judged[verdict]
+    if verdict is Verdict.RIGHT:
+        return None
+    if verdict is Verdict.WRONG:
+        return f"not yet: {lead}that is the {what} you get with {mistake}. {_sentence(hint)}"
+    if verdict is Verdict.PRECISION:
+        return (f"not yet: {lead}close, but give more digits: the {what} made with {mistake} lies "
+                f"near the right one, so this check needs {name} within "
+                f"{tolerance(right, rel, wrong) * 100:.2g}% of it.")
+    return f"not yet: {lead}{hint}"
+
+
+def _forms(expected) -> list:
+    """The right answer's forms: a list or tuple as given, a dict's values ({form: number}), or
+    one number alone."""
+    if isinstance(expected, dict):
+        return list(expected.values())
+    return list(expected) if isinstance(expected, (list, tuple)) else [expected]
+
+
+def _sentence(hint: str) -> str:
+    """hint as a sentence of its own: a first plain word gets its capital ("my_x" keeps its case)."""
+    first = hint.split(" ", 1)[0]
+    return hint[:1].upper() + hint[1:] if first.isalpha() else hint
 
 
 @checked
-def check_number(value, expected: float, *, rel: float = 0.05, hint: str, unit: str = "",
-                 name: str = "your answer", fraction: bool = False,
+def check_number(value, expected: float | Sequence[float] | dict[str, float], *, rel: float = 0.05, hint: str,
+                 unit: str = "", name: str = "your answer", fraction: bool = False,
                  wrong: dict[str, float] | None = None) -> str:
-    """Verdict on one numeric answer: right within rel (narrowed so no plausible wrong answer in
-    `wrong` also passes), the named mistake, a request for more digits, or the hint."""
-    expected = number(expected, "expected", hint="pass the right answer, computed from this run")
+    """Verdict on one numeric answer: right within rel of expected, or of any one of several right
+    forms (narrowed so no plausible wrong answer in `wrong` also passes), the named mistake, a
+    request for more digits, or the hint."""
+    how = "pass the right answer, computed from this run (a number, or a list of its right forms)"
+    rights = [number(r, "expected", hint=how) for r in _forms(expected)]
+    if not rights:
+        raise ValueError(f"expected is empty ({expected!r}); {how}")
     rel = number(rel, "rel", at_least=0.0, hint="pass a tolerance from 0 (exact) to 1, e.g. rel=0.05")
     text(hint, "hint", hint="say how to get the answer")
     if value is None:
         return NOT_ATTEMPTED
-    verdict, mistake = judge(read_number(value, name, fraction=fraction), expected, rel=rel,
-                             wrong=wrong)
-    if verdict == "right":
-        return f"right: {expected:,.4g}{unit}."
-    if verdict == "wrong":
-        return f"not yet: that is the number you get with {mistake}. {hint}"
-    if verdict == "precision":
-        return (f"not yet: close, but give more digits: the answer made with {mistake} lies near "
-                f"the right one, so this check needs {name} closer than {rel:.0%}.")
-    return f"not yet: {hint}"
+    refused = refusal(read_number(value, name, fraction=fraction), rights, rel=rel, hint=hint,
+                      name=name, wrong=wrong)
+    return refused or f"right: {' or '.join(dict.fromkeys(f'{r:,.4g}' for r in rights))}{unit}."
 
 
 def answers_shown(show: bool = False) -> bool:

@@ -1,5 +1,6 @@
-"""Studies wing: what only the first chapter, "Below the floor", needs: its challenges, and the
-sentence that sets the profiled step against the timed one.
+"""Studies wing: what only the first chapter, "Below the floor", needs: its first three challenges
+(the fourth, the buffer-reuse bug, is below_the_floor_detector), and the sentence that sets the
+profiled step against the timed one.
 
 Each check returns a one-line verdict and refuses the plausible wrong quantities by name; each
 answer works the challenge through in numbers taken from the run the reader just made.
@@ -7,11 +8,18 @@ answer works the challenge through in numbers taken from the run the reader just
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Callable
 
-import torch
-
-from floorlab.core.checks import NOT_ATTEMPTED, checked, close, judge, read_bool, read_number
+from floorlab.core.checks import (
+    NOT_ATTEMPTED,
+    Verdict,
+    checked,
+    close,
+    judge,
+    plausible_wrongs,
+    read_bool,
+    read_number,
+    refusal,
+)
 from floorlab.core.prose import fmt_ms, sig
 from floorlab.core.roofline import DISPATCH_US, floor_ms, per_launch_us
 from floorlab.core.timelines import Timeline
@@ -19,16 +27,6 @@ from floorlab.core.timing import Timing, compare
 from floorlab.engine.buckets import bucket_for
 
 OPS_TOLERANCE = 0.15  # an op count within 15% of the profiler's counts as the same count
-SAME_ANSWER = 0.005  # a wrong quantity within 0.5% of the right one gives the right answer anyway
-
-
-def plausible_wrongs(expected: float, wrongs: dict[str, float | None]) -> dict[str, float]:
-    """The named wrong answers worth refusing: those known and more than SAME_ANSWER from expected.
-
-    Closer than that, the printed digits cannot tell the two apart, so refusing one would
-    refuse a reader who followed the hint."""
-    return {name: value for name, value in wrongs.items()
-            if value is not None and not close(value, expected, SAME_ANSWER)}
 
 
 def whole_table_bytes(shape, batch: int, visible_tokens: int, dtype_bytes: int = 2) -> int:
@@ -98,17 +96,11 @@ def check_ops_per_layer(ops_per_layer, my_per_launch_us, my_is_dispatch, *, gap_
         "one layer's ops instead of the whole step's (ops per layer not times the layers)":
             per_launch_us(gap_ms, ops),
     })
-    verdict, mistake = judge(read_number(my_per_launch_us, "my_per_launch_us"), expected_us,
-                             rel=0.05, wrong=wrong)
     hint = (f"with {ops:g} ops per layer the gap of {gap_ms:.2f} ms is spread over "
             f"{ops:g} × {num_layers} = {launches:g} launches.")
-    if verdict == "wrong":
-        return f"not yet: that is the number you get with {mistake}; {hint}"
-    if verdict == "precision":
-        return (f"not yet: close, but give more digits: at this precision my_per_launch_us cannot "
-                f"be told apart from the answer made with {mistake}.")
-    if verdict == "far":
-        return f"not yet: {my_per_launch_us} µs per launch is not it; {hint}"
+    if refused := refusal(read_number(my_per_launch_us, "my_per_launch_us"), expected_us, rel=0.05,
+                          wrong=wrong, hint=hint, name="my_per_launch_us"):
+        return refused
     is_dispatch = read_bool(my_is_dispatch, "my_gap_is_dispatch")
     if is_dispatch != dispatch:
         return (f"not yet: compare {expected_us:.1f} µs with {_dispatch_cost(host_us)}, and with "
@@ -226,15 +218,10 @@ def check_padding(padded_rows, breakeven_cache_tokens, expected: PaddingAnswer, 
                 "how many rows are padding?")
     hint = ("each padded row reads every slot of its KV-cache row; find the cache length at "
             "which those reads take as long as the launches the graph saves.")
-    verdict, mistake = judge(read_number(breakeven_cache_tokens, "my_breakeven_cache_tokens"),
-                             expected.breakeven_cache_tokens, rel=0.10, wrong=wrong)
-    if verdict == "wrong":
-        return f"not yet: that is the length you get with {mistake}; {hint}"
-    if verdict == "precision":
-        return (f"not yet: close, but give more digits: at this precision the length cannot be "
-                f"told apart from the one made with {mistake}.")
-    if verdict == "far":
-        return f"not yet: {hint}"
+    if refused := refusal(read_number(breakeven_cache_tokens, "my_breakeven_cache_tokens"),
+                          expected.breakeven_cache_tokens, rel=0.10, wrong=wrong, hint=hint,
+                          name="my_breakeven_cache_tokens", what="length"):
+        return refused
     return (f"right: {expected.padded_rows} padded rows; padding costs more than the graph "
             f"saves once the static cache holds about {expected.breakeven_cache_tokens:,} tokens.")
 
@@ -296,30 +283,21 @@ def check_scale(my_floor_ms, my_launch_fraction, expected: ScaleAnswer) -> str:
         return NOT_ATTEMPTED
     floor_hint = (f"the floor is the bytes {expected.name} streams per step (an untied input "
                   "table only in the rows it gathers) over this card's bandwidth.")
-    verdict, mistake = judge(read_number(my_floor_ms, "my_big_floor_ms"), expected.floor_ms,
-                             rel=0.05, wrong=expected.wrong_floors)
-    if verdict == "wrong":
-        return f"not yet: that is the floor you get with {mistake}; {floor_hint}"
-    if verdict == "precision":
-        return ("not yet: close, but give more digits: at this precision my_big_floor_ms cannot "
-                f"be told apart from the floor made with {mistake}.")
-    if verdict == "far":
-        return f"not yet: {floor_hint}"
+    if refused := refusal(read_number(my_floor_ms, "my_big_floor_ms"), expected.floor_ms, rel=0.05,
+                          wrong=expected.wrong_floors, hint=floor_hint, name="my_big_floor_ms",
+                          what="floor"):
+        return refused
     fraction_hint = ("the per-op cost grows with the layer count, not with the bytes; the "
                      "fraction is gap ÷ (floor + gap).")
     raw = read_number(my_launch_fraction, "my_big_launch_fraction")
-    verdict, mistake = judge(raw, expected.launch_fraction, rel=0.10,
-                             wrong=expected.wrong_fractions)
-    if verdict == "wrong":
-        return f"not yet: that is the share you get with {mistake}; {fraction_hint}"
-    if verdict == "precision":
-        return ("not yet: close, but give more digits: at this precision my_big_launch_fraction "
-                f"cannot be told apart from the share made with {mistake}.")
-    if verdict == "far" and close(raw / 100, expected.launch_fraction, 0.10):
+    judged = dict(rel=0.10, wrong=expected.wrong_fractions)
+    if (judge(raw, expected.launch_fraction, **judged)[0] is Verdict.FAR
+            and close(raw / 100, expected.launch_fraction, 0.10)):
         return (f"not yet: my_big_launch_fraction = {my_launch_fraction!r} looks like a percent; "
                 f"write it as a fraction between 0 and 1 ({sig(raw / 100)}).")
-    if verdict == "far":
-        return f"not yet: {fraction_hint}"
+    if refused := refusal(raw, expected.launch_fraction, **judged, hint=fraction_hint,
+                          name="my_big_launch_fraction", what="share"):
+        return refused
     return (f"right: {sig(expected.floor_ms)} ms floor; the per-op gap is "
             f"{expected.launch_fraction:.0%} of the token.")
 
@@ -341,100 +319,3 @@ def answer_scale(small_name: str, small_fraction: float, big: ScaleAnswer, *,
                      "with the bytes it moves, so this fixed-cost estimate understates the 8B "
                      "gap. Graphs would not remove it; faster operators would.")
     return "\n".join(lines)
-
-
-# Challenge 4: the buffer-reuse bug.
-
-def reused_buffer_step(step: Callable) -> Callable:
-    """Wrap a decode step so it returns its one static buffer, as a graph runner without clone() would."""
-    state = {}
-
-    def leaky(tokens, positions):
-        logits = step(tokens, positions)
-        out = state.get("out")
-        if out is None or out.shape != logits.shape:
-            out = state["out"] = torch.empty_like(logits)
-        out.copy_(logits)
-        return out
-
-    return leaky
-
-
-def cloned_step(step: Callable) -> Callable:
-    """Wrap a decode step so each caller gets its own copy, the fix."""
-    leaky = reused_buffer_step(step)
-    return lambda tokens, positions: leaky(tokens, positions).clone()
-
-
-def fresh_view_step(step: Callable) -> Callable:
-    """Wrap a decode step so each call returns a new tensor object over one shared buffer: as
-    leaky as reused_buffer_step, though no two results are the same Python object."""
-    leaky = reused_buffer_step(step)
-
-    def viewed(tokens, positions):
-        out = leaky(tokens, positions)
-        return out.view(out.shape)  # a new tensor object over the same memory
-
-    return viewed
-
-
-def equal_copies_step(step: Callable, tokens, positions) -> Callable:
-    """A safe step whose every call returns a fresh copy of one fixed result: two requests get
-    equal values, yet nothing a caller holds is ever overwritten."""
-    fixed = step(tokens, positions).clone()
-    return lambda tokens_, positions_: fixed.clone()
-
-
-def _flag(value, what: str):
-    """A detector's answer as True or False (None stays None); tensors of one boolean count."""
-    if value is None:
-        return None
-    if isinstance(value, torch.Tensor) and value.numel() == 1 and value.dtype == torch.bool:
-        return bool(value.item())
-    return read_bool(value, f"your detector's answer for {what}")
-
-
-DETECTOR_MISSES = {
-    "reused": ("not yet: the reused buffer slipped through; keep the first result, run a "
-               "second request, and look at the first result again."),
-    "view": ("not yet: your check missed a step that hands out a new tensor object over the "
-             "same buffer each time, so comparing objects (`is`) is not enough; see whether "
-             "the first result itself changes when a second request runs."),
-    "copy": "not yet: your check also flags the step that copies its output.",
-    "equal": ("not yet: your check flagged a step whose fresh copies merely hold equal values; "
-              "equal answers are not shared ones, so see whether the first result itself "
-              "changes when a second request runs."),
-}
-
-
-@checked
-def check_detector(detector, step: Callable, tokens_a, tokens_b, positions) -> str:
-    """Verdict on a reader's detector, run against four steps: it must flag the two that share
-    their output buffer (the same tensor each call, or a new view of it each call) and pass the
-    two that do not (a copy each call, or fresh copies that merely hold equal values)."""
-    if detector is None:
-        return NOT_ATTEMPTED
-    cases = {  # name: (step, shares its buffer, what the reader is told it is)
-        "reused": (reused_buffer_step(step), True, "the step that returns its one buffer"),
-        "view": (fresh_view_step(step), True, "the step that returns views of its one buffer"),
-        "copy": (cloned_step(step), False, "the step that returns a copy"),
-        "equal": (equal_copies_step(step, tokens_a, positions), False,
-                  "the step whose fresh copies hold equal values"),
-    }
-    for name, (fn, shared, what) in cases.items():
-        flag = _flag(detector(fn, tokens_a, tokens_b, positions), what)
-        if flag is None:
-            return (f"not yet: your detector returned nothing (None) for {what}; end it with "
-                    "`return` and True (the buffer is shared) or False.")
-        if flag != shared:
-            return DETECTOR_MISSES[name]
-    return ("right: your check flags both steps that share a buffer and passes both that hand "
-            "out tensors of their own.")
-
-
-def answer_detector(step: Callable, tokens_a, tokens_b, positions) -> bool:
-    """Worked detector: True if a result changes after a later request, i.e. the buffer is shared."""
-    first = step(tokens_a, positions)
-    kept = first.clone()
-    step(tokens_b, positions)
-    return not torch.equal(first, kept)

@@ -10,11 +10,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from floorlab.core.checks import plausible_wrongs
 from floorlab.core.prose import fmt_ms, fmt_times, sig
 from floorlab.core.roofline import bytes_per_step, crossover_gbps, floor_ms, kernels_per_layer_budget, predicted_ms
 from floorlab.core.runs import Run, reference_dirs, reference_names, reference_run
 from floorlab.core.timing import Band, Comparison, Timing, compare
-from floorlab.studies.below_the_floor import plausible_wrongs, whole_table_bytes
+from floorlab.studies.below_the_floor import whole_table_bytes
 from floorlab.studies.below_the_floor_hosts import EAGER_PATHS, GRAPH_PATHS, first_row  # noqa: F401 (the chapter's names)
 
 # (what the lines call it, the chapter's path, the bench's path) for the paths both runs measure

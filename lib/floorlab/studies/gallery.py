@@ -8,7 +8,7 @@ import re
 from dataclasses import dataclass
 from html import escape
 
-from floorlab.core.checks import NOT_ATTEMPTED, checked, judge, read_number
+from floorlab.core.checks import NOT_ATTEMPTED, checked, read_number, refusal
 from floorlab.core.prose import COLUMN, fmt_gbps, fmt_ms, fmt_times, sig
 from floorlab.core.roofline import (
     BYTES_PER_GB,
@@ -336,17 +336,9 @@ def check_smallest(my_name, my_value, values: dict[str, float], *, names: tuple[
         return f"not yet: {my_name!r} is not the card that pays least; {hint}"
     label = right[0]
     number = read_number(my_value, names[1])
-    verdict, mistake = judge(number, least, rel=rel,
-                             wrong={m: given[label] for m, given in wrong.items() if label in given})
-    if verdict == "right":
-        return f"right: {label}, {sig(least)}{unit}."
-    if verdict == "wrong":
-        return (f"not yet: that is the card, but {sig(number)} is the number you get with "
-                f"{mistake}; {hint}")
-    if verdict == "precision":
-        return (f"not yet: that is the card; give {names[1]} with more digits: at this precision "
-                f"it cannot be told apart from {mistake}.")
-    return f"not yet: that is the card, but {sig(number)} is not its figure; {hint}"
+    return refusal(number, least, rel=rel, hint=hint, name=names[1], lead="that is the card; ",
+                   wrong={m: given[label] for m, given in wrong.items() if label in given}
+                   ) or f"right: {label}, {sig(least)}{unit}."
 
 
 # The gallery, challenge 2: the replayed step on another card, by the fixed-cost model.

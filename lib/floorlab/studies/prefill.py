@@ -12,16 +12,12 @@ from typing import Iterable
 import torch
 
 from floorlab.core.bandwidth import MatmulRate
-from floorlab.core.checks import NOT_ATTEMPTED, checked, judge, read_number
 from floorlab.core.device import resolve_device
 from floorlab.core.intensity import (
     LEVELLED,
     achieved_tflops,
     fixed_cost_knee_tokens,
-    fixed_cost_root_tokens,
     intensity,
-    knee_intensity,
-    matmul_only_tokens,
     observed_knee_tokens,
     prefill_flops,
     prefill_workspace_bytes,
@@ -362,68 +358,3 @@ def measure_decode_contexts(model, contexts: Iterable[int], *, bandwidths, warmu
         if device.type == "cuda":
             torch.cuda.empty_cache()
     return points
-
-
-# ---- the challenges' answers: (rights, wrong), each a dict of what was done → the number
-
-def _apart(rights: dict[str, float], wrong: dict[str, float], at_least: float = 0.01) -> dict:
-    """The wrong answers more than at_least (a share) away from every right one."""
-    return {m: w for m, w in wrong.items() if all(abs(w - r) > at_least * abs(r) for r in rights.values())}
-
-
-def _other_bandwidth(bandwidths) -> tuple[str, float]:
-    """('the copy bandwidth instead of the read bandwidth', the copy GB/s): the floor's other one."""
-    kind = bandwidths.floor_kind
-    other = "read" if kind == "copy" else "copy"
-    return f"the {other} bandwidth instead of the {kind} bandwidth", bandwidths.as_gbps()[other]
-
-
-def knee_answer(shape, *, peak_tflops: float, bandwidths) -> tuple[dict, dict]:
-    """Challenge 1: the knee's height in FLOPs per byte (n FLOPs per byte at n tokens) or the
-    first compute-bound prompt; wrong: the other measured bandwidth, or 2 FLOPs per byte."""
-    mistake, other_gbps = _other_bandwidth(bandwidths)
-    knee = knee_intensity(peak_tflops, bandwidths.floor_gbps)
-    first = roofline_knee_tokens(shape, peak_tflops=peak_tflops, bandwidth_gbps=bandwidths.floor_gbps)
-    rights = {"the knee's height": knee, "the first compute-bound prompt": first}
-    wrong = {mistake: knee_intensity(peak_tflops, other_gbps),
-             "2 FLOPs per byte for each token (a bf16 weight is 2 bytes, and 2 FLOPs)": knee / 2}
-    return rights, _apart(rights, wrong)
-
-
-def fixed_cost_answer(shape, *, peak_tflops: float, step_ms: float) -> tuple[dict, dict]:
-    """Challenge 3: the prompt whose FLOPs, attention included, take step_ms at peak_tflops
-    (the quadratic's root, or the first whole prompt past it); wrong: attention left out."""
-    given = {"peak_tflops": peak_tflops, "step_ms": step_ms}
-    rights = {"the root": fixed_cost_root_tokens(shape, **given),
-              "the first whole prompt": fixed_cost_knee_tokens(shape, **given)}
-    wrong = {"the matrix products' FLOPs alone, without attention": matmul_only_tokens(shape, **given)}
-    return rights, _apart(rights, wrong)
-
-
-def floor_mistakes(shape, context_tokens: int, bandwidths) -> dict[str, float]:
-    """Floors in ms (batch 1) made with plausible wrong quantities: the other measured bandwidth,
-    the whole input table instead of the looked-up row (an untied table only)."""
-    floor = decode_floor(shape, batch=1, prompt_tokens=context_tokens - 1, bandwidths=bandwidths)
-    mistake, other_gbps = _other_bandwidth(bandwidths)
-    wrong = {mistake: floor.bytes_per_step / (other_gbps * 1e6)}
-    if not shape.tie_word_embeddings:
-        whole = shape.weight_bytes() + context_tokens * shape.kv_bytes_per_token()
-        wrong["the whole input table instead of the one row looked up"] = whole / (floor.bandwidth_gbps * 1e6)
-    return _apart({"floor": floor.floor_ms}, wrong)
-
-
-@checked
-def check_answer(value, rights: dict[str, float], *, wrong: dict[str, float], rel: float, hint: str,
-                 unit: str = "", name: str = "your answer") -> str:
-    """Verdict on a number with several right forms, each judged as checks.check_number judges one."""
-    if value is None:
-        return NOT_ATTEMPTED
-    number = read_number(value, name)
-    verdicts = dict(judge(number, right, rel=rel, wrong=wrong) for right in rights.values())
-    if "right" in verdicts:
-        return f"right: {' or '.join(dict.fromkeys(f'{r:,.4g}' for r in rights.values()))}{unit}."
-    if "wrong" in verdicts:
-        return f"not yet: that is the number you get with {verdicts['wrong']}. {hint}"
-    if "precision" in verdicts:
-        return f"not yet: close, but not yet told apart from {verdicts['precision']}: give more digits."
-    return f"not yet: {hint}"

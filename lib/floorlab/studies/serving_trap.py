@@ -8,7 +8,7 @@ from dataclasses import dataclass
 
 import torch
 
-from floorlab.core.checks import NOT_ATTEMPTED, checked, judge, read_number
+from floorlab.core.checks import NOT_ATTEMPTED, checked, read_number, refusal
 from floorlab.core.runs import Row
 from floorlab.core.timing import compare
 from floorlab.engine.buckets import PAD_POSITION, PAD_TOKEN
@@ -188,11 +188,9 @@ def check_overwritten(my_values, expected: int, measured: int, *,
     if my_values is None:
         return NOT_ATTEMPTED
     value = read_number(my_values, "my_overwritten_values")
-    verdict, mistake = judge(value, expected, rel=0.0, wrong=wrong)
-    if verdict == "right":
-        agree = "and" if measured == expected else "but"
-        return (f"right: {expected:,} values, {agree} the step run without the guard "
-                f"overwrote {measured:,}.")
-    told = f"that is the number you get with {mistake}. " if verdict == "wrong" else ""
-    return (f"not yet: {told}Each padding row writes one slot of its cache row, for K and "
-            "for V, in every layer, for every KV head: head_dim values each.")
+    if refused := refusal(value, expected, rel=0.0, wrong=wrong, name="my_overwritten_values",
+                          hint="Each padding row writes one slot of its cache row, for K and for V, "
+                               "in every layer, for every KV head: head_dim values each."):
+        return refused
+    agree = "and" if measured == expected else "but"
+    return f"right: {expected:,} values, {agree} the step run without the guard overwrote {measured:,}."

@@ -1,6 +1,6 @@
-"""Studies wing: the two-cards chapter: a twocards Run read by name, the split's bars, the
-crossover model size predicted from the measured all-reduce and bandwidth, and the checks
-and worked answers of its challenges.
+"""Studies wing: the two-cards chapter: a twocards Run read by name, the split's bars, and the
+crossover model size predicted from the measured all-reduce and bandwidth (its challenges are
+two_cards_checks).
 
 The model: one card's step is its floor plus a fixed cost; a rank's step is its share of
 the floor plus the same fixed cost (it launches as many kernels, each smaller) plus the
@@ -10,10 +10,9 @@ message is a few kilobytes. Splitting wins once the floor it saves exceeds the c
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 from floorlab.core.bandwidth import Bandwidths
-from floorlab.core.checks import NOT_ATTEMPTED, checked, judge, read_number
 from floorlab.core.prose import fmt_gbps, fmt_ms, fmt_times, sig
 from floorlab.core.roofline import BYTES_PER_GB, Floor, bytes_per_step, floor_ms
 from floorlab.core.runs import Row, Run, reference_run, row_key
@@ -28,8 +27,6 @@ KIND = "twocards"
 REFERENCE = "h200x2-two-cards"  # the stored run of `python -m floorlab twocards` on two H200s
 EAGER, GRAPH = "eager", "graph replay"
 SHARED_GAIN = 1.25  # ranks on one CPU drawing more than this × one process's bandwidth: one was short of it
-SLOWER_LINK = 4  # challenge 2: a link whose every all-reduce takes this many times as long
-BIG_BATCH, BIG_CONTEXT = 16, 4096  # challenge 3: a serving batch with long contexts
 
 
 NO_STORED = (f"No run of two GPUs is stored with the book yet (lib/floorlab/reference/"
@@ -325,120 +322,9 @@ def format_checked(rows: list[dict]) -> str:
     return "\n".join(lines)
 
 
-# ---- the challenges -------------------------------------------------------------------------
-def _distinct(right: float, wrong: dict[str, float]) -> dict[str, float]:
-    """The wrong answers that differ from the right one and from each other."""
-    out: dict[str, float] = {}
-    for name, value in wrong.items():
-        if math.isfinite(value) and abs(value - right) > 1e-9 * abs(right) and value not in out.values():
-            out[name] = value
-    return out
-
-
-def crossover_wrong(tc: TwoCards, preset: str | None = None) -> dict[str, float]:
-    """The plausible wrong break-even MB per layer, each named by its mistake."""
-    model = tc.model(preset)
-    right = model.layer_mb()
-    eager = replace(model, all_reduce_ms=tc.run.row(
-        ALL_REDUCE, tc.split_name(preset or tc.presets[-1])).median_ms).layer_mb()
-    return _distinct(right, {
-        "one all-reduce per layer instead of two": right / 2,
-        "the bandwidth a rank gets while every rank streams": tc.model(preset, shared=True).layer_mb(),
-        "the eager all-reduce instead of the one inside a replay": eager,
-        "the all-reduce's ms read as µs": right / 1000,
-    })
-
-
-def _preset_name(answer) -> str | None:
-    """A preset as the reader wrote it, in the library's spelling: 'Qwen3-0.6B' is 'qwen3-0.6b'."""
-    return answer.strip().lower() if isinstance(answer, str) else answer
-
-
 NO_BREAK_EVEN = "no break-even: a rank streams no faster than its share of one card, so every layer loses"
 
 
 def mb_text(mb: float) -> str:
     """A break-even as '160 MB', or in words when it is infinite (ranks that share one memory)."""
     return f"{sig(mb)} MB" if math.isfinite(mb) else NO_BREAK_EVEN
-
-
-@checked
-def check_crossover(my_layer_mb, my_first_preset, tc: TwoCards, *, presets=PRESETS) -> str:
-    """Verdict on challenge 1: the break-even MB per layer, then the first preset the split speeds up."""
-    if my_layer_mb is None and my_first_preset is None:
-        return NOT_ATTEMPTED
-    model = tc.model()
-    if not math.isfinite(right := model.layer_mb()):
-        return f"this run has {NO_BREAK_EVEN}; the first preset it speeds up is {model.first_winner(presets)}."
-    verdict, mistake = judge(read_number(my_layer_mb, "my_layer_mb"), right, rel=0.05,
-                             wrong=crossover_wrong(tc))
-    if verdict == "wrong":
-        return f"not yet: that is the MB per layer you get with {mistake}."
-    if verdict != "right":
-        return ("not yet: per layer the split saves bytes × (1/card − 1/(ranks × rank)) "
-                "seconds and adds two all-reduces; solve for the bytes, in MB.")
-    first = model.first_winner(presets)
-    if _preset_name(my_first_preset) != first:
-        return ("not yet: the MB per layer is right; now compare each preset's gain: the floor "
-                "it saves, its output head included, less 2 × layers all-reduces and one all_gather.")
-    return f"right: {sig(right)} MB per layer; the first preset the split speeds up is {first}."
-
-
-def answer_crossover(tc: TwoCards, *, presets=PRESETS) -> str:
-    """The worked answer to challenge 1, as arithmetic."""
-    m = tc.model()
-    lines = [f"per layer: 2 × {sig(m.all_reduce_ms * 1e3)} µs ÷ (1/{sig(m.card_gbps)} − "
-             f"1/({m.ranks} × {sig(m.rank_gbps)})) s per GB: {mb_text(m.layer_mb())} per layer", "",
-             m.table(presets), ""]
-    params = m.crossover_params(presets)
-    first = m.first_winner(presets)
-    if params is not None:
-        lines.append(f"The gain crosses zero near {sig(params / 1e9)}B parameters; the first "
-                     f"preset that gains is {first}.")
-    elif first == "none":
-        lines.append("No preset gains: the floor a rank saves never pays for its collectives.")
-    else:
-        lines.append(f"Every preset gains, {first} included: the crossover lies below it.")
-    return "\n".join(lines)
-
-
-def slower_link_answer(tc: TwoCards) -> float:
-    """Challenge 2: the break-even MB per layer if every all-reduce took SLOWER_LINK times as long."""
-    return SLOWER_LINK * tc.model().layer_mb()
-
-
-def slower_link_wrong(tc: TwoCards) -> dict[str, float]:
-    """Challenge 2's plausible wrong answers, by name."""
-    right, now = slower_link_answer(tc), tc.model().layer_mb()
-    return _distinct(right, {"the crossover left where it was (as if only the link's GB/s "
-                             "mattered)": now, "the crossover divided instead of multiplied": now / SLOWER_LINK})
-
-
-def big_batch_gain_ms(tc: TwoCards, preset: str = "qwen3-0.6b") -> float:
-    """Challenge 3: the split's gain per step at BIG_BATCH rows of BIG_CONTEXT tokens, in ms."""
-    return tc.model().gain_ms(PRESETS[preset], batch=BIG_BATCH, prompt_tokens=BIG_CONTEXT - 1)
-
-
-def big_batch_wrong(tc: TwoCards, preset: str = "qwen3-0.6b") -> dict[str, float]:
-    """Challenge 3's plausible wrong answers, by name."""
-    m, shape = tc.model(), PRESETS[preset]
-    right = big_batch_gain_ms(tc, preset)
-    return _distinct(right, {
-        "the saving alone, without the collectives": m.saving_ms(
-            shape, batch=BIG_BATCH, prompt_tokens=BIG_CONTEXT - 1),
-        "the KV cache left out (only the weights' saving)": m.gain_ms(shape, batch=BIG_BATCH,
-                                                                       prompt_tokens=0)})
-
-
-def answer_big_batch(tc: TwoCards, preset: str = "qwen3-0.6b") -> str:
-    """The worked answer to challenge 3, as arithmetic."""
-    m, shape = tc.model(), PRESETS[preset]
-    at = dict(batch=BIG_BATCH, prompt_tokens=BIG_CONTEXT - 1)
-    kv_gb = BIG_BATCH * BIG_CONTEXT * shape.kv_bytes_per_token() / 1e9
-    return (f"At batch {BIG_BATCH} × {BIG_CONTEXT} tokens the step reads {sig(kv_gb)} GB of KV "
-            f"cache besides {sig(shape.weight_bytes() / 1e9)} GB of weights, and each rank reads "
-            f"its share of both. Saved: {fmt_ms(m.saving_ms(shape, **at))}; collectives: "
-            f"{fmt_ms(m.cost_ms(shape))}, as at batch 1 while the messages stay small; gain "
-            f"{fmt_ms(m.gain_ms(shape, **at))}, against {fmt_ms(m.gain_ms(shape))} at batch 1. "
-            "Batch 1 has the fewest bytes to share per collective, so it is where splitting "
-            "pays least.")

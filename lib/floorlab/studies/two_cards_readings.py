@@ -5,12 +5,9 @@ otherwise, and then every sentence says that its ranks were processes sharing on
 """
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, field
 
-from floorlab.core.checks import check_number
 from floorlab.core.prose import fmt_gbps, sig
-from floorlab.studies import two_cards
 from floorlab.studies.two_cards import TwoCards, mb_text
 
 CPU_CAVEAT = ("These numbers come from this machine's CPU, where the ranks are two processes "
@@ -54,12 +51,3 @@ def crossover_reading(src: TwoCards, *, here: bool) -> CrossoverReading:
                       f"{fmt_gbps(shared.rank_gbps)}: break-even {mb_text(shared.layer_mb())} per layer"]
         out.caveat = CPU_CAVEAT
     return out
-
-
-def check_slower_link(my_slow_layer_mb, tc: TwoCards) -> str:
-    """Verdict on challenge 2: the break-even MB per layer on a link SLOWER_LINK times slower."""
-    if not math.isfinite(right := two_cards.slower_link_answer(tc)):
-        return f"this run has {two_cards.NO_BREAK_EVEN}; there is nothing to scale here."
-    return check_number(my_slow_layer_mb, right, rel=0.05, name="my_slow_layer_mb",
-                        wrong=two_cards.slower_link_wrong(tc),
-                        hint="the break-even is proportional to the all-reduce's latency.")
