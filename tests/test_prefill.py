@@ -464,3 +464,20 @@ def test_decode_is_placed_against_this_machines_knee():
     assert "does not sit below" in cpu and "GPU" in cpu
     with pytest.raises(ValueError, match="knee_flops_per_byte"):
         decode_against_knee(1.0, 0)
+
+
+@pytest.mark.parametrize(("decode_ms", "prefill_ms", "says"), [
+    ((9.0, 10.0, 11.0), (5.0, 6.0, 7.0), "costs 107× as much"),  # 64 tokens: 0.094 ms a token
+    ((0.01, 0.011, 0.012), (5.0, 6.0, 7.0), "dearer than a decode token, beyond both spreads"),
+    ((0.05, 0.09, 0.2), (5.0, 6.0, 7.0), "cannot tell which costs more"),
+])
+def test_a_prefill_token_against_a_decode_token_is_read_by_the_spreads(decode_ms, prefill_ms, says):
+    """A busy machine can make a prefill token dearer: the chapter says so instead of stopping."""
+    from types import SimpleNamespace
+
+    from floorlab.core.timing import Band
+    from floorlab.studies.prefill_readings import token_cost_reading
+
+    decode = SimpleNamespace(timing=Band(decode_ms[1], decode_ms[0], decode_ms[2]))
+    longest = SimpleNamespace(timing=Band(prefill_ms[1], prefill_ms[0], prefill_ms[2]), prompt_tokens=64)
+    assert says in token_cost_reading(decode, longest)

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 from floorlab.core.intensity import line_fit
 from floorlab.core.prose import fmt_gbps, fmt_times, sig
-from floorlab.core.timing import Band, Comparison, compare, ratio_band
+from floorlab.core.timing import Band, Comparison, band_of, compare, ratio_band
 
 AGREE = 0.1  # two predictions' ratios within this share of each other count as agreeing
 
@@ -111,6 +111,21 @@ def cache_verdict(evidence: list[tuple[ContextCost | None, float | None, str]]) 
             f"context takes {fmt_times(bandwidth_gbps / cost.cache_gbps)} as long to read as its "
             "share of the floor allows, and that adds up with every token. Why the cache reads so "
             "slowly, these timings alone do not say; a profile of the step at a long context would.")
+
+
+def token_cost_reading(decode, longest) -> str:
+    """A decode token against one token of the longest prefill (its time over its prompt), by spreads."""
+    whole, n = band_of(longest), longest.prompt_tokens
+    per_token = Band(whole.median / n, whole.low / n, whole.high / n)
+    return compare(decode, per_token).verdict(
+        f"A decode token costs {{ratio}} as much as a token of the {n:,}-token prefill, beyond "
+        "both spreads: the prefill reads the weights once for all its tokens.",
+        f"This run measured a token of the {n:,}-token prefill dearer than a decode token, beyond "
+        "both spreads. The weights are read once for the whole prompt, so that should not happen; "
+        "a machine busy with other work can do it. Run the sweep again before reading more into it.",
+        f"A decode token and a token of the {n:,}-token prefill differ by less than their spreads, "
+        "so this run cannot tell which costs more. A machine busy with other work blurs them; "
+        "run the sweep again.")
 
 
 def converge_reading(eager, graphed, where: str) -> str:
