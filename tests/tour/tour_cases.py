@@ -55,7 +55,7 @@ def library(work: Path) -> list[Case]:
     import floorlab as fl
     from floorlab.core.bandwidth import Bandwidth, Bandwidths
     from floorlab.core.runs import Run
-    from floorlab.studies import kernels, prefill, serving
+    from floorlab.studies import kernels, prefill, serving_stream
 
     shape = _tiny_shape()
     bw = Bandwidths(
@@ -239,8 +239,8 @@ def library(work: Path) -> list[Case]:
     # 450-line limit, so their argument checks come with its split
     cases += each_argument(
         "library",
-        "serving.request_stream",
-        serving.request_stream,
+        "serving_stream.request_stream",
+        serving_stream.request_stream,
         {"steps": 10, "largest": 4},
         {"steps": BAD_WHOLE, "largest": BAD_WHOLE, "beyond": [-1, 2.5, "4", NAN]},
     )
