@@ -363,7 +363,7 @@ def command_line(work: Path) -> list[Case]:
 
 def gallery(work: Path) -> list[Case]:
     from floorlab.core.runs import save_json
-    from floorlab.studies import gallery_cards
+    from floorlab.studies import gallery_cards, gallery_folder
     from test_gallery import card_run
 
     room = work / "gallery"
@@ -438,7 +438,7 @@ def gallery(work: Path) -> list[Case]:
     save_json(good, room / "good.json")
 
     def whole_room():
-        g = gallery_cards.load_gallery(room, results_dir=work / "no-own")
+        g = gallery_folder.load_gallery(room, results_dir=work / "no-own")
         return g
 
     def all_skipped_but_one(g) -> str:
@@ -454,7 +454,7 @@ def gallery(work: Path) -> list[Case]:
             Case(
                 "gallery",
                 f"load_gallery({str(bad)[-20:]!r})",
-                partial(gallery_cards.load_gallery, bad, results_dir=work / "no-own", stored=None),
+                partial(gallery_folder.load_gallery, bad, results_dir=work / "no-own", stored=None),
                 lambda g: "" if not g.cards else "showed cards from nowhere",
             )
         )
