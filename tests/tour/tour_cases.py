@@ -463,7 +463,7 @@ def gallery(work: Path) -> list[Case]:
 
 def checks(work: Path) -> list[Case]:
     import floorlab as fl
-    from floorlab.studies import below_the_floor, gallery, shared_buffers
+    from floorlab.studies import below_the_floor, gallery, shared_buffers_checks
 
     cases = [
         Case("checks", f"check_number({v!r:.20})", partial(fl.check_number, v, 10.0, hint="h"), verdict)
@@ -494,7 +494,7 @@ def checks(work: Path) -> list[Case]:
             Case(
                 "checks",
                 f"check_safe_snippets({answer!r})",
-                partial(shared_buffers.check_safe_snippets, answer, keeps),
+                partial(shared_buffers_checks.check_safe_snippets, answer, keeps),
                 verdict,
             )
         )
