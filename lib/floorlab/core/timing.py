@@ -326,11 +326,6 @@ class StepTimes:
         """True when issuing took longer than the step beyond its spread: a suspect run."""
         return self.issue.median_ms > self.step.p90_ms
 
-    @property
-    def issue_share(self) -> float:
-        """Issue time over step time (medians)."""
-        return self.issue.median_ms / self.step.median_ms
-
     def note(self) -> str:
         """A warning when the two disagree in a way no steady state allows, else ''."""
         if not self.issue_exceeds_step:
