@@ -8,8 +8,8 @@ from floorlab.core.shapes import Qwen3Shape
 from floorlab.engine.buckets import SharedBufferError
 from floorlab.engine.graphs import GraphRunner
 from floorlab.engine.model import build_model, prefill_random
-from floorlab.studies import shared_buffers
 from floorlab.studies import shared_buffers as buffers
+from floorlab.studies import shared_buffers_checks
 from floorlab.studies.shared_buffers import (
     LockedRunner,
     StandInRunner,
@@ -183,21 +183,21 @@ def test_the_pause_is_removed_after_between(setup):
 
 def test_the_snippets_that_keep_their_logits(setup):
     _, shared, _, _, a, b = setup
-    keeps = shared_buffers.snippets_keep(shared, a, b)
+    keeps = shared_buffers_checks.snippets_keep(shared, a, b)
     assert keeps == {"a": True, "b": False, "c": True, "d": False, "e": False, "f": True}
-    assert shared_buffers.check_safe_snippets(None, keeps) == checks.NOT_ATTEMPTED
-    assert shared_buffers.check_safe_snippets({"a", "c", "f"}, keeps).startswith("right")
-    assert shared_buffers.check_safe_snippets("acf", keeps).startswith("right")
-    assert shared_buffers.check_safe_snippets({"a", "b"}, keeps).startswith("not yet")
-    assert "not a snippet" in shared_buffers.check_safe_snippets({"z"}, keeps)
+    assert shared_buffers_checks.check_safe_snippets(None, keeps) == checks.NOT_ATTEMPTED
+    assert shared_buffers_checks.check_safe_snippets({"a", "c", "f"}, keeps).startswith("right")
+    assert shared_buffers_checks.check_safe_snippets("acf", keeps).startswith("right")
+    assert shared_buffers_checks.check_safe_snippets({"a", "b"}, keeps).startswith("not yet")
+    assert "not a snippet" in shared_buffers_checks.check_safe_snippets({"z"}, keeps)
 
 
 def test_the_kept_holds_check():
     names = ("A", "B", "C", "D")
-    assert shared_buffers.check_kept_holds(None, "C", names) == checks.NOT_ATTEMPTED
-    assert shared_buffers.check_kept_holds("c", "C", names).startswith("right")
-    assert shared_buffers.check_kept_holds("D", "C", names).startswith("not yet")
-    assert shared_buffers.check_kept_holds(3, "C", names).startswith("not yet")
+    assert shared_buffers_checks.check_kept_holds(None, "C", names) == checks.NOT_ATTEMPTED
+    assert shared_buffers_checks.check_kept_holds("c", "C", names).startswith("right")
+    assert shared_buffers_checks.check_kept_holds("D", "C", names).startswith("not yet")
+    assert shared_buffers_checks.check_kept_holds(3, "C", names).startswith("not yet")
 
 
 def test_keep_first_rejects_an_unknown_keep(setup):
@@ -212,10 +212,10 @@ def test_the_snippet_check_reads_numpy_letters(setup):
     import numpy as np
 
     _, shared, _, _, a, b = setup
-    keeps = shared_buffers.snippets_keep(shared, a, b)
+    keeps = shared_buffers_checks.snippets_keep(shared, a, b)
     for answer in (np.array(["a", "c", "f"]), [np.str_("A"), "c", "f"], np.str_("acf")):
-        assert shared_buffers.check_safe_snippets(answer, keeps).startswith("right")
-    verdict = shared_buffers.check_safe_snippets({"a", "c", "e", "f"}, keeps)
+        assert shared_buffers_checks.check_safe_snippets(answer, keeps).startswith("right")
+    verdict = shared_buffers_checks.check_safe_snippets({"a", "c", "e", "f"}, keeps)
     assert verdict.startswith("not yet") and "e still point" in verdict
 
 
@@ -223,19 +223,19 @@ def test_the_kept_holds_check_says_why_each_wrong_name_is_wrong():
     import numpy as np
 
     names, buckets = ("A", "B", "C", "D"), (1, 2, 1, 4)  # the chapter's batches 1, 2, 1, 3
-    why = shared_buffers.kept_holds_mistakes(names, buckets, "C")
+    why = shared_buffers_checks.kept_holds_mistakes(names, buckets, "C")
     assert set(why) == {"A", "B", "D"}
     assert why["D"].startswith("It ran last, but D replays bucket 4")
     assert "bucket 2" in why["B"] and "static output itself" in why["A"]
     for name, reason in why.items():
-        verdict = shared_buffers.check_kept_holds(name, "C", names, wrong=why)
+        verdict = shared_buffers_checks.check_kept_holds(name, "C", names, wrong=why)
         assert verdict.startswith("not yet") and reason in verdict
-    assert shared_buffers.check_kept_holds(np.str_(" c "), "C", names, wrong=why).startswith("right")
+    assert shared_buffers_checks.check_kept_holds(np.str_(" c "), "C", names, wrong=why).startswith("right")
     # with nothing after it in its bucket, A keeps its own logits; a later same-bucket request
     # that is followed by another is named for that
-    why = shared_buffers.kept_holds_mistakes(("A", "B", "C"), (1, 1, 1), "C")
+    why = shared_buffers_checks.kept_holds_mistakes(("A", "B", "C"), (1, 1, 1), "C")
     assert "a later request replayed it again" in why["B"]
-    assert "A" not in shared_buffers.kept_holds_mistakes(("A", "B"), (1, 2), "A")
+    assert "A" not in shared_buffers_checks.kept_holds_mistakes(("A", "B"), (1, 2), "A")
 
 
 def _copy_case(read_gbps=22.2, copy_gbps=20.4, logit_bytes=4):
@@ -246,7 +246,7 @@ def _copy_case(read_gbps=22.2, copy_gbps=20.4, logit_bytes=4):
                             Bandwidth("read", read_gbps, read_gbps, read_gbps, 1, "cpu"))
     gbps = max(read_gbps, copy_gbps)
     copy_us = floor_ms(2 * 16 * 151_936 * logit_bytes, gbps) * 1e3
-    wrong = shared_buffers.copy_mistakes(copy_us, rows=16, bandwidths=bandwidths,
+    wrong = shared_buffers_checks.copy_mistakes(copy_us, rows=16, bandwidths=bandwidths,
                                          floor_gbps=gbps, logit_bytes=logit_bytes)
     return copy_us, gbps, wrong
 

@@ -6,7 +6,7 @@ import textwrap
 import pytest
 
 from floorlab.core import files
-from floorlab.core.runs import load_json, save_json
+from floorlab.core.files import load_json, save_json
 
 
 def _leftovers(folder):
@@ -68,7 +68,7 @@ def test_a_file_size_limit_leaves_the_old_file(tmp_path):
     code = textwrap.dedent(f"""
         import signal, sys
         signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
-        from floorlab.core.runs import save_json
+        from floorlab.core.files import save_json
         try:
             save_json({{"big": "x" * 200_000}}, {str(target)!r})
         except OSError:

@@ -12,12 +12,12 @@ from floorlab.core.bandwidth import Bandwidth, Bandwidths
 from floorlab.core.launches import LaunchCount
 from floorlab.core.prose import sig
 from floorlab.core.roofline import BelowFloorWarning, decode_floor
-from floorlab.core.runs import Row, Run, measured_row
+from floorlab.core.runs import Row, Run, measured_row, reference_run
 from floorlab.core.shapes import get_shape
 from floorlab.core.timelines import Interval, Timeline
 from floorlab.core.timing import Timing
 from floorlab.figures import gallery_bars, gallery_scatter
-from floorlab.studies import gallery, gallery_cards
+from floorlab.studies import gallery, gallery_cards, gallery_folder
 
 
 def bandwidths(gbps, read_gbps=None):
@@ -76,7 +76,7 @@ def room(tmp_path):
 
 
 def load(folder, tmp_path):
-    return gallery_cards.load_gallery(folder, results_dir=tmp_path / "no-own-runs")
+    return gallery_folder.load_gallery(folder, results_dir=tmp_path / "no-own-runs")
 
 
 def test_cards_are_read_and_ordered_by_bandwidth(room, tmp_path):
@@ -130,13 +130,13 @@ def test_the_readers_latest_own_run_is_marked_as_theirs(room, tmp_path):
     cpu_run(date="2026-11-01T00:00:00+00:00").save(results / "measure-cpu-old" / "run.json")
     mine = card_run(name="RTX 3060", gbps=300.0, date="2026-12-01T00:00:00+00:00")
     mine.save(results / "measure-rtx-3060" / "run.json")
-    g = gallery_cards.load_gallery(room, results_dir=results)
+    g = gallery_folder.load_gallery(room, results_dir=results)
     assert [c.name for c in g.cards if c.mine] == ["RTX 3060"]
     assert g.own.mine and "yours" in g.own.label
     assert any("not submitted" in line for line in g.notes())
     # once submitted, the gallery's copy is the one marked, not a second card
     mine.save(room / "rtx-3060-submitted.json")
-    g = gallery_cards.load_gallery(room, results_dir=results)
+    g = gallery_folder.load_gallery(room, results_dir=results)
     assert len(g.cards) == 4 and [c.path.name for c in g.cards if c.mine] == ["rtx-3060-submitted.json"]
     assert any("also submitted" in line for line in g.notes())
 
@@ -145,7 +145,7 @@ def test_an_empty_or_missing_folder_falls_back_to_the_stored_run_and_says_so(tmp
     g = load(tmp_path / "nowhere", tmp_path)
     assert g.stored and len(g.cards) == 1 and g.cards[0].origin == "stored"
     assert any("stored reference run" in line for line in g.notes())
-    assert not gallery_cards.load_gallery(tmp_path, results_dir=tmp_path, stored=None).cards
+    assert not gallery_folder.load_gallery(tmp_path, results_dir=tmp_path, stored=None).cards
 
 
 def test_namesakes_get_numbers(room, tmp_path):
@@ -509,7 +509,7 @@ def test_a_file_the_checks_did_not_foresee_is_skipped_not_raised(room, tmp_path,
         raise ZeroDivisionError("an unforeseen failure")
 
     monkeypatch.setattr(gallery_cards, "check_card", broken)
-    g = gallery_cards.load_gallery(room, results_dir=tmp_path / "none", stored=None)
+    g = gallery_folder.load_gallery(room, results_dir=tmp_path / "none", stored=None)
     assert not g.cards and len(g.skipped) == 3
     assert all("ZeroDivisionError: an unforeseen failure" in s.reason for s in g.skipped)
 
@@ -528,6 +528,6 @@ def test_a_device_name_reaches_the_table_escaped_and_the_figures_letter_for_lett
 
 
 def test_the_stored_run_that_stands_in_passes_the_same_checks():
-    card = gallery_cards.card_from_run(gallery_cards.reference_run(gallery_cards.STORED), origin="stored")
+    card = gallery_cards.card_from_run(reference_run(gallery_cards.STORED), origin="stored")
     gallery_cards.check_card(card)
     assert card.floor.floor_ms > 0 and card.eager.x_floor > 1

@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from floorlab.core.memory import check_fits, fits_bytes, model_bytes
-from floorlab.core.numbers import nonnegative_number, number, positive_number, shown, whole_number
+from floorlab.core.numbers import element_bytes, nonnegative_number, number, positive_number, shown, whole_number
 from floorlab.core.shapes import get_shape
 
 
@@ -43,10 +43,26 @@ def test_a_whole_number_takes_whole_values_of_any_type(value, ok):
     assert whole_number(value, "batch") == ok and type(whole_number(value, "batch")) is int
 
 
-@pytest.mark.parametrize("value", [0, -1, 2.5, math.nan, math.inf, "8", True, None])
+@pytest.mark.parametrize("value", [0, -1, 2.5, math.nan, math.inf, "8", True, None, torch.tensor(True)])
 def test_a_whole_number_refuses_the_rest(value):
     with pytest.raises(ValueError, match="batch must be a whole number >= 1, got"):
         whole_number(value, "batch")
+
+
+def test_a_yes_no_tensor_is_not_a_number():
+    with pytest.raises(ValueError, match="got Tensor tensor[(]True[)]"):
+        positive_number(torch.tensor(True), "bandwidth_gbps")
+
+
+@pytest.mark.parametrize("value", [2, 2.0, np.int64(4)])
+def test_element_bytes_takes_the_sizes_a_dtype_has(value):
+    assert element_bytes(value) == int(value) and type(element_bytes(value)) is int
+
+
+@pytest.mark.parametrize("value", [3, 0, True, "2", None, 2.5, torch.ones(2)])
+def test_element_bytes_refuses_the_rest_and_names_the_sizes(value):
+    with pytest.raises(ValueError, match=r"dtype_bytes must be 1, 2, 4 or 8 \(bf16 is 2\), got"):
+        element_bytes(value)
 
 
 def test_shown_quotes_a_value_briefly_with_its_type():

@@ -29,7 +29,7 @@ from floorlab.studies import (
     prefill,
     prefill_readings,
     serving,
-    serving_readings,
+    serving_stream,
     serving_trap,
     two_cards,
     two_cards_readings,
@@ -115,10 +115,10 @@ def serving_text(run: Run) -> str:
             serving.every_bucket_sentence(card.eager, card.graph), serving.slope_note(card.graph)]
     if card.stream is not None:
         row_ms = serving.ms_per_row(card.graph)
-        text += [card.stream.summary(row_ms), serving_readings.pricing_sentence(card.stream, row_ms),
-                 serving_readings.padding_against_fallbacks(card.stream, row_ms, "There")]
+        text += [card.stream.summary(row_ms), serving_stream.pricing_sentence(card.stream, row_ms),
+                 serving_stream.padding_against_fallbacks(card.stream, row_ms, "There")]
     if card.memory is not None:
-        text.append(serving_readings.pool_sentence(card.memory))
+        text.append(serving.pool_sentence(card.memory))
     padded = run.find("graph, padded")
     if padded is not None and padded.batch in card.graph:
         text.append(serving_trap.guard_cost_sentence(padded, card.graph[padded.batch]))

@@ -25,15 +25,12 @@ from floorlab.studies.serving import (
     CPU_SHAPE,
     GraphMemoryReport,
     GraphSide,
-    StreamCost,
-    StreamStep,
     linear_fit,
     ms_per_row,
-    request_stream,
-    serve_stream,
     stored_run,
 )
 from floorlab.studies.serving_buckets import BucketCosts, best_buckets, score_buckets
+from floorlab.studies.serving_stream import StreamCost, StreamStep, request_stream, serve_stream
 from floorlab.studies.serving_trap import check_padding_trap, overwritten_values, values_padding_writes
 
 BUCKETS = (1, 2, 4, 8, 16)
@@ -310,8 +307,8 @@ def test_serve_stream_runs_every_step_and_counts_fallbacks(small):
 
 
 @pytest.mark.parametrize("stream, match", [([], "is empty"), (iter(()), "is empty"), (None, "sequence of live"),
-                                           ([1, 0], "got 0"), ([-1], "got -1"), ([2.5], "got 2.5"),
-                                           ([True], "got True")])
+                                           ([1, 0], "got int 0"), ([-1], "got int -1"),
+                                           ([2.5], "got float 2.5"), ([True], "got bool True")])
 def test_serve_stream_refuses_an_empty_or_bad_stream(small, stream, match):
     with pytest.raises(ValueError, match=match):
         serve_stream(PaddedEagerRunner(small[0], BUCKETS), stream, small[1], small[2], device="cpu")

@@ -8,7 +8,7 @@ import threading
 import pytest
 
 from floorlab.core.files import UnreadableFile, read_regular
-from floorlab.core.runs import save_json
+from floorlab.core.runs import reference_run, save_json
 from floorlab.studies import gallery_cards
 from test_gallery import card_run, load
 
@@ -103,5 +103,5 @@ def test_times_and_bandwidths_no_machine_gives_are_skipped(room, tmp_path):
 
 
 def test_the_stored_reference_card_passes():
-    run = gallery_cards.reference_run(gallery_cards.STORED)
+    run = reference_run(gallery_cards.STORED)
     assert gallery_cards.card_from_run(run, origin="stored").name

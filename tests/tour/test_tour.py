@@ -42,7 +42,7 @@ def test_at_most_five_percent_raw(results):
 FUNCTIONS = ("floor_ms", "fmt_ms", "fmt_gbps", "wrap", "get_shape", "decode_floor", "measure_path", "profile_path",
              "measure_bandwidths", "describe_device", "card_plan", "reference_run", "reference_figure", "Run.load",
              "Run.from_dict", "show_source", "stacked_bar", "timeline", "check_number", "worked_answer",
-             "kernels.beyond_per_layer_us", "kernels.gemv_shapes", "serving.request_stream",
+             "kernels.beyond_per_layer_us", "kernels.gemv_shapes", "serving_stream.request_stream",
              "prefill_checks.fixed_cost_answer")
 
 

@@ -56,7 +56,7 @@ def library(work: Path) -> list[Case]:
     from floorlab.core.bandwidth import Bandwidth, Bandwidths
     from floorlab.core.runs import Run
     from floorlab.engine.kernels import gemv_shapes
-    from floorlab.studies import kernels, prefill_checks, serving
+    from floorlab.studies import kernels, prefill_checks, serving_stream
 
     shape = _tiny_shape()
     bw = Bandwidths(
@@ -236,12 +236,11 @@ def library(work: Path) -> list[Case]:
     cases += each_argument(
         "library", "kernels.gemv_shapes", gemv_shapes, {"shape": shape}, {"shape": [None, 3, "nope"]}
     )
-    # prefill.kv_share, stream_shapes and random_prompt wait for room: studies/prefill.py is at the
-    # 450-line limit, so their argument checks come with its split
+    # prefill.kv_share, stream_shapes and random_prompt check no arguments yet
     cases += each_argument(
         "library",
-        "serving.request_stream",
-        serving.request_stream,
+        "serving_stream.request_stream",
+        serving_stream.request_stream,
         {"steps": 10, "largest": 4},
         {"steps": BAD_WHOLE, "largest": BAD_WHOLE, "beyond": [-1, 2.5, "4", NAN]},
     )
@@ -364,7 +363,7 @@ def command_line(work: Path) -> list[Case]:
 
 def gallery(work: Path) -> list[Case]:
     from floorlab.core.runs import save_json
-    from floorlab.studies import gallery_cards
+    from floorlab.studies import gallery_cards, gallery_folder
     from test_gallery import card_run
 
     room = work / "gallery"
@@ -439,7 +438,7 @@ def gallery(work: Path) -> list[Case]:
     save_json(good, room / "good.json")
 
     def whole_room():
-        g = gallery_cards.load_gallery(room, results_dir=work / "no-own")
+        g = gallery_folder.load_gallery(room, results_dir=work / "no-own")
         return g
 
     def all_skipped_but_one(g) -> str:
@@ -455,7 +454,7 @@ def gallery(work: Path) -> list[Case]:
             Case(
                 "gallery",
                 f"load_gallery({str(bad)[-20:]!r})",
-                partial(gallery_cards.load_gallery, bad, results_dir=work / "no-own", stored=None),
+                partial(gallery_folder.load_gallery, bad, results_dir=work / "no-own", stored=None),
                 lambda g: "" if not g.cards else "showed cards from nowhere",
             )
         )
@@ -464,7 +463,7 @@ def gallery(work: Path) -> list[Case]:
 
 def checks(work: Path) -> list[Case]:
     import floorlab as fl
-    from floorlab.studies import below_the_floor_detector, gallery, shared_buffers
+    from floorlab.studies import below_the_floor_detector, gallery, shared_buffers_checks
 
     cases = [
         Case("checks", f"check_number({v!r:.20})", partial(fl.check_number, v, 10.0, hint="h"), verdict)
@@ -495,7 +494,7 @@ def checks(work: Path) -> list[Case]:
             Case(
                 "checks",
                 f"check_safe_snippets({answer!r})",
-                partial(shared_buffers.check_safe_snippets, answer, keeps),
+                partial(shared_buffers_checks.check_safe_snippets, answer, keeps),
                 verdict,
             )
         )

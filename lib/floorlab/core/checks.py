@@ -21,7 +21,7 @@ import math
 from typing import Callable, Iterator, Sequence
 
 from floorlab.core.environment import flag
-from floorlab.core.numbers import number, text
+from floorlab.core.numbers import is_bool, number, text
 
 SHOW_ANSWERS_ENV = "FLOORLAB_SHOW_ANSWERS"
 HIDDEN = ("The worked answer is computed but kept hidden. To see it, set\n"
@@ -34,20 +34,9 @@ class Unreadable(Exception):
     """An answer that is not a usable number; the message says how to write it."""
 
 
-def _is_bool(value) -> bool:
-    """True for Python's and NumPy's booleans (np.True_), and one-element bool tensors."""
-    if isinstance(value, bool) or type(value).__name__ in ("bool_", "bool"):
-        return True
-    dtype = getattr(value, "dtype", None)
-    if dtype is None or str(dtype) not in ("bool", "torch.bool"):
-        return False
-    count = value.numel() if callable(getattr(value, "numel", None)) else getattr(value, "size", 1)
-    return count == 1
-
-
 def read_bool(value, name: str) -> bool:
     """The answer as True or False: Python's, NumPy's or a one-element tensor's boolean."""
-    if _is_bool(value):
+    if is_bool(value):
         return bool(value)
     raise Unreadable(f"not yet: {name} should be True or False, got {type(value).__name__} "
                      f"{value!r}.")
@@ -56,7 +45,7 @@ def read_bool(value, name: str) -> bool:
 def read_number(value, name: str, *, fraction: bool = False) -> float:
     """The answer as a float from any number type; raises Unreadable with a hint for strings,
     booleans, percents or NaN."""
-    if _is_bool(value):
+    if is_bool(value):
         raise Unreadable(f"not yet: {name} is {value}, a yes/no; write a number there.")
     if isinstance(value, (str, bytes)):
         raise Unreadable(f"not yet: {name} is the text {value!r}; write the number itself, "
@@ -208,7 +197,7 @@ def answers_shown(show: bool = False) -> bool:
     """True when worked answers print: asked for (show), or on the built site (the env variable).
 
     show is True or False (or 1 or 0); anything else ("no", None) is refused, never taken as a yes."""
-    if not (_is_bool(show) or (isinstance(show, int) and show in (0, 1))):
+    if not (is_bool(show) or (isinstance(show, int) and show in (0, 1))):
         raise ValueError(f"show_answer should be True or False, got {type(show).__name__} {show!r}; "
                          "write show_answer = True (no quotes) to see the worked answer")
     return bool(show) or flag(SHOW_ANSWERS_ENV)

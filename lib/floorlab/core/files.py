@@ -8,6 +8,8 @@ folder it names, and the checks below say before a measurement whether its outpu
 """
 from __future__ import annotations
 
+import dataclasses
+import json
 import os
 import stat
 import tempfile
@@ -150,3 +152,63 @@ def read_regular(path, max_bytes: int) -> bytes:
     if len(data) > max_bytes:
         raise UnreadableFile(f"it grew past the {max_bytes / 1e6:.3g} MB read while it was read")
     return data
+
+
+# ---------------------------------------------------------------- JSON, written whole
+
+def _jsonable(obj):
+    """JSON stand-in for obj: dataclasses as dicts, paths and dtypes as strings, arrays as lists."""
+    if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
+        return dataclasses.asdict(obj)
+    if isinstance(obj, Path):
+        return str(obj)
+    kind = type(obj)
+    if kind.__module__.startswith("torch") and kind.__name__ in ("dtype", "device", "Size"):
+        return str(obj) if kind.__name__ != "Size" else list(obj)
+    if hasattr(obj, "to_dict") and callable(obj.to_dict):
+        return obj.to_dict()
+    if hasattr(obj, "tolist") and callable(obj.tolist):  # numpy arrays and scalars, tensors
+        return obj.tolist()
+    if isinstance(obj, (set, frozenset)):
+        return sorted(obj, key=str)
+    raise TypeError(
+        f"save_json cannot store a {kind.__name__}; convert it to a dict, list, number or "
+        "string first (dataclasses, paths, torch dtypes and numpy arrays are converted for you)"
+    )
+
+
+def _json_bytes(obj) -> bytes:
+    """obj as pretty JSON with sorted keys, UTF-8; a record with to_dict() or a dataclass as its dict."""
+    if hasattr(obj, "to_dict") and callable(obj.to_dict) and not isinstance(obj, type):
+        obj = obj.to_dict()
+    elif dataclasses.is_dataclass(obj) and not isinstance(obj, type):
+        obj = dataclasses.asdict(obj)
+    return (json.dumps(obj, indent=2, sort_keys=True, ensure_ascii=False, default=_jsonable) + "\n").encode("utf-8")
+
+
+def save_json(obj, path) -> Path:
+    """Write obj as pretty JSON with sorted keys to path (parent folders created); returns the path.
+
+    Whole or absent (write_whole): path holds the old file or the new one, never half."""
+    data = _json_bytes(obj)
+    return write_whole(path, lambda stream: stream.write(data))
+
+
+def save_or_keep(obj, path) -> tuple[Path, str]:
+    """save_json(obj, path); where path cannot be written, the JSON goes to a temporary folder instead.
+
+    Returns (where it is, "" or a sentence naming both places), so a measurement is never lost."""
+    data = _json_bytes(obj)
+    return write_or_keep(path, lambda stream: stream.write(data))
+
+
+def load_json(path):
+    """The object stored as JSON at path."""
+    path = a_path(path, "path", hint="pass the JSON file's path")
+    if not path.is_file():
+        raise FileNotFoundError(f"No JSON file at {path}; write one first with save_json(obj, path)")
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except json.JSONDecodeError as err:
+        raise ValueError(f"{path} holds no complete JSON ({err}); it was cut off or is not a "
+                         "JSON file: write it again with save_json(obj, path)") from None

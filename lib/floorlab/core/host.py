@@ -27,7 +27,6 @@ from floorlab.core.timing import Comparison, Timing, compare
 LAUNCHES_PER_SAMPLE = 200  # tiny launches timed together: one is too short for a clock to see
 DISPATCH_SAMPLES = 30  # samples of that many launches, for the median and the p10-p90 band
 SEED_DISPATCH_US = (5.0, 20.0)  # the laptop study's quoted cost of one eager dispatch: a lead, never a verdict
-OUTCOMES = ("consistent", "larger", "smaller", "cannot tell")
 
 
 def _cpuinfo() -> dict[str, str]:

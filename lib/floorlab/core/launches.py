@@ -22,6 +22,7 @@ import torch
 from torch.profiler import ProfilerActivity, profile, record_function
 
 from floorlab.core.device import resolve_device
+from floorlab.core.numbers import whole_number
 from floorlab.core.prose import sig
 
 KERNEL_LAUNCH_CALLS = frozenset({
@@ -190,12 +191,7 @@ def profile_calls(step_fn: Callable[[], object], device: torch.device, calls: in
 
 
 def _check_num_layers(num_layers) -> int:
-    if int(num_layers) != num_layers or num_layers < 1:
-        raise ValueError(
-            f"num_layers must be a whole number >= 1, got {num_layers!r}; "
-            "pass the model's layer count, e.g. model.shape.num_layers"
-        )
-    return int(num_layers)
+    return whole_number(num_layers, "num_layers", hint="pass the model's layer count, e.g. model.shape.num_layers")
 
 
 def is_launch_call(event) -> bool:

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 import torch
 
 from floorlab.core.device import resolve_device
-from floorlab.core.numbers import nonnegative_number, positive_number, shown, whole_number
+from floorlab.core.numbers import element_bytes, nonnegative_number, positive_number, shown, whole_number
 from floorlab.core.prose import sig
 from floorlab.core.shapes import get_shape
 
@@ -24,8 +24,7 @@ def model_bytes(shape, *, max_batch: int, max_context: int, dtype_bytes: int = 2
     """Bytes of a model's weights plus its static KV cache of max_batch rows × max_context slots."""
     max_batch = whole_number(max_batch, "max_batch", hint="pass the most rows the cache holds, e.g. 8")
     max_context = whole_number(max_context, "max_context", hint="pass the cache's slots per row, e.g. 128")
-    if isinstance(dtype_bytes, bool) or dtype_bytes not in (1, 2, 4, 8):
-        raise ValueError(f"dtype_bytes must be 1, 2, 4 or 8 (bf16 is 2), got {shown(dtype_bytes)}")
+    dtype_bytes = element_bytes(dtype_bytes)
     cache = max_batch * max_context * shape.kv_bytes_per_token(dtype_bytes)
     return shape.weight_bytes(dtype_bytes) + cache
 

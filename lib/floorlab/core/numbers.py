@@ -23,8 +23,15 @@ def shown(value, *, typed: bool = True) -> str:
     return f"{type(value).__name__} {text}" if typed else text
 
 
-def _is_bool(value) -> bool:
-    return isinstance(value, bool) or type(value).__name__ in ("bool_", "bool")
+def is_bool(value) -> bool:
+    """True for Python's and NumPy's booleans (np.True_) and one-element bool tensors: a yes/no, not a number."""
+    if isinstance(value, bool) or type(value).__name__ in ("bool_", "bool"):
+        return True
+    dtype = getattr(value, "dtype", None)
+    if dtype is None or str(dtype) not in ("bool", "torch.bool"):
+        return False
+    count = value.numel() if callable(getattr(value, "numel", None)) else getattr(value, "size", 1)
+    return count == 1
 
 
 def number(value, name: str, *, hint: str = "", above: float | None = None,
@@ -36,7 +43,7 @@ def number(value, name: str, *, hint: str = "", above: float | None = None,
     bound = (f" greater than {above:g}" if above is not None else
              f" >= {at_least:g}" if at_least is not None else "")
     why = f"{name} must be a finite number{bound}, got {{}}" + (f"; {hint}" if hint else "")
-    if _is_bool(value) or isinstance(value, (str, bytes)) or value is None:
+    if is_bool(value) or isinstance(value, (str, bytes)) or value is None:
         raise ValueError(why.format(shown(value)))
     try:
         result = float(value)
@@ -65,7 +72,7 @@ def whole_number(value, name: str, *, at_least: int = 1, hint: str = "") -> int:
     A float is taken when it is whole (8.0); 2.5, text, booleans and NaN are refused.
     """
     why = f"{name} must be a whole number >= {at_least}, got {{}}" + (f"; {hint}" if hint else "")
-    if _is_bool(value) or isinstance(value, (str, bytes)) or value is None:
+    if is_bool(value) or isinstance(value, (str, bytes)) or value is None:
         raise ValueError(why.format(shown(value)))
     try:
         whole = int(value)
@@ -75,6 +82,20 @@ def whole_number(value, name: str, *, at_least: int = 1, hint: str = "") -> int:
     if not exact or whole < at_least:
         raise ValueError(why.format(shown(value)))
     return whole
+
+
+DTYPE_BYTES = (1, 2, 4, 8)  # bytes per element of the dtypes the book's arithmetic takes (bf16 is 2)
+
+
+def element_bytes(value, name: str = "dtype_bytes") -> int:
+    """value as bytes per element, one of DTYPE_BYTES, or a ValueError that says which are taken."""
+    try:
+        ok = not is_bool(value) and not isinstance(value, (str, bytes)) and value in DTYPE_BYTES
+    except (TypeError, ValueError, RuntimeError):
+        ok = False
+    if not ok:
+        raise ValueError(f"{name} must be 1, 2, 4 or 8 (bf16 is 2), got {shown(value)}")
+    return int(value)
 
 
 def _refuse(name: str, wanted: str, value, hint: str) -> ValueError:

@@ -10,7 +10,7 @@ from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 
 from floorlab.core.host import SEED_DISPATCH_US, DispatchComparison
-from floorlab.core.numbers import nonnegative_number, number, positive_number, shown, whole_number
+from floorlab.core.numbers import element_bytes, nonnegative_number, number, positive_number, shown, whole_number
 from floorlab.core.prose import fmt_gbps, fmt_ms, sig
 
 BYTES_PER_GB = 1e9
@@ -44,8 +44,7 @@ def bytes_per_step(shape, batch_size: int, context_len: int, dtype_bytes: int = 
     batch_size = whole_number(batch_size, "batch_size", hint="pass the rows decoded together, e.g. 1")
     context_len = whole_number(context_len, "context_len", at_least=0,
                                hint="pass the tokens each row attends to, e.g. prompt + 1")
-    if isinstance(dtype_bytes, bool) or dtype_bytes not in (1, 2, 4, 8):
-        raise ValueError(f"dtype_bytes must be 1, 2, 4 or 8 (bf16 is 2), got {shown(dtype_bytes)}")
+    dtype_bytes = element_bytes(dtype_bytes)
     if not all(hasattr(shape, name) for name in ("weight_bytes", "kv_bytes_per_token")):
         raise ValueError(f"shape should be a model shape such as fl.get_shape('qwen3-0.6b'), "
                          f"got {shown(shape)}")

@@ -7,17 +7,16 @@ behind them. Chapters and the bench write it with save(); reference_run() and
 Run.load() read it back, so the stored H200 runs and a reader's own run are read
 the same way, by attribute, never by string keys only one notebook knows.
 
-The same module saves and loads the JSON: a reference run is a measurement made once on a
-named card and committed to the package (floorlab/reference/<name>.json and figures/<name>.png),
-so a reader without that card sees what it showed, labelled as such. It is also the one place that
-decides where stored runs are read from: FLOORLAB_REFERENCE_DIR names a folder of runs, named as in
-the package (h200-below-the-floor.json, figures/h200-below-the-floor-timeline.png, ...), that take
-the place of the package's; the package's copies fill in whatever that folder lacks.
+A reference run is a measurement made once on a named card and committed to the package
+(floorlab/reference/<name>.json and figures/<name>.png), so a reader without that card sees what it
+showed, labelled as such. This module is the one place that decides where stored runs are read
+from: FLOORLAB_REFERENCE_DIR names a folder of runs, named as in the package
+(h200-below-the-floor.json, figures/h200-below-the-floor-timeline.png, ...), that take the place
+of the package's; the package's copies fill in whatever that folder lacks. The JSON itself is
+written and read by floorlab.core.files (save_json, load_json).
 """
 from __future__ import annotations
 
-import dataclasses
-import json
 import os
 import platform
 from dataclasses import dataclass, field
@@ -28,10 +27,10 @@ from pathlib import Path
 from floorlab.core import paths
 from floorlab.core.bandwidth import Bandwidths
 from floorlab.core.environment import expand_folder
-from floorlab.core.files import write_or_keep, write_whole
+from floorlab.core.files import load_json, save_json, save_or_keep  # noqa: F401 - callers still import them from here
 from floorlab.core.host import Host, book_version
 from floorlab.core.launches import LaunchCount
-from floorlab.core.numbers import a_path, shown, text
+from floorlab.core.numbers import shown, text
 from floorlab.core.roofline import Floor, achieved_gbps, check_floor
 from floorlab.core.timelines import Timeline
 from floorlab.core.timing import StepTimes, Timing
@@ -220,61 +219,6 @@ RUN_FIELDS = {"kind": str, "stamp": dict, "device": dict, "floors": list, "rows"
               "launches": dict, "facts": dict, "settings": dict}  # a stored run's fields, by JSON type
 
 
-def _jsonable(obj):
-    """JSON stand-in for obj: dataclasses as dicts, paths and dtypes as strings, arrays as lists."""
-    if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
-        return dataclasses.asdict(obj)
-    if isinstance(obj, Path):
-        return str(obj)
-    kind = type(obj)
-    if kind.__module__.startswith("torch") and kind.__name__ in ("dtype", "device", "Size"):
-        return str(obj) if kind.__name__ != "Size" else list(obj)
-    if hasattr(obj, "to_dict") and callable(obj.to_dict):
-        return obj.to_dict()
-    if hasattr(obj, "tolist") and callable(obj.tolist):  # numpy arrays and scalars, tensors
-        return obj.tolist()
-    if isinstance(obj, (set, frozenset)):
-        return sorted(obj, key=str)
-    raise TypeError(
-        f"save_json cannot store a {kind.__name__}; convert it to a dict, list, number or "
-        "string first (dataclasses, paths, torch dtypes and numpy arrays are converted for you)"
-    )
-
-
-def save_json(obj, path) -> Path:
-    """Write obj as pretty JSON with sorted keys to path (parent folders created); returns the path.
-
-    Whole or absent (floorlab.core.files.write_whole): path holds the old file or the new one, never half."""
-    if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
-        obj = dataclasses.asdict(obj)
-    text = json.dumps(obj, indent=2, sort_keys=True, ensure_ascii=False, default=_jsonable) + "\n"
-    return write_whole(path, lambda stream: stream.write(text.encode("utf-8")))
-
-
-def save_or_keep(obj, path) -> tuple[Path, str]:
-    """save_json(obj, path); where path cannot be written, the JSON goes to a temporary folder instead.
-
-    Returns (where it is, "" or a sentence naming both places), so a measurement is never lost."""
-    if hasattr(obj, "to_dict") and callable(obj.to_dict):
-        obj = obj.to_dict()
-    elif dataclasses.is_dataclass(obj) and not isinstance(obj, type):
-        obj = dataclasses.asdict(obj)
-    text = json.dumps(obj, indent=2, sort_keys=True, ensure_ascii=False, default=_jsonable) + "\n"
-    return write_or_keep(path, lambda stream: stream.write(text.encode("utf-8")))
-
-
-def load_json(path):
-    """The object stored as JSON at path."""
-    path = a_path(path, "path", hint="pass the JSON file's path")
-    if not path.is_file():
-        raise FileNotFoundError(f"No JSON file at {path}; write one first with save_json(obj, path)")
-    try:
-        return json.loads(path.read_text(encoding="utf-8"))
-    except json.JSONDecodeError as err:
-        raise ValueError(f"{path} holds no complete JSON ({err}); it was cut off or is not a "
-                         "JSON file: write it again with save_json(obj, path)") from None
-
-
 # Where stored runs are read from: one place decides it.
 
 REFERENCE_ENV = "FLOORLAB_REFERENCE_DIR"  # a folder of stored runs that take the place of the package's
@@ -370,7 +314,7 @@ def reference_run(name: str = DEFAULT_REFERENCE, *, missing_ok: bool = False):
     except ValueError as err:  # a file stored before the Run layout, or in another one
         raise ValueError(f"reference run {path} cannot be read as a Run ({err}); until it is "
                          f"remade on that card, read its raw JSON with "
-                         f"floorlab.core.runs.load_json({str(path)!r})") from None
+                         f"floorlab.core.files.load_json({str(path)!r})") from None
 
 
 def figure_dirs() -> list[Path]:
@@ -410,18 +354,12 @@ def reference_figure(name: str, *, missing_ok: bool = False) -> Path | None:
 
 def stored_run(name: str):
     """The stored reference run of that name as a Run, or None while none is stored yet."""
-    try:
-        return reference_run(name)
-    except FileNotFoundError:
-        return None
+    return reference_run(name, missing_ok=True)
 
 
 def stored_figure(name: str) -> Path | None:
     """The stored reference figure of that name, or None while none is stored yet."""
-    try:
-        return reference_figure(name)
-    except FileNotFoundError:
-        return None
+    return reference_figure(name, missing_ok=True)
 
 
 def _version(package: str) -> str | None:

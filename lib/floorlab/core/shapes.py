@@ -1,8 +1,9 @@
 """Core wing: Qwen3 model shapes: the numbers that fix how many bytes a decode step must move."""
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
+
+from floorlab.core.numbers import is_bool, positive_number, whole_number
 
 
 class UnknownPresetError(ValueError):
@@ -227,20 +228,22 @@ def _refuse_unsupported(cfg: dict, source: str) -> None:
 
 
 def _config_int(value, key: str, source: str) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise CheckpointError(f"{source}: {key} must be a positive whole number, got {value!r}")
-    return value
+    try:
+        return whole_number(value, key)
+    except ValueError:
+        raise CheckpointError(f"{source}: {key} must be a positive whole number, got {value!r}") from None
 
 
 def _config_float(value, key: str, source: str) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value < math.inf:
+    try:
+        return positive_number(value, key)
+    except ValueError:
         raise CheckpointError(f"{source}: {key} must be a positive finite number, got {value!r}; "
-                              "restore the config.json the checkpoint came with")
-    return float(value)
+                              "restore the config.json the checkpoint came with") from None
 
 
 def _config_bool(cfg: dict, key: str, default: bool, source: str) -> bool:
     value = cfg.get(key, default)
-    if not isinstance(value, bool):
+    if not is_bool(value):
         raise CheckpointError(f"{source}: {key} must be true or false, got {value!r}")
     return value

@@ -14,6 +14,7 @@ from typing import Callable
 import torch
 
 from floorlab.core.device import resolve_device
+from floorlab.core.numbers import whole_number
 from floorlab.core.prose import fmt_ms, sig
 from floorlab.core.launches import (STEP_MARK, base_name, cuda_note, has_aten_ancestor, is_aten,
                                is_gpu_event, is_launch_call, profile_calls, is_kernel_name,
@@ -170,10 +171,9 @@ def steady_timeline(step_fn: Callable[[], object], *, label: str, device=None,
     step's median timed without the profiler, is kept for comparison.
     """
     device = resolve_device(device)
-    if int(steps) != steps or steps < 3:
-        raise ValueError(f"steps must be a whole number >= 3 (one before and one after the "
-                         f"step drawn), got {steps!r}")
-    events = profile_calls(step_fn, device, calls=int(steps))
+    steps = whole_number(steps, "steps", at_least=3,
+                         hint="pass 3 or more: one step before and one after the step drawn")
+    events = profile_calls(step_fn, device, calls=steps)
     marks = _marks(events)
     middle = steps // 2
     if len(marks) != steps:

@@ -17,6 +17,7 @@ from typing import Callable
 import torch
 
 from floorlab.core.device import resolve_device
+from floorlab.core.numbers import nonnegative_number, whole_number
 from floorlab.core.progress import progress_bar
 from floorlab.core.prose import fmt_times, sig
 
@@ -86,10 +87,9 @@ class Timing:
             samples = [float(s) for s in samples_ms]
         except (TypeError, ValueError):
             raise ValueError(f"samples must be numbers of ms, got {list(samples_ms)[:3]!r}...") from None
-        bad = [s for s in samples if not math.isfinite(s) or s < 0]
-        if bad:
-            raise ValueError(f"a time in ms is finite and not negative; got {bad[0]!r} among "
-                             f"{len(samples)} samples: check the clock that made them")
+        for s in samples:
+            nonnegative_number(s, f"every one of the {len(samples)} samples in ms",
+                               hint="check the clock that made them")
         return cls(
             median_ms=statistics.median(samples),
             p10_ms=_percentile(samples, 10),
@@ -235,10 +235,8 @@ def _percentile(samples: list[float], q: float) -> float:
 
 
 def _check_counts(warmup: int, repeats: int) -> None:
-    if int(warmup) != warmup or warmup < 0:
-        raise ValueError(f"warmup must be a whole number >= 0, got {warmup!r}")
-    if int(repeats) != repeats or repeats < 1:
-        raise ValueError(f"repeats must be a whole number >= 1, got {repeats!r}")
+    whole_number(warmup, "warmup", at_least=0, hint="pass how many untimed calls to run first, e.g. 3")
+    whole_number(repeats, "repeats", hint="pass how many timed calls to run, e.g. 20")
 
 
 def _repeat_range(repeats: int, progress: str | None):
@@ -328,11 +326,6 @@ class StepTimes:
         """True when issuing took longer than the step beyond its spread: a suspect run."""
         return self.issue.median_ms > self.step.p90_ms
 
-    @property
-    def issue_share(self) -> float:
-        """Issue time over step time (medians)."""
-        return self.issue.median_ms / self.step.median_ms
-
     def note(self) -> str:
         """A warning when the two disagree in a way no steady state allows, else ''."""
         if not self.issue_exceeds_step:
@@ -379,8 +372,7 @@ def unsynchronised_time_ms(fn: Callable[[], object], *, repeats: int = 20) -> fl
     Wrong on purpose: on a GPU it measures how fast the host queues work, not how
     fast the work runs, so it can beat the roofline floor. The floor test catches it.
     """
-    if int(repeats) != repeats or repeats < 1:
-        raise ValueError(f"repeats must be a whole number >= 1, got {repeats!r}")
+    repeats = whole_number(repeats, "repeats", hint="pass how many timed calls to run, e.g. 20")
     samples = []
     for _ in range(repeats):
         t0 = time.perf_counter()

@@ -10,6 +10,7 @@ import matplotlib
 from matplotlib.figure import Figure
 from matplotlib.patches import FancyBboxPatch, Patch
 
+from floorlab.core.numbers import whole_numbers
 from floorlab.figures.style import (
     FLOOR_BLUE,
     INK,
@@ -43,8 +44,9 @@ def kernel_groups(ops=LAYER_OPS, kernels=BOOK_KERNELS) -> list[list[tuple[str, s
     for op in ops:
         if not (isinstance(op, tuple) and len(op) == 2 and op[1] in KINDS):
             raise ValueError(f"each operation is a (name, kind) pair with kind one of {sorted(KINDS)}, got {op!r}")
-    sizes = list(kernels)
-    if any(isinstance(n, bool) or not isinstance(n, int) or n < 1 for n in sizes) or sum(sizes) != len(ops):
+    hint = f"give how many operations each kernel holds, summing to {len(ops)}, the operations drawn"
+    sizes = whole_numbers(kernels, "kernels", hint=hint)
+    if sum(sizes) != len(ops):
         raise ValueError(f"kernels gives how many operations each kernel holds (whole numbers >= 1 summing to "
                          f"{len(ops)}, the operations drawn), got {tuple(sizes)!r}")
     groups, first = [], 0

@@ -22,7 +22,7 @@ GALLERY_PATHS = ("eager", "graph replay", "best")
 def _cards(cards) -> list:
     cards = list(cards)
     if not cards:
-        raise ValueError("draw at least one card, e.g. floorlab.studies.gallery_cards.load_gallery().cards")
+        raise ValueError("draw at least one card, e.g. floorlab.studies.gallery_folder.load_gallery().cards")
     return cards
 
 

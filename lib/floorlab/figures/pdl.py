@@ -6,13 +6,12 @@ starts early, loads the weights it can before its wait, and waits only for the o
 """
 from __future__ import annotations
 
-import math
-
 import matplotlib
 from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 from matplotlib.patches import Patch
 
+from floorlab.core.numbers import positive_number, whole_number
 from floorlab.figures.style import (
     CPU_GREY,
     FLOOR_BLUE,
@@ -37,9 +36,7 @@ PHASES = {  # phase: (colour, hatch, legend label)
 
 
 def _positive(name: str, value) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value <= 0:
-        raise ValueError(f"pdl_schematic's {name} is a duration in µs above 0, got {value!r}")
-    return float(value)
+    return positive_number(value, f"pdl_schematic's {name}", "pass a duration in µs above 0, e.g. 1.0")
 
 
 def pdl_phases(kernels: int = 2, *, start_us: float = 1.0, stream_us: float = 4.0, drain_us: float = 1.0,
@@ -51,8 +48,7 @@ def pdl_phases(kernels: int = 2, *, start_us: float = 1.0, stream_us: float = 4.
     before still streams, loads early_us of weights as that one drains, waits for it to end, then
     streams the rest.
     """
-    if isinstance(kernels, bool) or not isinstance(kernels, int) or kernels < 2:
-        raise ValueError(f"pdl_schematic draws a chain of at least 2 kernels, got kernels={kernels!r}")
+    kernels = whole_number(kernels, "kernels", at_least=2, hint="pdl_schematic draws a chain of at least 2 kernels")
     start_us, stream_us = _positive("start_us", start_us), _positive("stream_us", stream_us)
     drain_us, early_us = _positive("drain_us", drain_us), _positive("early_us", early_us)
     if early_us >= stream_us:

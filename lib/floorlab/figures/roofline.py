@@ -6,6 +6,7 @@ import matplotlib
 from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 
+from floorlab.core.numbers import positive_number
 from floorlab.core.prose import fmt_gbps, sig
 from floorlab.figures.style import (
     INK,
@@ -39,9 +40,8 @@ def roofline_plot(
     points = [p for _, pts in groups for p in pts]
     if not points:
         raise ValueError("roofline needs at least one point, e.g. {'decode': [(1.0, 0.5, '')]}")
-    if not bandwidth_gbps > 0 or not peak_tflops > 0:
-        raise ValueError(f"bandwidth_gbps and peak_tflops must be greater than 0, got "
-                         f"{bandwidth_gbps!r} and {peak_tflops!r}; pass measured values")
+    bandwidth_gbps = positive_number(bandwidth_gbps, "bandwidth_gbps", "pass the measured bandwidth")
+    peak_tflops = positive_number(peak_tflops, "peak_tflops", "pass the card's peak (or measured) TFLOP/s")
     if any(x <= 0 or y <= 0 for x, y, _ in points):
         raise ValueError("every point needs an intensity and a rate greater than 0 (log scales)")
     slope = bandwidth_gbps * 1e9 / 1e12  # TFLOP/s per FLOP/byte

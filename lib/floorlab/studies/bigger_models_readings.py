@@ -63,10 +63,6 @@ class SizeReadings:
                                        self.advantage, self.gain, self.floor_wins])
 
 
-def _pair(sizes: Sizes, first: str, last: str) -> tuple:
-    return sizes.graph(first), sizes.graph(last)
-
-
 def read_sizes(sizes: Sizes, bench: Run | None = None) -> SizeReadings:
     """The sentences a run of sizes supports (bench: the stored bench, read beside it)."""
     first, last = sizes.presets[0], sizes.presets[-1]

@@ -20,7 +20,8 @@ from floorlab.core.roofline import (
 )
 from floorlab.core.runs import Row, Run, reference_run
 from floorlab.core.timing import Comparison, Timing, compare, tally
-from floorlab.studies.gallery_cards import GRAPH, STORED, Card, count_words
+from floorlab.studies.gallery_cards import GRAPH, STORED, Card
+from floorlab.studies.gallery_folder import count_words
 
 
 def format_floors(cards: list[Card]) -> str:

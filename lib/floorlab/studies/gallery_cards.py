@@ -1,24 +1,22 @@
-"""Studies wing: the chapter "A gallery of cards", reading the cards: every
-`python -m floorlab measure` run in one folder, side by side.
+"""Studies wing: the chapter "A gallery of cards", one card: a `python -m floorlab measure`
+run read from a file (read_card), what the chapter reads of it (Card), and whether it is a
+physically possible card at all (check_card).
 
-load_gallery reads each JSON file in a folder (results/gallery/ by default) as a Run
-of kind "measure". The files come from strangers: each is read on its own, and one that
-is not a card, or not a physically possible one (check_card), is skipped with a sentence
-saying why, so one bad file never stops the chapter. The reader's own latest run
-(results/measure-*/run.json) joins the cards, marked as theirs; with no card at all,
-the stored reference run of a named card stands in, marked as stored.
+The files come from strangers, so a file that is not a card, or not a possible one, raises
+NotACard with a sentence saying why and how to measure again; gallery_folder skips it and
+reads the rest.
 """
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 from floorlab.core import paths
 from floorlab.core.files import UnreadableFile, read_regular
 from floorlab.core.launches import LaunchCount
-from floorlab.core.numbers import a_path, nonnegative_number, positive_number, shown, whole_number
-from floorlab.core.prose import fmt_ms, fmt_times, wrap
+from floorlab.core.numbers import nonnegative_number, positive_number, shown, whole_number
+from floorlab.core.prose import fmt_ms, fmt_times
 from floorlab.core.roofline import (
     Floor,
     floor_ms,
@@ -27,12 +25,11 @@ from floorlab.core.roofline import (
     is_below_floor,
     per_launch_us,
 )
-from floorlab.core.runs import CARD_KIND, LAYOUT, Row, Run, reference_run
+from floorlab.core.runs import CARD_KIND, LAYOUT, Row, Run
 from floorlab.core.timing import Timing
 from floorlab.studies.gallery_checks import bytes_reason, range_reason
 
 GALLERY_DIR = paths.RESULTS_DIR / "gallery"
-OWN_RUNS = "measure-*/run.json"  # where `python -m floorlab measure` writes the reader's runs
 STORED = "h200-below-the-floor"  # shown, labelled, when no card is found, or none replayed
 SUBMIT = "python -m floorlab measure --submit results/gallery"
 GRAPH = "graph replay"
@@ -311,139 +308,3 @@ def read_card(path, origin: str = "gallery") -> Card:
     except ValueError as err:  # a Bandwidth, Floor or Row refused what no measurement gives
         raise NotACard(f"it holds what no measurement gives ({str(err)[:160]}); {AGAIN}") from None
     return card_from_run(run, path, origin)
-
-
-
-@dataclass(frozen=True)
-class Skipped:
-    """A file the gallery left out, and why."""
-
-    path: Path
-    reason: str
-
-    def __str__(self) -> str:
-        return f"skipped {_shown(self.path)}: {self.reason}"
-
-
-@dataclass
-class Gallery:
-    """The cards to show, in order of read bandwidth, and what was read to find them."""
-
-    folder: Path
-    cards: list[Card] = field(default_factory=list)
-    skipped: list[Skipped] = field(default_factory=list)
-    files: int = 0  # JSON files found in the folder
-    own: Card | None = None  # the reader's latest run, when there is one
-
-    @property
-    def stored(self) -> bool:
-        """True when the only card is a stored reference run, for want of any other."""
-        return bool(self.cards) and all(c.origin == "stored" for c in self.cards)
-
-    def notes(self) -> list[str]:
-        """What was read, what was skipped and why, whose run is whose: one line each."""
-        room = [c for c in self.cards if c.path is not None and c.path.parent == self.folder]
-        lines = [f"{_shown(self.folder)}: {count_words(self.files, 'JSON file')}, "
-                 f"{count_words(len(room), 'card')} read"]
-        lines += [str(s) for s in self.skipped]
-        if self.own is not None:
-            where = ("also submitted to the gallery" if any(self.own is c for c in room)
-                     else "not submitted, shown beside the gallery's cards")
-            lines.append(f"yours: {_shown(self.own.run_path)} ({where})")
-        if self.stored:
-            card = self.cards[0]
-            lines.append(f"no card to show yet: the figures show the stored reference run of "
-                         f"{card.run.label}, marked 'stored', not a card from this room")
-        return lines
-
-    def summary(self) -> str:
-        """notes(), wrapped to the site's column."""
-
-        return wrap("\n".join(self.notes()))
-
-
-def count_words(n: int, word: str) -> str:
-    """'1 card', '3 cards'."""
-    return f"{n} {word}" + ("" if n == 1 else "s")
-
-
-def _shown(path: Path) -> str:
-    """path relative to the book's folder when it lies inside it."""
-    try:
-        return str(Path(path).resolve().relative_to(paths.WORK_DIR))
-    except ValueError:
-        return str(path)
-
-
-def _same_run(a: Run, b: Run) -> bool:
-    """True when two files hold one measurement (a submitted copy of a run, say)."""
-    return a.stamp == b.stamp and a.device == b.device
-
-
-def card_or_skip(path: Path, origin: str, skipped: list | None, why: str = "") -> Card | None:
-    """read_card(path, origin), or None with the reason the file was skipped added to skipped."""
-    try:
-        return read_card(path, origin)
-    except NotACard as err:
-        reason = str(err)
-    except Exception as err:  # noqa: BLE001 - a stranger's file the checks did not foresee
-        reason = f"the gallery cannot read it ({type(err).__name__}: {str(err)[:120]}); {AGAIN}"
-    if skipped is not None:
-        skipped.append(Skipped(path, why + reason))
-    return None
-
-
-def latest_own_run(results_dir=None, skipped: list | None = None) -> Card | None:
-    """The reader's newest readable run in results/measure-*/run.json, as a Card, or None."""
-    folder = Path(results_dir) if results_dir is not None else paths.RESULTS_DIR
-    found = (card_or_skip(path, "yours", skipped, "your own run, but ") for path in sorted(folder.glob(OWN_RUNS)))
-    cards = [card for card in found if card is not None]
-    if not cards:
-        return None
-    own = max(cards, key=lambda c: str(c.run.stamp.get("date", "")))
-    own.run_path = own.path
-    return own
-
-
-def load_gallery(folder=None, *, results_dir=None, stored: str | None = STORED) -> Gallery:
-    """Every card in folder (default results/gallery/) plus the reader's own latest run.
-
-    Files that are not measure runs are skipped with a reason; a duplicate submission is
-    skipped too. With no card at all, the stored reference run `stored` stands in (None:
-    an empty gallery).
-    """
-    folder = a_path(folder, "folder") if folder is not None else GALLERY_DIR
-    gallery = Gallery(folder=folder)
-    files = sorted(folder.glob("*.json")) if folder.is_dir() else []
-    gallery.files = len(files)
-    for path in files:  # each file on its own: one that fails is skipped, never the gallery
-        card = card_or_skip(path, "gallery", gallery.skipped)
-        if card is None:
-            continue
-        twin = next((c for c in gallery.cards if _same_run(c.run, card.run)), None)
-        if twin is not None:
-            gallery.skipped.append(Skipped(path, f"the same run as {twin.path.name}"))
-            continue
-        gallery.cards.append(card)
-    own = latest_own_run(results_dir, gallery.skipped)
-    if own is not None:
-        twin = next((c for c in gallery.cards if _same_run(c.run, own.run)), None)
-        if twin is not None:
-            twin.origin, twin.run_path = "yours", own.path
-            own = twin
-        else:
-            gallery.cards.append(own)
-        gallery.own = own
-    if not gallery.cards and stored:
-
-        gallery.cards.append(card_from_run(reference_run(stored), origin="stored"))
-    gallery.cards.sort(key=lambda c: c.read_gbps)
-    _number_namesakes(gallery.cards)
-    return gallery
-
-
-def _number_namesakes(cards: list[Card]) -> None:
-    """Give cards that share a name and kind the numbers 1, 2, ... so labels stay apart."""
-    for card in cards:
-        same = [c for c in cards if (c.name, c.kind) == (card.name, card.kind)]
-        card.number = same.index(card) + 1 if len(same) > 1 else 0

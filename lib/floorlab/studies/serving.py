@@ -1,5 +1,6 @@
-"""Studies wing: the chapter "Serving": a stream of live batches through buckets, what padding
-and eager fallbacks cost, and the memory each graph holds. The padding trap is in serving_trap.
+"""Studies wing: the chapter "Serving": every bucket timed eager and as a graph, the memory each
+graph holds, and the graph side of a run, measured here or stored. The stream of requests is in
+serving_stream, the padding trap in serving_trap.
 
 The runner is a GraphRunner on a GPU and a PaddedEagerRunner elsewhere. Both pad the
 same way, so a stream's padding and fallbacks and the trap checks run for real on any
@@ -9,25 +10,20 @@ beside it, in serving_buckets.
 """
 from __future__ import annotations
 
-import random
-import warnings
-from collections import Counter
 from dataclasses import dataclass, field
 
 import torch
 
-from floorlab.core.numbers import whole_number
-from floorlab.core.progress import progress_bar
 from floorlab.core.prose import fmt_ms, fmt_times, sig
 from floorlab.core.roofline import Floor
 from floorlab.core.runs import Row, Run, reference_run
 from floorlab.core.shapes import Qwen3Shape
 from floorlab.core.timelines import Timeline
-from floorlab.core.timing import compare, ratio_band, tally, time_once
-from floorlab.engine.buckets import EagerFallbackWarning
+from floorlab.core.timing import Band, compare, ratio_band, tally
 from floorlab.engine.graphs import GraphMemory, GraphRunner
 from floorlab.engine.measure import Source, measure_path
 from floorlab.studies.serving_buckets import BucketCosts
+from floorlab.studies.serving_stream import StreamCost
 
 REFERENCE = "h200-serving"  # the stored run a machine without CUDA shows
 # A small model of the same family: a CPU decodes it in milliseconds, so the stream runs for real.
@@ -42,157 +38,6 @@ def stored_run(name: str = REFERENCE) -> Run | None:
         return reference_run(name)
     except FileNotFoundError:
         return None
-
-
-# ---------------------------------------------------------------- the stream
-
-def request_stream(steps: int, *, largest: int, beyond: int = 4, seed: int = 0) -> list[int]:
-    """Live batch sizes for `steps` decode steps, drawn from 1..largest+beyond with weight 1/B.
-
-    Small batches are the common case, and a few exceed the largest bucket. Seeded: the
-    same arguments give the same stream everywhere.
-    """
-    steps, largest = whole_number(steps, "steps"), whole_number(largest, "largest")
-    beyond = whole_number(beyond, "beyond", at_least=0)
-    sizes = range(1, int(largest) + int(beyond) + 1)
-    return random.Random(seed).choices(sizes, weights=[1 / b for b in sizes], k=int(steps))
-
-
-@dataclass
-class StreamStep:
-    """One step of a stream: its live batch, the bucket it ran in (None: eager) and its time in ms."""
-
-    batch: int
-    bucket: int | None
-    ms: float
-
-    @property
-    def padded_rows(self) -> int:
-        """Rows computed for no request (bucket - batch); 0 for an eager step."""
-        return 0 if self.bucket is None else self.bucket - self.batch
-
-    @property
-    def rows(self) -> int:
-        """Rows the step computed: its bucket, or its batch when it ran eagerly."""
-        return self.batch if self.bucket is None else self.bucket
-
-    @property
-    def padding_ms(self) -> float:
-        """The padded rows' share of the step: padded rows × (ms ÷ rows computed)."""
-        return self.padded_rows * self.ms / self.rows
-
-
-@dataclass
-class StreamCost:
-    """A stream of live batches run through a runner: where its time went, in ms."""
-
-    path: str
-    buckets: tuple[int, ...]
-    steps: list[StreamStep] = field(default_factory=list)
-
-    @property
-    def total_ms(self) -> float:
-        """Time of every step of the stream."""
-        return sum(s.ms for s in self.steps)
-
-    @property
-    def padded_rows(self) -> int:
-        """Padding rows computed over the stream."""
-        return sum(s.padded_rows for s in self.steps)
-
-    @property
-    def computed_rows(self) -> int:
-        """Rows computed over the stream, padding included."""
-        return sum(s.rows for s in self.steps)
-
-    @property
-    def padding_ms(self) -> float:
-        """The padded rows' share of each step, summed: padded rows × step time per row."""
-        return sum(s.padding_ms for s in self.steps)
-
-    @property
-    def fallbacks(self) -> list[StreamStep]:
-        """The steps above the largest bucket, which ran eagerly."""
-        return [s for s in self.steps if s.bucket is None]
-
-    @property
-    def fallback_ms(self) -> float:
-        """Time of the eager fallback steps."""
-        return sum(s.ms for s in self.fallbacks)
-
-    @property
-    def bucket_ms(self) -> float:
-        """Mean time of a step that ran in a bucket (nan when none did)."""
-        timed = [s.ms for s in self.steps if s.bucket is not None]
-        return sum(timed) / len(timed) if timed else float("nan")
-
-    def histogram(self) -> dict[int, int]:
-        """How many steps had each live batch size."""
-        return dict(sorted(Counter(s.batch for s in self.steps).items()))
-
-    def summary(self, ms_per_row: float | None = None) -> str:
-        """A few printed lines: steps, padding (as a share and, given ms_per_row, at its marginal
-        cost) and the eager fallbacks."""
-        n, total = len(self.steps), self.total_ms
-        falls = self.fallbacks
-        lines = [
-            f"{n} steps through {self.path}, buckets {self.buckets}: {fmt_ms(total)} in all",
-            f"padding rows    {self.padded_rows} of {self.computed_rows} computed "
-            f"({self.padded_rows / self.computed_rows:.0%})",
-            f"padding, as a share of each step   {fmt_ms(self.padding_ms)} "
-            f"({self.padding_ms / total:.1%} of the stream)",
-        ]
-        if ms_per_row is not None:
-            marginal = self.padded_rows * ms_per_row
-            lines.append(f"padding, at what a row adds        {self.padded_rows} × "
-                         f"{fmt_ms(ms_per_row)} = {fmt_ms(marginal)} ({marginal / total:.1%})")
-        mean = f", {fmt_ms(self.fallback_ms / len(falls))} each" if falls else ""
-        lines += [f"eager fallbacks {len(falls)} steps above batch {self.buckets[-1]}: "
-                  f"{fmt_ms(self.fallback_ms)}{mean}",
-                  f"                {self.fallback_ms / total:.1%} of the stream; a step in "
-                  f"a bucket took {fmt_ms(self.bucket_ms)} on average"]
-        return "\n".join(lines)
-
-    def to_dict(self) -> dict:
-        """Plain dict, ready for JSON."""
-        return {"path": self.path, "buckets": list(self.buckets),
-                "steps": [vars(s) for s in self.steps]}
-
-    @classmethod
-    def from_dict(cls, data: dict) -> "StreamCost":
-        """Rebuild a StreamCost from to_dict() output."""
-        return cls(data["path"], tuple(data["buckets"]),
-                   [StreamStep(**s) for s in data["steps"]])
-
-
-def serve_stream(runner, batches, tokens: torch.Tensor, positions: torch.Tensor, *, device,
-                 progress: str | None = None) -> StreamCost:
-    """Run each live batch B of the stream through runner.step on rows 0..B-1 of tokens and
-    positions: the whole stream once to warm up, then once more, each step timed on its own."""
-    try:
-        batches = list(batches)
-    except TypeError:
-        raise ValueError(f"the stream must be a sequence of live batch sizes such as [1, 3, 5], "
-                         f"got {batches!r}") from None
-    if not batches:
-        raise ValueError("the stream is empty: serve_stream got no live batch sizes; pass at least one, "
-                         "e.g. [1, 3, 5]")
-    bad = [b for b in batches if isinstance(b, bool) or not isinstance(b, int) or b < 1]
-    if bad:
-        raise ValueError(f"every live batch in the stream must be a positive int, got {bad[0]!r}; "
-                         "pass row counts such as [1, 3, 5]")
-    if max(batches) > tokens.shape[0]:
-        raise ValueError(f"the stream reaches batch {max(batches)} but only {tokens.shape[0]} "
-                         "rows were prefilled; prefill at least as many rows as the largest batch")
-    cost = StreamCost(runner.path_name, runner.buckets)
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", EagerFallbackWarning)  # counted, not repeated
-        for batch in batches:
-            runner.step(tokens[:batch], positions[:batch])
-        for batch in _progress(batches, progress):
-            ms = time_once(lambda: runner.step(tokens[:batch], positions[:batch]), device=device)
-            cost.steps.append(StreamStep(batch, runner.bucket_for(batch), ms))
-    return cost
 
 
 # ---------------------------------------------------------------- every bucket, eager and graph
@@ -369,11 +214,12 @@ def capture_runner(model, buckets, *, progress: str | None = None
     return runner, GraphMemoryReport([runner.memory[b] for b in runner.buckets], own)
 
 
-def _progress(items, label: str | None):
-    if label is None:
-        return items
-
-    return progress_bar(items, label=label, total=len(items))
+def pool_sentence(memory) -> str:
+    """How much of the graphs' own pools one shared pool saved (a GraphMemoryReport), in words."""
+    return compare(Band.exact(memory.shared_mb), Band.exact(memory.private_mb / 2)).verdict(
+        "a shared pool saved less than half of it here.",
+        "a shared pool removed most of it here.",
+        "a shared pool removed half of it here.")
 
 
 # ---------------------------------------------------------------- the graph side, here or stored

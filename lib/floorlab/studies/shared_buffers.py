@@ -6,7 +6,8 @@ StandInRunner gives a machine without CUDA the same buffers: its "replay" runs t
 step from the static inputs into the static output, so every hazard of sharing them
 is the same; only the launch cost differs. between() runs two callers in a fixed
 order, the second's whole step between the first's copy-in and its replay, so the
-corruption it shows is deterministic, not a race that happens to lose.
+corruption it shows is deterministic, not a race that happens to lose. The chapter's
+challenges are checked in shared_buffers_checks.
 """
 from __future__ import annotations
 
@@ -17,7 +18,6 @@ from dataclasses import dataclass, field
 
 import torch
 
-from floorlab.core.checks import NOT_ATTEMPTED, Unreadable, checked
 from floorlab.engine.buckets import SharedBufferError, StepFn
 from floorlab.engine.graphs import GraphRunner
 
@@ -292,128 +292,3 @@ def between(how: str, caller_a, caller_b, request_a: Request, request_b: Request
             raise err  # only B's refusal by a debug runner is a result
     return Between(how, out.get("a"), out.get("b"), a_alone, b_alone,
                    None if b_error is None else f"{type(b_error).__name__}: {b_error}")
-
-
-# Chapter "Shared buffers": which snippets keep their logits, and what a kept view holds.
-
-SNIPPETS = {
-    "a": "out = runner.step(tokens, positions)",
-    "b": "with runner.borrow(tokens, positions) as logits:\n    out = logits",
-    "c": "with runner.borrow(tokens, positions) as logits:\n    out = logits.argmax(-1)",
-    "d": "with runner.borrow(tokens, positions) as logits:\n    out = logits[:, :8]",
-    "e": "with runner.borrow(tokens, positions) as logits:\n    out = logits.detach()",
-    "f": ("with runner.borrow(tokens, positions) as logits:\n"
-          "    out = torch.empty_like(logits)\n    out.copy_(logits)"),
-}
-SNIPPET_WHY = {
-    "a": "step() hands back a clone, memory the caller owns",
-    "b": "the view is the static output itself, which the next replay rewrites",
-    "c": "argmax writes a new tensor while the logits are still fresh",
-    "d": "a slice is another view of the same static memory",
-    "e": "detach() drops autograd history but shares the memory",
-    "f": "copy_ moves the logits into memory the caller owns",
-}
-
-
-def snippets_keep(runner, first, second) -> dict[str, bool]:
-    """Run every snippet for the first request, then one second request; which kept their `out`.
-
-    All the snippets replay the same request, so only the second request changes a
-    static output: a snippet keeps its logits when its `out` is unchanged after it.
-    """
-    tokens, positions = first
-    outs = {}
-    for name, code in SNIPPETS.items():
-        scope = {"runner": runner, "torch": torch, "tokens": tokens, "positions": positions}
-        exec(code, scope)  # the book's snippets above, never the reader's text
-        outs[name] = (scope["out"], scope["out"].clone())
-    runner.step(*second)
-    return {name: bool(torch.equal(out, at_the_time)) for name, (out, at_the_time) in outs.items()}
-
-
-def _letters(value, name: str) -> set[str]:
-    if isinstance(value, str):
-        items = [c for c in value.lower() if c.isalpha()]
-    else:
-        try:
-            items = [str(v).strip().lower() for v in value]
-        except TypeError:
-            raise Unreadable(f"not yet: {name} should be letters such as {{'a', 'b'}}, "
-                              f"got {value!r}.") from None
-    unknown = sorted(set(items) - set(SNIPPETS))
-    if unknown:
-        raise Unreadable(f"not yet: {', '.join(unknown)} is not a snippet; pick from "
-                          f"{', '.join(SNIPPETS)}.")
-    return set(items)
-
-
-@checked
-def check_safe_snippets(answer, keeps: dict[str, bool]) -> str:
-    """Verdict on the reader's set of safe snippets, against what each one did in this run."""
-    if answer is None:
-        return NOT_ATTEMPTED
-    chosen = _letters(answer, "my_safe_snippets")
-    safe = {k for k, ok in keeps.items() if ok}
-    if chosen == safe:
-        return f"right: {', '.join(sorted(safe))} keep their logits; the others do not."
-    missed, wrong = sorted(safe - chosen), sorted(chosen - safe)
-    hint = []
-    if wrong:
-        hint.append(f"{', '.join(wrong)} still point into the static output")
-    if missed:
-        hint.append(f"{', '.join(missed)} own their memory")
-    return "not yet: " + "; ".join(hint) + ". Ask of each: whose memory is `out`?"
-
-
-def kept_holds_mistakes(names, buckets, expected: str) -> dict[str, str]:
-    """Why each wrong answer to 'whose logits does A's view hold?' is wrong, {name: why}, given
-    the bucket each request replayed (buckets, in the order of names) and the right name."""
-    mine, why = buckets[0], {}
-    for i, (name, bucket) in enumerate(zip(names, buckets)):
-        if bucket != mine:
-            last = "It ran last, but " if i == len(names) - 1 else ""
-            why[name] = (f"{last}{name} replays bucket {bucket}, which writes a static output "
-                         f"of its own, not bucket {mine}'s.")
-        else:
-            why[name] = (f"{name} did replay bucket {mine}, but a later request replayed it "
-                         "again." if i else f"A's view is bucket {mine}'s static output itself, "
-                         "and a later request replayed that bucket.")
-    why.pop(expected, None)
-    return why
-
-
-@checked
-def check_kept_holds(answer, expected: str, names, *, wrong: dict[str, str] | None = None) -> str:
-    """Verdict on whose logits the reader predicts a kept view holds; wrong ({name: why}) says
-    why a plausible wrong name is wrong."""
-    if answer is None:
-        return NOT_ATTEMPTED
-    if not isinstance(answer, str) or answer.strip().upper() not in names:
-        return f"not yet: answer with one request's name, one of {', '.join(names)}."
-    chosen = answer.strip().upper()
-    if chosen == expected:
-        return f"right: the view holds {expected}'s logits."
-    why = (wrong or {}).get(chosen)
-    return (f"not yet: {why + ' ' if why else ''}Each bucket has its own static output; which "
-            "request last replayed the bucket the kept view belongs to?")
-
-
-def copy_mistakes(copy_us: float, *, rows: int, bandwidths, floor_gbps: float,
-                  logit_bytes: int) -> dict[str, float]:
-    """The plausible wrong answers for the copy-out's µs, {mistake: µs}; one that lies within 1%
-    of the right answer is left out, since the printed numbers cannot tell the two apart."""
-    wrong = {
-        "each byte counted once, not read and then written": copy_us / 2,
-        f"one row of logits instead of {rows}": copy_us / rows,
-        "GB taken as 2^30 bytes instead of 10^9": copy_us * 1e9 / 2**30,
-        "milliseconds where microseconds are asked for": copy_us / 1e3,
-    }
-    for kind, gbps in bandwidths.as_gbps().items():  # the smaller one, where they differ
-        wrong[f"the {kind} bandwidth, not the larger one the floor divides by"] = (
-            copy_us * floor_gbps / gbps)
-    wrong[f"2 bytes per logit where these logits take {logit_bytes}"] = copy_us * 2 / logit_bytes
-    named: dict[float, str] = {}  # mistakes that give the same number are named together
-    for mistake, us in wrong.items():
-        if abs(us - copy_us) > 0.01 * copy_us:
-            named[us] = f"{named[us]}, or with {mistake}" if us in named else mistake
-    return {mistake: us for us, mistake in named.items()}

@@ -1,0 +1,197 @@
+"""Studies wing: the chapter "Serving", a stream of requests: live batch sizes drawn as a
+server sees them, each step served through the buckets and timed, and what its padding and
+eager fallbacks cost, in the chapter's words.
+
+Each sentence about the stream is chosen by timing.compare, with words for either way, so it
+holds on the reader's run and on a stored one.
+"""
+from __future__ import annotations
+
+import random
+import warnings
+from collections import Counter
+from dataclasses import dataclass, field
+
+import torch
+
+from floorlab.core.numbers import whole_number, whole_numbers
+from floorlab.core.progress import progress_bar
+from floorlab.core.prose import fmt_ms
+from floorlab.core.timing import Band, compare, time_once
+from floorlab.engine.buckets import EagerFallbackWarning
+
+
+def request_stream(steps: int, *, largest: int, beyond: int = 4, seed: int = 0) -> list[int]:
+    """Live batch sizes for `steps` decode steps, drawn from 1..largest+beyond with weight 1/B.
+
+    Small batches are the common case, and a few exceed the largest bucket. Seeded: the
+    same arguments give the same stream everywhere.
+    """
+    steps, largest = whole_number(steps, "steps"), whole_number(largest, "largest")
+    beyond = whole_number(beyond, "beyond", at_least=0)
+    sizes = range(1, int(largest) + int(beyond) + 1)
+    return random.Random(seed).choices(sizes, weights=[1 / b for b in sizes], k=int(steps))
+
+
+@dataclass
+class StreamStep:
+    """One step of a stream: its live batch, the bucket it ran in (None: eager) and its time in ms."""
+
+    batch: int
+    bucket: int | None
+    ms: float
+
+    @property
+    def padded_rows(self) -> int:
+        """Rows computed for no request (bucket - batch); 0 for an eager step."""
+        return 0 if self.bucket is None else self.bucket - self.batch
+
+    @property
+    def rows(self) -> int:
+        """Rows the step computed: its bucket, or its batch when it ran eagerly."""
+        return self.batch if self.bucket is None else self.bucket
+
+    @property
+    def padding_ms(self) -> float:
+        """The padded rows' share of the step: padded rows × (ms ÷ rows computed)."""
+        return self.padded_rows * self.ms / self.rows
+
+
+@dataclass
+class StreamCost:
+    """A stream of live batches run through a runner: where its time went, in ms."""
+
+    path: str
+    buckets: tuple[int, ...]
+    steps: list[StreamStep] = field(default_factory=list)
+
+    @property
+    def total_ms(self) -> float:
+        """Time of every step of the stream."""
+        return sum(s.ms for s in self.steps)
+
+    @property
+    def padded_rows(self) -> int:
+        """Padding rows computed over the stream."""
+        return sum(s.padded_rows for s in self.steps)
+
+    @property
+    def computed_rows(self) -> int:
+        """Rows computed over the stream, padding included."""
+        return sum(s.rows for s in self.steps)
+
+    @property
+    def padding_ms(self) -> float:
+        """The padded rows' share of each step, summed: padded rows × step time per row."""
+        return sum(s.padding_ms for s in self.steps)
+
+    @property
+    def fallbacks(self) -> list[StreamStep]:
+        """The steps above the largest bucket, which ran eagerly."""
+        return [s for s in self.steps if s.bucket is None]
+
+    @property
+    def fallback_ms(self) -> float:
+        """Time of the eager fallback steps."""
+        return sum(s.ms for s in self.fallbacks)
+
+    @property
+    def bucket_ms(self) -> float:
+        """Mean time of a step that ran in a bucket (nan when none did)."""
+        timed = [s.ms for s in self.steps if s.bucket is not None]
+        return sum(timed) / len(timed) if timed else float("nan")
+
+    def histogram(self) -> dict[int, int]:
+        """How many steps had each live batch size."""
+        return dict(sorted(Counter(s.batch for s in self.steps).items()))
+
+    def summary(self, ms_per_row: float | None = None) -> str:
+        """A few printed lines: steps, padding (as a share and, given ms_per_row, at its marginal
+        cost) and the eager fallbacks."""
+        n, total = len(self.steps), self.total_ms
+        falls = self.fallbacks
+        lines = [
+            f"{n} steps through {self.path}, buckets {self.buckets}: {fmt_ms(total)} in all",
+            f"padding rows    {self.padded_rows} of {self.computed_rows} computed "
+            f"({self.padded_rows / self.computed_rows:.0%})",
+            f"padding, as a share of each step   {fmt_ms(self.padding_ms)} "
+            f"({self.padding_ms / total:.1%} of the stream)",
+        ]
+        if ms_per_row is not None:
+            marginal = self.padded_rows * ms_per_row
+            lines.append(f"padding, at what a row adds        {self.padded_rows} × "
+                         f"{fmt_ms(ms_per_row)} = {fmt_ms(marginal)} ({marginal / total:.1%})")
+        mean = f", {fmt_ms(self.fallback_ms / len(falls))} each" if falls else ""
+        lines += [f"eager fallbacks {len(falls)} steps above batch {self.buckets[-1]}: "
+                  f"{fmt_ms(self.fallback_ms)}{mean}",
+                  f"                {self.fallback_ms / total:.1%} of the stream; a step in "
+                  f"a bucket took {fmt_ms(self.bucket_ms)} on average"]
+        return "\n".join(lines)
+
+    def to_dict(self) -> dict:
+        """Plain dict, ready for JSON."""
+        return {"path": self.path, "buckets": list(self.buckets),
+                "steps": [vars(s) for s in self.steps]}
+
+    @classmethod
+    def from_dict(cls, data: dict) -> "StreamCost":
+        """Rebuild a StreamCost from to_dict() output."""
+        return cls(data["path"], tuple(data["buckets"]),
+                   [StreamStep(**s) for s in data["steps"]])
+
+
+def serve_stream(runner, batches, tokens: torch.Tensor, positions: torch.Tensor, *, device,
+                 progress: str | None = None) -> StreamCost:
+    """Run each live batch B of the stream through runner.step on rows 0..B-1 of tokens and
+    positions: the whole stream once to warm up, then once more, each step timed on its own."""
+    try:
+        batches = list(batches)
+    except TypeError:
+        raise ValueError(f"the stream must be a sequence of live batch sizes such as [1, 3, 5], "
+                         f"got {batches!r}") from None
+    if not batches:
+        raise ValueError("the stream is empty: serve_stream got no live batch sizes; pass at least one, "
+                         "e.g. [1, 3, 5]")
+    batches = whole_numbers(batches, "the stream's live batches", hint="pass row counts such as [1, 3, 5]")
+    if max(batches) > tokens.shape[0]:
+        raise ValueError(f"the stream reaches batch {max(batches)} but only {tokens.shape[0]} "
+                         "rows were prefilled; prefill at least as many rows as the largest batch")
+    cost = StreamCost(runner.path_name, runner.buckets)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", EagerFallbackWarning)  # counted, not repeated
+        for batch in batches:
+            runner.step(tokens[:batch], positions[:batch])
+        for batch in progress_bar(batches, label=progress, total=len(batches)) if progress else batches:
+            ms = time_once(lambda: runner.step(tokens[:batch], positions[:batch]), device=device)
+            cost.steps.append(StreamStep(batch, runner.bucket_for(batch), ms))
+    return cost
+
+
+# ---------------------------------------------------------------- what the stream cost, in words
+
+def pricing_sentence(stream: StreamCost, ms_per_row: float) -> str:
+    """Whether the even share of each step (the accounting price of padding) overstates what the
+    padded rows add at the slope of step time over batch, or understates it."""
+    marginal = stream.padded_rows * ms_per_row
+    if stream.padded_rows == 0:
+        return "This stream needed no padding, so there is nothing to price."
+    return compare(Band.exact(stream.padding_ms), Band.exact(marginal)).verdict(
+        "That is an accounting answer, and it overstates the cost: dropping the padding would "
+        "not give that time back, because a step with fewer rows costs less only by the slope "
+        "below.",
+        "That is an accounting answer, and here it understates the cost: by the slope below, a "
+        "row adds more than its even share of a step.",
+        "That is an accounting answer, and here it agrees with the slope below.")
+
+
+def padding_against_fallbacks(stream: StreamCost, ms_per_row: float, where: str) -> str:
+    """Which cost the stream more, its padding (at what a row adds) or its eager fallbacks."""
+    marginal = stream.padded_rows * ms_per_row
+    if not stream.fallbacks:
+        return f"{where} no step missed every bucket, so the stream had no fallback to price."
+    return compare(Band.exact(stream.fallback_ms), Band.exact(marginal)).verdict(
+        f"{where} the padding cost less than the steps that missed every bucket and ran "
+        "eagerly, so the largest bucket belongs at the largest batch the server admits.",
+        f"{where} the padding cost more than the steps that missed every bucket: there, more "
+        "buckets pay before a larger one does.",
+        f"{where} the padding and the fallbacks cost the same.")
