@@ -16,7 +16,7 @@ import pytest
 from floorlab.core import paths
 from floorlab.core.device import describe_device
 from floorlab.core.runs import Run, load_json, save_json
-from floorlab.core.shapes import PRESETS, Qwen3Shape
+from floorlab.core.shapes import Qwen3Shape
 from floorlab.tools import card
 from floorlab.tools.bench import cli as bench_cli
 from floorlab.tools.bench import run_bench
@@ -34,6 +34,11 @@ SHAPES = ("from floorlab.core.shapes import PRESETS, Qwen3Shape\n"
           f"TINY, MID = {TINY!r}, {MID!r}\n")
 BENCH = SHAPES + ("PRESETS['tiny'], PRESETS['mid'] = TINY, MID\n"
                   "import sys\nfrom floorlab.tools.bench.cli import main\nsys.exit(main(sys.argv[1:]))\n")
+# the bench resumed with the bandwidths of the partial run in argv[1]
+RESUME = SHAPES + ("PRESETS['tiny'], PRESETS['mid'] = TINY, MID\n"
+                   "import sys\nfrom floorlab.core.runs import Run\nfrom floorlab.tools.bench import run\n"
+                   "kept = Run.load(sys.argv[1])\nrun.measure_bandwidths = lambda *a, **k: kept.bandwidths\n"
+                   "from floorlab.tools.bench.cli import main\nsys.exit(main(sys.argv[2:]))\n")
 MEASURE = SHAPES + ("from floorlab.tools import card\ncard.PRESET = MID\n"
                     "import sys\nfrom floorlab.tools.cli import main\nsys.exit(main(sys.argv[1:]))\n")
 BENCH_FLAGS = ["--presets", "tiny", "mid", "--batches", "1", "--context", "1", "--repeats", "1",
@@ -198,12 +203,16 @@ def test_a_partial_with_nothing_finished_resumes_without_comparing_bandwidths(tm
 
 # --- a real Ctrl-C --------------------------------------------------------------------------------
 
+def _env() -> dict:
+    """The environment of the scripts these tests run: the book's library, on the CPU alone."""
+    return dict(os.environ, PYTHONPATH=os.pathsep.join([str(LIB), os.environ.get("PYTHONPATH", "")]),
+                TRITON_INTERPRET="1", MPLBACKEND="Agg", CUDA_VISIBLE_DEVICES="")
+
+
 def _start(script: str, argv: list[str]):
     """A Python process running script with argv, and a queue of its stdout lines."""
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(LIB), os.environ.get("PYTHONPATH", "")]),
-               TRITON_INTERPRET="1", MPLBACKEND="Agg", CUDA_VISIBLE_DEVICES="")
     proc = subprocess.Popen([sys.executable, "-c", script, *argv], stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True, env=env)
+                            stderr=subprocess.PIPE, text=True, env=_env())
     lines: queue.Queue = queue.Queue()
     threading.Thread(target=lambda: [lines.put(line) for line in proc.stdout] and None, daemon=True).start()
     return proc, lines
@@ -231,7 +240,7 @@ def _wait_for(condition, proc, what: str) -> None:
         time.sleep(0.05)
 
 
-def test_a_stopped_bench_keeps_the_finished_run_and_a_resumable_partial(tmp_path, monkeypatch):
+def test_a_stopped_bench_keeps_the_finished_run_and_a_resumable_partial(tmp_path):
     out = tmp_path / "bench.json"
     shutil.copyfile(Path(paths.REFERENCE_DIR) / "h200-bench.json", out)  # an earlier, complete run
     before = out.read_bytes()
@@ -247,11 +256,12 @@ def test_a_stopped_bench_keeps_the_finished_run_and_a_resumable_partial(tmp_path
     assert kept.facts["partial"] is True and "KeyboardInterrupt" in kept.facts["error"]
     assert [r.path for r in kept.rows] == list(PATHS) and {r.preset for r in kept.rows} == {"tiny"}
 
-    monkeypatch.setitem(PRESETS, "tiny", TINY)
-    monkeypatch.setitem(PRESETS, "mid", MID)
-    # this shared machine's bandwidth moves between processes; the refusal of a drift is tested apart
-    monkeypatch.setattr("floorlab.tools.bench.run.measure_bandwidths", lambda *a, **k: kept.bandwidths)
-    assert bench_cli.main([*BENCH_FLAGS, "--out", str(out), "--resume"]) == 0
+    # resumed where the stopped run measured (_start hides any GPU, so also on a CUDA machine);
+    # this shared machine's bandwidth moves between processes, so the resume is handed the kept
+    # bandwidths (the refusal of a drift is tested apart)
+    resumed = subprocess.run([sys.executable, "-c", RESUME, str(partial), *BENCH_FLAGS, "--out", str(out),
+                              "--resume"], capture_output=True, text=True, env=_env(), timeout=WAIT_S)
+    assert resumed.returncode == 0, resumed.stderr
     done = Run.load(out)
     assert done.facts["partial"] is False and not partial.exists()
     assert [r.to_dict() for r in done.rows if r.preset == "tiny"] == [r.to_dict() for r in kept.rows]
