@@ -112,7 +112,7 @@ def test_each_outcome_of_the_hosts_story_has_its_sentence(medians, words):
 
 
 def test_the_hosts_story_reads_a_second_hosts_folder_too(tmp_path, monkeypatch):
-    from floorlab.core.runs import save_json
+    from floorlab.core.files import save_json
 
     run = reference_run("h200-below-the-floor")
     run.host = Host("Second host's CPU", 32)

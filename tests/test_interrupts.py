@@ -15,7 +15,8 @@ import pytest
 
 from floorlab.core import paths
 from floorlab.core.device import describe_device
-from floorlab.core.runs import Run, load_json, save_json
+from floorlab.core.files import load_json, save_json
+from floorlab.core.runs import Run
 from floorlab.core.shapes import Qwen3Shape
 from floorlab.tools import card
 from floorlab.tools.bench import cli as bench_cli

@@ -422,7 +422,7 @@ def test_graph_replay_is_bit_identical_at_buckets_1_and_8():
 
 def test_kernel_sweep_runs_on_a_tiny_shape(tmp_path, capsys):
     from floorlab.tools.sweep import main
-    from floorlab.core.runs import load_json
+    from floorlab.core.files import load_json
 
     assert main(["--tiny", "--batches", "1", "--configs", "1", "--out", str(tmp_path / "sweep.json")]) == 0
     result = load_json(tmp_path / "sweep.json")
@@ -497,7 +497,7 @@ def test_the_floor_test_holds_a_time_to_its_bytes_unless_they_fit_in_the_cache(m
 
 
 def test_kernel_sweep_fails_a_row_timed_below_its_floor_and_exits_non_zero(tmp_path, capsys, monkeypatch):
-    from floorlab.core.runs import load_json
+    from floorlab.core.files import load_json
     from floorlab.engine.kernels import timing
     from floorlab.tools import sweep, sweep_steps
 

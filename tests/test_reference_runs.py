@@ -133,7 +133,7 @@ def test_the_stored_kernel_sweep_reads_by_attribute_and_refuses_an_unknown_gemv(
 def _stored_kernel_tables() -> list[tuple[str, list[dict]]]:
     """(where, rows) for every per-kernel table a stored run holds, in the package and its other hosts."""
     from floorlab.core import paths
-    from floorlab.core.runs import load_json
+    from floorlab.core.files import load_json
 
     tables = []
     for path in sorted(paths.REFERENCE_DIR.rglob("*.json")):
@@ -173,7 +173,7 @@ def test_every_stored_per_kernel_row_reads_as_a_kernel_row_and_writes_back_the_s
 def _second_host(folder, name="h200-below-the-floor", **device):
     """A copy of a stored run, relabelled as made on another host: a test input, not a measurement."""
     from floorlab.core import paths
-    from floorlab.core.runs import load_json, save_json
+    from floorlab.core.files import load_json, save_json
 
     data = load_json(paths.REFERENCE_DIR / f"{name}.json")
     data["device"] = {**data["device"], **device}

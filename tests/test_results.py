@@ -8,7 +8,8 @@ from pathlib import Path
 import pytest
 
 from floorlab.core import paths
-from floorlab.core.runs import load_json, reference_figure, reference_run, run_stamp, save_json
+from floorlab.core.files import load_json, save_json
+from floorlab.core.runs import reference_figure, reference_run, run_stamp
 
 
 @dataclass

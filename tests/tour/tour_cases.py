@@ -362,7 +362,7 @@ def command_line(work: Path) -> list[Case]:
 
 
 def gallery(work: Path) -> list[Case]:
-    from floorlab.core.runs import save_json
+    from floorlab.core.files import save_json
     from floorlab.studies import gallery_cards, gallery_folder
     from test_gallery import card_run
 
@@ -595,7 +595,8 @@ def environment(work: Path) -> list[Case]:
 
 def files(work: Path) -> list[Case]:
     from floorlab.core import files as core_files
-    from floorlab.core.runs import Run, reference_run, save_json
+    from floorlab.core.files import save_json
+    from floorlab.core.runs import Run, reference_run
     from floorlab.tools import card
     from floorlab.tools.bench import cli as bench_cli
     from floorlab.tools.bench.run import partial_path

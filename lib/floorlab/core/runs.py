@@ -27,7 +27,7 @@ from pathlib import Path
 from floorlab.core import paths
 from floorlab.core.bandwidth import Bandwidths
 from floorlab.core.environment import expand_folder
-from floorlab.core.files import load_json, save_json, save_or_keep  # noqa: F401 - callers still import them from here
+from floorlab.core.files import load_json, save_json
 from floorlab.core.host import Host, book_version
 from floorlab.core.launches import LaunchCount
 from floorlab.core.numbers import shown, text

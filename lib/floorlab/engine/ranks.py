@@ -18,7 +18,7 @@ import torch
 import torch.distributed as dist
 import torch.multiprocessing as mp
 
-from floorlab.core.runs import load_json, save_json
+from floorlab.core.files import load_json, save_json
 from floorlab.core.timing import StepTimes, Timing, time_ms, time_with_issue
 from floorlab.engine.graphs import capture_graph
 

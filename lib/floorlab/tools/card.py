@@ -16,13 +16,14 @@ import torch
 
 from floorlab.core.bandwidth import measure_bandwidths
 from floorlab.core.device import describe_device, device_slug, resolve_device
+from floorlab.core.files import load_json, save_json
 from floorlab.core.host import read_host
 from floorlab.core.launches import count_launches
 from floorlab.core.plan import card_plan
 from floorlab.core.progress import Stages
 from floorlab.core.prose import fmt_ms
 from floorlab.core.roofline import decode_floor
-from floorlab.core.runs import CARD_KIND, Row, Run, load_json, run_stamp, save_json
+from floorlab.core.runs import CARD_KIND, Row, Run, run_stamp
 from floorlab.core.shapes import get_shape
 from floorlab.engine.fused import fused_step
 from floorlab.engine.kernels import triton_step

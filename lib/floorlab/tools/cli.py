@@ -9,8 +9,7 @@ from pathlib import Path
 
 from floorlab.core import paths
 from floorlab.core.device import describe_device, device_slug
-from floorlab.core.files import folder_problem
-from floorlab.core.runs import save_or_keep
+from floorlab.core.files import folder_problem, save_or_keep
 from floorlab.tools.bench.cli import whole_arg
 
 COMMANDS = {"measure": "measure this card in a minute or two: floor, eager, graph replay",

@@ -30,10 +30,9 @@ import torch
 
 from floorlab.core.bandwidth import measure_bandwidth
 from floorlab.core.device import describe_device
-from floorlab.core.files import file_problem
+from floorlab.core.files import file_problem, save_or_keep
 from floorlab.core.memory import check_fits
 from floorlab.core.numbers import whole_number
-from floorlab.core.runs import save_or_keep
 from floorlab.core.shapes import PRESETS, get_shape
 from floorlab.engine.kernels import TINY, kernels_unavailable, pdl_supported
 from floorlab.engine.kernels.timing import SIZES, cache_bytes, free_memory, sweep_sizes

@@ -21,11 +21,11 @@ from pathlib import Path
 from floorlab.core import paths
 from floorlab.core.bandwidth import Bandwidths
 from floorlab.core.device import default_device, describe_device, device_slug
-from floorlab.core.files import folder_problem
+from floorlab.core.files import folder_problem, save_or_keep
 from floorlab.core.memory import check_fits
 from floorlab.core.prose import sig
 from floorlab.core.roofline import decode_floor
-from floorlab.core.runs import Row, Run, measured_row, row_key, run_stamp, save_or_keep
+from floorlab.core.runs import Row, Run, measured_row, row_key, run_stamp
 from floorlab.core.shapes import PRESETS
 from floorlab.core.timelines import Timeline
 from floorlab.core.timing import Timing

@@ -20,10 +20,11 @@ import torch
 
 from floorlab.core.bandwidth import measure_bandwidths
 from floorlab.core.device import describe_device
+from floorlab.core.files import save_or_keep
 from floorlab.core.host import read_host
 from floorlab.core.progress import Stages
 from floorlab.core.roofline import decode_floor
-from floorlab.core.runs import Run, run_stamp, save_or_keep
+from floorlab.core.runs import Run, run_stamp
 from floorlab.engine.hf import HFDecoder
 
 from . import parity
