@@ -6,6 +6,7 @@ buckets in serving_buckets.
 """
 from __future__ import annotations
 
+import itertools
 from dataclasses import dataclass, field
 
 import torch
@@ -17,7 +18,7 @@ from floorlab.core.shapes import Qwen3Shape
 from floorlab.core.timelines import Timeline
 from floorlab.core.timing import Band, compare, ratio_band, tally
 from floorlab.engine.graphs import GraphMemory, GraphRunner
-from floorlab.engine.measure import Source, measure_path
+from floorlab.engine.measure import Source, measure_path, no_stored_run
 from floorlab.studies.serving_buckets import BucketCosts
 from floorlab.studies.serving_stream import StreamCost
 
@@ -26,9 +27,7 @@ REFERENCE = "h200-serving"  # the stored run a machine without CUDA shows
 CPU_SHAPE = Qwen3Shape(hidden_size=256, intermediate_size=768, num_layers=4, num_heads=4,
                        num_kv_heads=2, head_dim=64, vocab_size=4096, tie_word_embeddings=True,
                        name="qwen3-small")
-NO_STORED_RUN = ("CUDA graphs need a CUDA GPU, and no stored run of this chapter on one exists "
-                 "yet, so the graph numbers are absent here. Run the chapter once on a CUDA GPU "
-                 "to measure them (the run is saved to figures/serving.json).")
+NO_STORED_RUN = no_stored_run(REFERENCE)  # what a machine without CUDA says when none is stored
 
 
 def stored_run(name: str = REFERENCE) -> Run | None:
@@ -106,13 +105,12 @@ def slope_note(rows: dict[int, Row]) -> str:
     """A sentence when ms_per_row's slope is not a row's price (a larger batch ran faster beyond
     both spreads, or the smallest and largest batch overlap); else ''."""
     batches = sorted(rows)
-    for a in batches:
-        for b in batches:
-            if b > a and compare(rows[a], rows[b]).outcome == "more":
-                return compare(rows[a], rows[b]).verdict(
-                    f"Here batch {b} ran faster than batch {a}, beyond both spreads, which one more "
-                    "row cannot cause: the machine's load changed during the run, so that slope "
-                    "measures the load, not a row.", "", "")
+    for a, b in itertools.combinations(batches, 2):
+        if compare(rows[a], rows[b]).outcome == "more":
+            return compare(rows[a], rows[b]).verdict(
+                f"Here batch {b} ran faster than batch {a}, beyond both spreads, which one more "
+                "row cannot cause: the machine's load changed during the run, so that slope "
+                "measures the load, not a row.", "", "")
     return compare(rows[batches[0]], rows[batches[-1]]).verdict("", "", (
         f"Here batch {batches[0]} and batch {batches[-1]} differ by less than their spreads, so a "
         "row costs too little for this run to see, and the slope is inside the noise."))

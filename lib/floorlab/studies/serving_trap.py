@@ -52,20 +52,22 @@ class TrapReport:
     live_cache_equal: bool
     other_rows_kept: bool
 
+    def checks(self) -> dict[str, bool]:
+        return {"live logits equal to the clean step's": self.outputs_equal,
+                "live logits finite": self.outputs_finite,
+                "live rows' KV cache equal to the clean step's": self.live_cache_equal,
+                f"rows {self.batch} on left bit for bit as they were": self.other_rows_kept}
+
     @property
     def passed(self) -> bool:
         """True when the live rows saw nothing of the poison and no other row was written."""
-        return self.outputs_equal and self.outputs_finite and self.live_cache_equal and self.other_rows_kept
+        return all(self.checks().values())
 
     def summary(self) -> str:
-        checks = [("live logits equal to the clean step's", self.outputs_equal),
-                  ("live logits finite", self.outputs_finite),
-                  ("live rows' KV cache equal to the clean step's", self.live_cache_equal),
-                  (f"rows {self.batch} on left bit for bit as they were", self.other_rows_kept)]
         return "\n".join(
             [f"batch {self.batch} in bucket {self.bucket} ({self.path}), every cache row "
              f"from {self.batch} on filled with NaN"]
-            + [f"{what:<48} {'yes' if ok else 'NO'}" for what, ok in checks])
+            + [f"{what:<48} {'yes' if ok else 'NO'}" for what, ok in self.checks().items()])
 
     def to_dict(self) -> dict:
         return dict(vars(self))

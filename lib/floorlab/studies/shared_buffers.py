@@ -8,7 +8,7 @@ from __future__ import annotations
 import threading
 import time
 from contextlib import nullcontext
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import torch
 
@@ -45,15 +45,12 @@ class StandInRunner(GraphRunner):
         """Allocate the static inputs and one static output per bucket; returns the seconds taken.
         (warmup and shared_pool keep GraphRunner's signature: each output is a tensor of its own.)"""
         start_s = time.perf_counter()
-        largest = self.largest_bucket
-        self.static_tokens = torch.zeros(largest, dtype=torch.long, device=self.device)
-        self.static_positions = torch.zeros(largest, dtype=torch.long, device=self.device)
-        self.graphs, self.static_outputs = {}, {}
-        with torch.no_grad():
-            for bucket in reversed(self.buckets):
-                graph = StandInGraph(self.step_fn, self.static_tokens[:bucket],
-                                     self.static_positions[:bucket])
-                self.graphs[bucket], self.static_outputs[bucket] = graph, graph.output
+        self.static_tokens = torch.zeros(self.largest_bucket, dtype=torch.long, device=self.device)
+        self.static_positions = torch.zeros_like(self.static_tokens)
+        with torch.no_grad():  # largest first, as GraphRunner captures
+            self.graphs = {b: StandInGraph(self.step_fn, self.static_tokens[:b], self.static_positions[:b])
+                           for b in reversed(self.buckets)}
+        self.static_outputs = {b: graph.output for b, graph in self.graphs.items()}
         self._reset_model_cache()
         self.capture_s = time.perf_counter() - start_s
         return self.capture_s
@@ -93,7 +90,7 @@ class Kept:
     keep: str                  # "view" (the bug), "copy" (into the caller's buffer) or "clone"
     at_the_time: torch.Tensor  # a clone taken while the first result was fresh
     kept: torch.Tensor         # what the caller kept
-    later: list[torch.Tensor] = field(default_factory=list)  # the later requests' logits
+    later: list[torch.Tensor]  # the later requests' logits
 
     @property
     def changed(self) -> bool:

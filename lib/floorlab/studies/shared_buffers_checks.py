@@ -60,11 +60,8 @@ def check_safe_snippets(answer, keeps: dict[str, bool]) -> str:
     if chosen == safe:
         return f"right: {', '.join(sorted(safe))} keep their logits; the others do not."
     missed, wrong = sorted(safe - chosen), sorted(chosen - safe)
-    hint = []
-    if wrong:
-        hint.append(f"{', '.join(wrong)} still point into the static output")
-    if missed:
-        hint.append(f"{', '.join(missed)} own their memory")
+    hint = [f"{', '.join(wrong)} still point into the static output"] if wrong else []
+    hint += [f"{', '.join(missed)} own their memory"] if missed else []
     return "not yet: " + "; ".join(hint) + ". Ask of each: whose memory is `out`?"
 
 
