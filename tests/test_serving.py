@@ -306,8 +306,8 @@ def test_serve_stream_runs_every_step_and_counts_fallbacks(small):
         serve_stream(runner, [21], tokens, positions, device="cpu")
 
 
-@pytest.mark.parametrize("stream, match", [([], "is empty"), (iter(()), "is empty"), (None, "sequence of live"),
-                                           ([1, 0], "got int 0"), ([-1], "got int -1"),
+@pytest.mark.parametrize("stream, match", [([], "non-empty list"), (iter(()), "non-empty list"),
+                                           (None, "sequence of live"), ([1, 0], "got int 0"), ([-1], "got int -1"),
                                            ([2.5], "got float 2.5"), ([True], "got bool True")])
 def test_serve_stream_refuses_an_empty_or_bad_stream(small, stream, match):
     with pytest.raises(ValueError, match=match):

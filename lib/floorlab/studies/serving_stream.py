@@ -113,15 +113,8 @@ def serve_stream(runner, batches, tokens: torch.Tensor, positions: torch.Tensor,
                  progress: str | None = None) -> StreamCost:
     """Run each live batch B through runner.step on rows 0..B-1 of tokens and positions: the
     whole stream once to warm up, then once more, each step timed on its own."""
-    try:
-        batches = list(batches)
-    except TypeError:
-        raise ValueError(f"the stream must be a sequence of live batch sizes such as [1, 3, 5], "
-                         f"got {batches!r}") from None
-    if not batches:
-        raise ValueError("the stream is empty: serve_stream got no live batch sizes; pass at least one, "
-                         "e.g. [1, 3, 5]")
-    batches = whole_numbers(batches, "the stream's live batches", hint="pass row counts such as [1, 3, 5]")
+    batches = whole_numbers(batches, "the stream's live batches",
+                            hint="pass a sequence of live batch sizes such as [1, 3, 5]")
     if max(batches) > tokens.shape[0]:
         raise ValueError(f"the stream reaches batch {max(batches)} but only {tokens.shape[0]} "
                          "rows were prefilled; prefill at least as many rows as the largest batch")
