@@ -7,7 +7,7 @@ buckets in serving_buckets.
 from __future__ import annotations
 
 import itertools
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 
 import torch
 
@@ -155,12 +155,12 @@ class GraphMemoryReport:
         return "\n".join(lines)
 
     def to_dict(self) -> dict:
-        return {"shared": [m.to_dict() for m in self.shared],
-                "private": [m.to_dict() for m in self.private]}
+        return asdict(self)
 
     @classmethod
     def from_dict(cls, data: dict) -> "GraphMemoryReport":
-        return cls(*([GraphMemory.from_dict(m) for m in data[pool]] for pool in ("shared", "private")))
+        return cls([GraphMemory.from_dict(m) for m in data["shared"]],
+                   [GraphMemory.from_dict(m) for m in data["private"]])
 
 
 def capture_runner(model, buckets, *, progress: str | None = None

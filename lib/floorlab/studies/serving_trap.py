@@ -5,7 +5,7 @@ beside a full bucket, and the challenge that asks the reader to count those valu
 from __future__ import annotations
 
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 
 import torch
 import torch.nn.functional as F
@@ -70,7 +70,7 @@ class TrapReport:
             + [f"{what:<48} {'yes' if ok else 'NO'}" for what, ok in self.checks().items()])
 
     def to_dict(self) -> dict:
-        return dict(vars(self))
+        return asdict(self)
 
 
 def check_padding_trap(runner, tokens: torch.Tensor, positions: torch.Tensor, batch: int
