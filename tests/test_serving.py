@@ -25,7 +25,6 @@ from floorlab.studies.serving import (
     CPU_SHAPE,
     GraphMemoryReport,
     GraphSide,
-    linear_fit,
     ms_per_row,
     stored_run,
 )
@@ -89,13 +88,14 @@ def test_stream_cost_totals_and_round_trip():
     assert all(len(line) <= 84 for line in cost.summary(0.01).splitlines())
 
 
-def test_linear_fit_and_ms_per_row():
-    assert linear_fit({1: 3.0, 2: 5.0, 4: 9.0}) == pytest.approx((1.0, 2.0))
-    assert linear_fit({4: 2.5}) == (2.5, 0.0)
-    rows = {b: Row("graph", "p", b, timing=Timing.from_samples([1.0 + 0.1 * b])) for b in BUCKETS}
-    assert ms_per_row(rows) == pytest.approx(0.1)
-    falling = {b: Row("graph", "p", b, timing=Timing.from_samples([5.0 - 0.1 * b])) for b in BUCKETS}
-    assert ms_per_row(falling) == 0.0  # noise cannot make rows free of charge
+def test_ms_per_row_is_the_least_squares_slope():
+    def rows(ms):
+        return {b: Row("graph", "p", b, timing=Timing.from_samples([m])) for b, m in ms.items()}
+
+    assert ms_per_row(rows({1: 3.0, 2: 5.0, 4: 9.0})) == pytest.approx(2.0)
+    assert ms_per_row(rows({4: 2.5})) == 0.0  # one point has no slope
+    assert ms_per_row(rows({b: 1.0 + 0.1 * b for b in BUCKETS})) == pytest.approx(0.1)
+    assert ms_per_row(rows({b: 5.0 - 0.1 * b for b in BUCKETS})) == 0.0  # noise cannot make rows free of charge
 
 
 # ---------------------------------------------------------------- choosing buckets
@@ -306,8 +306,8 @@ def test_serve_stream_runs_every_step_and_counts_fallbacks(small):
         serve_stream(runner, [21], tokens, positions, device="cpu")
 
 
-@pytest.mark.parametrize("stream, match", [([], "is empty"), (iter(()), "is empty"), (None, "sequence of live"),
-                                           ([1, 0], "got int 0"), ([-1], "got int -1"),
+@pytest.mark.parametrize("stream, match", [([], "non-empty list"), (iter(()), "non-empty list"),
+                                           (None, "sequence of live"), ([1, 0], "got int 0"), ([-1], "got int -1"),
                                            ([2.5], "got float 2.5"), ([True], "got bool True")])
 def test_serve_stream_refuses_an_empty_or_bad_stream(small, stream, match):
     with pytest.raises(ValueError, match=match):
@@ -347,7 +347,9 @@ def test_graph_side_survives_a_stored_run(tmp_path):
     again = GraphSide.from_run(Run.load(run.save(tmp_path / "serving.json")))
     assert not again.source.here and again.source.run.label == "a card, 2026-12-01"
     assert again.floors == side.floors
-    assert again.speedups == pytest.approx(side.speedups)
+    for path in ("eager", "graph"):
+        assert {b: r.median_ms for b, r in getattr(again, path).items()} == pytest.approx(
+            {b: r.median_ms for b, r in getattr(side, path).items()})
     assert again.padded.median_ms == side.padded.median_ms
     assert again.memory.private_mb == pytest.approx(2 * 2.097152)
     assert again.memory.shared_mb == pytest.approx(2.097152)

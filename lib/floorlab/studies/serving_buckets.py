@@ -13,31 +13,22 @@ from floorlab.engine.buckets import bucket_for, check_buckets
 BUDGET_TOLERANCE = 0.01  # a bucket choice within 1% of the best mean step counts as the best
 
 
-# ---------------------------------------------------------------- choosing buckets
-
 @dataclass
 class BucketCosts:
-    """Step time and graph memory at any batch size, interpolated from measured buckets.
-
-    graph_ms and eager_ms map a measured batch to its median step in ms; graph_mb maps a
-    bucket to the MB its graph reserves in a pool of its own. Between measured sizes the
-    values are interpolated on a straight line, beyond them extended along the last one.
-    """
+    """Step time (ms) and graph memory (MB, own pool) at any batch size, from measured buckets:
+    on a straight line between measured sizes, extended along the last one beyond them."""
 
     graph_ms: dict[int, float]
     eager_ms: dict[int, float]
     graph_mb: dict[int, float]
 
     def graph_step_ms(self, batch: int) -> float:
-        """ms of a graph replay at this bucket."""
         return _interpolate(self.graph_ms, batch)
 
     def eager_step_ms(self, batch: int) -> float:
-        """ms of an eager step at this batch."""
         return _interpolate(self.eager_ms, batch)
 
     def memory_mb(self, bucket: int) -> float:
-        """MB a graph at this bucket reserves in a pool of its own (never below 0)."""
         return max(_interpolate(self.graph_mb, bucket), 0.0)
 
     def table(self) -> str:
@@ -51,15 +42,9 @@ class BucketCosts:
 
 def _interpolate(points: dict[int, float], x: float) -> float:
     xs = sorted(points)
-    if len(xs) == 1:
-        return points[xs[0]]
-    if x in points:
-        return points[x]
-    lo, hi = (xs[0], xs[1]) if x < xs[0] else (xs[-2], xs[-1])
-    for a, b in zip(xs, xs[1:]):
-        if a <= x <= b:
-            lo, hi = a, b
-            break
+    if x in points or len(xs) == 1:
+        return points.get(x, points[xs[0]])
+    lo, hi = next(((a, b) for a, b in zip(xs, xs[1:]) if x < b), (xs[-2], xs[-1]))  # beyond: the last
     return points[lo] + (points[hi] - points[lo]) * (x - lo) / (hi - lo)
 
 
@@ -80,7 +65,7 @@ class BucketScore:
 
 
 def score_buckets(buckets, histogram: dict[int, int], costs: BucketCosts) -> BucketScore:
-    """Mean step ms, graph MB (own pools), padded-row share and eager share of a bucket choice."""
+    """How a bucket choice serves histogram ({live batch: steps})."""
     buckets = check_buckets(buckets)
     steps = sum(histogram.values())
     total_ms = padded = rows = falls = 0
@@ -88,12 +73,11 @@ def score_buckets(buckets, histogram: dict[int, int], costs: BucketCosts) -> Buc
         bucket = bucket_for(batch, buckets)
         if bucket is None:
             total_ms += count * costs.eager_step_ms(batch)
-            rows += count * batch
             falls += count
         else:
             total_ms += count * costs.graph_step_ms(bucket)
-            rows += count * bucket
             padded += count * (bucket - batch)
+        rows += count * (bucket or batch)
     memory = sum(costs.memory_mb(b) for b in buckets)
     return BucketScore(buckets, total_ms / steps, memory, padded / rows, falls / steps)
 
@@ -102,9 +86,9 @@ def best_buckets(histogram: dict[int, int], costs: BucketCosts, *, budget_mb: fl
                  max_bucket: int) -> BucketScore:
     """The bucket choice (sizes 1..max_bucket) with the fastest mean step within budget_mb.
 
-    Only sizes that occur are worth a bucket: any other serves the same batches as the
-    next occurring size below it, slower and larger. Each candidate set is kept on a
-    Pareto front of (memory, time), so the search is exact and quick.
+    Only sizes that occur are worth a bucket: any other serves the same batches as the next
+    occurring size below it, slower and larger. Keeping each candidate set on a Pareto front of
+    (memory, time) makes the search exact and quick.
     """
     sizes = sorted(b for b in histogram if b <= max_bucket)
 
@@ -128,7 +112,7 @@ def best_buckets(histogram: dict[int, int], costs: BucketCosts, *, budget_mb: fl
 
 
 def _pareto(options):
-    """The options no other option beats on both memory and time."""
+    """The (memory, ms, buckets) options no other option beats on both memory and time."""
     front, best_ms = [], float("inf")
     for mem, ms, chosen in sorted(options):
         if ms < best_ms:
@@ -145,23 +129,19 @@ def read_buckets(my_buckets, name: str = "my_buckets") -> tuple[int, ...]:
     if isinstance(my_buckets, (str, bytes)) or not hasattr(my_buckets, "__iter__"):
         raise Unreadable(f"not yet: write {name} as a tuple of whole batch sizes, for example "
                          f"(2, 8, 20), not {my_buckets!r}.")
-    sizes = []
-    for item in my_buckets:
-        number = read_number(item, f"each bucket in {name}")
-        if number != int(number) or number < 1:
+    sizes = [read_number(item, f"each bucket in {name}") for item in my_buckets]
+    for size in sizes:
+        if size != int(size) or size < 1:
             raise Unreadable(f"not yet: a bucket is a whole batch size of at least 1, got "
-                             f"{number:g} in {name}.")
-        sizes.append(int(number))
-    return tuple(sizes)
+                             f"{size:g} in {name}.")
+    return tuple(int(size) for size in sizes)
 
 
 def score_choice(my_buckets, histogram: dict[int, int], costs) -> str:
-    """The reader's buckets scored as one printed line, or '' when there is no answer yet or it
-    cannot be read (the check says why); a tuple, a list or a NumPy array all work."""
-    if my_buckets is None:
-        return ""
+    """The reader's buckets scored as one printed line, or '' when there is no readable answer
+    yet (the check says why)."""
     try:
-        chosen = read_buckets(my_buckets)
+        chosen = read_buckets(my_buckets) if my_buckets is not None else ()
     except Unreadable:
         return ""
     return str(score_buckets(chosen, histogram, costs)) if chosen else ""
@@ -172,7 +152,6 @@ def check_bucket_choice(my_buckets, histogram: dict[int, int], costs, *, budget_
                         max_bucket: int, default=None) -> str:
     """Verdict on the reader's buckets: within budget, and within BUDGET_TOLERANCE of the best mean
     step; default (the buckets the chapter captured) is named when the reader hands it back."""
-
     if my_buckets is None:
         return NOT_ATTEMPTED
     chosen = read_buckets(my_buckets)
@@ -201,15 +180,14 @@ def check_bucket_choice(my_buckets, histogram: dict[int, int], costs, *, budget_
 def answer_bucket_choice(histogram: dict[int, int], costs, *, budget_mb: float, max_bucket: int,
                          default=(1, 2, 4, 8, 16)) -> str:
     """The worked answer: the best choice within budget, set beside the default buckets."""
-
-    best = best_buckets(histogram, costs, budget_mb=budget_mb, max_bucket=max_bucket)
-    rows = [("best within budget", best), ("the default buckets",
-                                           score_buckets(default, histogram, costs))]
+    rows = {"best within budget": best_buckets(histogram, costs, budget_mb=budget_mb,
+                                               max_bucket=max_bucket),
+            "the default buckets": score_buckets(default, histogram, costs)}
     lines = [f"{'':20s} {'ms/step':>8s} {'MB':>7s} {'padded':>7s} {'eager':>6s}  buckets"]
-    for name, s in rows:
+    for name, s in rows.items():
         lines.append(f"{name:20s} {sig(s.mean_ms):>8} {sig(s.memory_mb):>7} {s.padded_share:7.0%} "
                      f"{s.fallback_share:6.0%}  {s.buckets}")
-    largest = max(b for b in histogram)
+    largest = max(histogram)
     lines.append(f"Every step up to batch {largest} runs in a graph only if a bucket reaches "
                  f"{largest}; an eager step costs {sig(costs.eager_step_ms(largest))} ms there "
                  f"against a replay's {sig(costs.graph_step_ms(largest))} ms.")

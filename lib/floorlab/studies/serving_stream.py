@@ -1,9 +1,6 @@
-"""Studies wing: the chapter "Serving", a stream of requests: live batch sizes drawn as a
-server sees them, each step served through the buckets and timed, and what its padding and
-eager fallbacks cost, in the chapter's words.
-
-Each sentence about the stream is chosen by timing.compare, with words for either way, so it
-holds on the reader's run and on a stored one.
+"""Studies wing: the chapter "Serving", a stream of requests: live batch sizes drawn as a server
+sees them, each step served through the buckets and timed, and what its padding and eager
+fallbacks cost, in words chosen by timing.compare.
 """
 from __future__ import annotations
 
@@ -22,15 +19,11 @@ from floorlab.engine.buckets import EagerFallbackWarning
 
 
 def request_stream(steps: int, *, largest: int, beyond: int = 4, seed: int = 0) -> list[int]:
-    """Live batch sizes for `steps` decode steps, drawn from 1..largest+beyond with weight 1/B.
-
-    Small batches are the common case, and a few exceed the largest bucket. Seeded: the
-    same arguments give the same stream everywhere.
-    """
+    """Live batch sizes for `steps` decode steps, drawn from 1..largest+beyond with weight 1/B
+    (small batches likelier, a few above the largest bucket); seeded, so the same everywhere."""
     steps, largest = whole_number(steps, "steps"), whole_number(largest, "largest")
-    beyond = whole_number(beyond, "beyond", at_least=0)
-    sizes = range(1, int(largest) + int(beyond) + 1)
-    return random.Random(seed).choices(sizes, weights=[1 / b for b in sizes], k=int(steps))
+    sizes = range(1, largest + whole_number(beyond, "beyond", at_least=0) + 1)
+    return random.Random(seed).choices(sizes, weights=[1 / b for b in sizes], k=steps)
 
 
 @dataclass
@@ -42,58 +35,39 @@ class StreamStep:
     ms: float
 
     @property
-    def padded_rows(self) -> int:
-        """Rows computed for no request (bucket - batch); 0 for an eager step."""
-        return 0 if self.bucket is None else self.bucket - self.batch
-
-    @property
     def rows(self) -> int:
         """Rows the step computed: its bucket, or its batch when it ran eagerly."""
         return self.batch if self.bucket is None else self.bucket
 
     @property
+    def padded_rows(self) -> int:
+        return self.rows - self.batch
+
+    @property
     def padding_ms(self) -> float:
-        """The padded rows' share of the step: padded rows × (ms ÷ rows computed)."""
+        """The padded rows' even share of the step: padded rows × (ms ÷ rows computed)."""
         return self.padded_rows * self.ms / self.rows
 
 
 @dataclass
 class StreamCost:
-    """A stream of live batches run through a runner: where its time went, in ms."""
+    """A stream of live batches run through a runner; its totals are sums over the steps, in ms
+    and rows, padding included (padding_ms is the padded rows' even share of each step)."""
 
     path: str
     buckets: tuple[int, ...]
     steps: list[StreamStep] = field(default_factory=list)
 
-    @property
-    def total_ms(self) -> float:
-        """Time of every step of the stream."""
-        return sum(s.ms for s in self.steps)
-
-    @property
-    def padded_rows(self) -> int:
-        """Padding rows computed over the stream."""
-        return sum(s.padded_rows for s in self.steps)
-
-    @property
-    def computed_rows(self) -> int:
-        """Rows computed over the stream, padding included."""
-        return sum(s.rows for s in self.steps)
-
-    @property
-    def padding_ms(self) -> float:
-        """The padded rows' share of each step, summed: padded rows × step time per row."""
-        return sum(s.padding_ms for s in self.steps)
+    total_ms = property(lambda self: sum(s.ms for s in self.steps))
+    padded_rows = property(lambda self: sum(s.padded_rows for s in self.steps))
+    computed_rows = property(lambda self: sum(s.rows for s in self.steps))
+    padding_ms = property(lambda self: sum(s.padding_ms for s in self.steps))
+    fallback_ms = property(lambda self: sum(s.ms for s in self.fallbacks))
 
     @property
     def fallbacks(self) -> list[StreamStep]:
         """The steps above the largest bucket, which ran eagerly."""
         return [s for s in self.steps if s.bucket is None]
-
-    @property
-    def fallback_ms(self) -> float:
-        """Time of the eager fallback steps."""
-        return sum(s.ms for s in self.fallbacks)
 
     @property
     def bucket_ms(self) -> float:
@@ -102,16 +76,15 @@ class StreamCost:
         return sum(timed) / len(timed) if timed else float("nan")
 
     def histogram(self) -> dict[int, int]:
-        """How many steps had each live batch size."""
+        """{live batch: steps}."""
         return dict(sorted(Counter(s.batch for s in self.steps).items()))
 
     def summary(self, ms_per_row: float | None = None) -> str:
-        """A few printed lines: steps, padding (as a share and, given ms_per_row, at its marginal
-        cost) and the eager fallbacks."""
-        n, total = len(self.steps), self.total_ms
-        falls = self.fallbacks
+        """Printed lines: steps, padding (as a share of each step and, given ms_per_row, at what
+        a row adds) and the eager fallbacks."""
+        total, falls = self.total_ms, self.fallbacks
         lines = [
-            f"{n} steps through {self.path}, buckets {self.buckets}: {fmt_ms(total)} in all",
+            f"{len(self.steps)} steps through {self.path}, buckets {self.buckets}: {fmt_ms(total)} in all",
             f"padding rows    {self.padded_rows} of {self.computed_rows} computed "
             f"({self.padded_rows / self.computed_rows:.0%})",
             f"padding, as a share of each step   {fmt_ms(self.padding_ms)} "
@@ -129,30 +102,19 @@ class StreamCost:
         return "\n".join(lines)
 
     def to_dict(self) -> dict:
-        """Plain dict, ready for JSON."""
-        return {"path": self.path, "buckets": list(self.buckets),
-                "steps": [vars(s) for s in self.steps]}
+        return {"path": self.path, "buckets": list(self.buckets), "steps": [vars(s) for s in self.steps]}
 
     @classmethod
     def from_dict(cls, data: dict) -> "StreamCost":
-        """Rebuild a StreamCost from to_dict() output."""
-        return cls(data["path"], tuple(data["buckets"]),
-                   [StreamStep(**s) for s in data["steps"]])
+        return cls(data["path"], tuple(data["buckets"]), [StreamStep(**s) for s in data["steps"]])
 
 
 def serve_stream(runner, batches, tokens: torch.Tensor, positions: torch.Tensor, *, device,
                  progress: str | None = None) -> StreamCost:
-    """Run each live batch B of the stream through runner.step on rows 0..B-1 of tokens and
-    positions: the whole stream once to warm up, then once more, each step timed on its own."""
-    try:
-        batches = list(batches)
-    except TypeError:
-        raise ValueError(f"the stream must be a sequence of live batch sizes such as [1, 3, 5], "
-                         f"got {batches!r}") from None
-    if not batches:
-        raise ValueError("the stream is empty: serve_stream got no live batch sizes; pass at least one, "
-                         "e.g. [1, 3, 5]")
-    batches = whole_numbers(batches, "the stream's live batches", hint="pass row counts such as [1, 3, 5]")
+    """Run each live batch B through runner.step on rows 0..B-1 of tokens and positions: the
+    whole stream once to warm up, then once more, each step timed on its own."""
+    batches = whole_numbers(batches, "the stream's live batches",
+                            hint="pass a sequence of live batch sizes such as [1, 3, 5]")
     if max(batches) > tokens.shape[0]:
         raise ValueError(f"the stream reaches batch {max(batches)} but only {tokens.shape[0]} "
                          "rows were prefilled; prefill at least as many rows as the largest batch")
@@ -170,12 +132,11 @@ def serve_stream(runner, batches, tokens: torch.Tensor, positions: torch.Tensor,
 # ---------------------------------------------------------------- what the stream cost, in words
 
 def pricing_sentence(stream: StreamCost, ms_per_row: float) -> str:
-    """Whether the even share of each step (the accounting price of padding) overstates what the
-    padded rows add at the slope of step time over batch, or understates it."""
-    marginal = stream.padded_rows * ms_per_row
+    """Whether the even share of each step (the accounting price of padding) overstates or
+    understates what the padded rows add at the slope of step time over batch."""
     if stream.padded_rows == 0:
         return "This stream needed no padding, so there is nothing to price."
-    return compare(Band.exact(stream.padding_ms), Band.exact(marginal)).verdict(
+    return compare(Band.exact(stream.padding_ms), Band.exact(stream.padded_rows * ms_per_row)).verdict(
         "That is an accounting answer, and it overstates the cost: dropping the padding would "
         "not give that time back, because a step with fewer rows costs less only by the slope "
         "below.",
@@ -186,10 +147,9 @@ def pricing_sentence(stream: StreamCost, ms_per_row: float) -> str:
 
 def padding_against_fallbacks(stream: StreamCost, ms_per_row: float, where: str) -> str:
     """Which cost the stream more, its padding (at what a row adds) or its eager fallbacks."""
-    marginal = stream.padded_rows * ms_per_row
     if not stream.fallbacks:
         return f"{where} no step missed every bucket, so the stream had no fallback to price."
-    return compare(Band.exact(stream.fallback_ms), Band.exact(marginal)).verdict(
+    return compare(Band.exact(stream.fallback_ms), Band.exact(stream.padded_rows * ms_per_row)).verdict(
         f"{where} the padding cost less than the steps that missed every bucket and ran "
         "eagerly, so the largest bucket belongs at the largest batch the server admits.",
         f"{where} the padding cost more than the steps that missed every bucket: there, more "

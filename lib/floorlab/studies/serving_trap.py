@@ -1,24 +1,43 @@
-"""Studies wing: the chapter "Serving", the padding trap: what a padded step writes into the
-cache rows of requests that are not in the batch, with the guard and without it, what the guard
-costs beside a full bucket, and the challenge that asks the reader to count those values.
+"""Studies wing: the chapter "Serving", the padding trap: what a padded step writes into the cache
+rows of requests that are not in the batch, with the guard and without it, what the guard costs
+beside a full bucket, and the challenge that asks the reader to count those values.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from contextlib import contextmanager
+from dataclasses import asdict, dataclass
 
 import torch
+import torch.nn.functional as F
 
 from floorlab.core.checks import NOT_ATTEMPTED, checked, read_number, refusal
 from floorlab.core.runs import Row
 from floorlab.core.timing import compare
 from floorlab.engine.buckets import PAD_POSITION, PAD_TOKEN
 
-# ---------------------------------------------------------------- the padding trap
 
-def _bits(t: torch.Tensor) -> torch.Tensor:
-    """t's raw bits as integers, so NaNs compare equal to themselves."""
+def _same(a: torch.Tensor, b: torch.Tensor) -> bool:
+    """Bit for bit, so NaNs compare equal to themselves."""
     kinds = {2: torch.int16, 4: torch.int32, 8: torch.int64}
-    return t.contiguous().view(kinds[t.element_size()])
+    return torch.equal(*(t.contiguous().view(kinds[t.element_size()]) for t in (a, b)))
+
+
+@contextmanager
+def _cache_put_back(model, fill: float | None = None, from_row: int = 0):
+    """Yields (k_cache, v_cache), filled with `fill` from row from_row on when fill is given, and
+    puts both back as they were when the block ends."""
+    caches = model.k_cache, model.v_cache
+    saved = [c.clone() for c in caches]
+    try:
+        if fill is not None:
+            with torch.no_grad():
+                for cache in caches:
+                    cache[:, from_row:].fill_(fill)
+        yield caches
+    finally:
+        with torch.no_grad():
+            for cache, kept in zip(caches, saved):
+                cache.copy_(kept)
 
 
 @dataclass
@@ -33,91 +52,69 @@ class TrapReport:
     live_cache_equal: bool
     other_rows_kept: bool
 
+    def checks(self) -> dict[str, bool]:
+        return {"live logits equal to the clean step's": self.outputs_equal,
+                "live logits finite": self.outputs_finite,
+                "live rows' KV cache equal to the clean step's": self.live_cache_equal,
+                f"rows {self.batch} on left bit for bit as they were": self.other_rows_kept}
+
     @property
     def passed(self) -> bool:
         """True when the live rows saw nothing of the poison and no other row was written."""
-        return (self.outputs_equal and self.outputs_finite and self.live_cache_equal
-                and self.other_rows_kept)
+        return all(self.checks().values())
 
     def summary(self) -> str:
-        """The four checks, one per line."""
-        checks = [("live logits equal to the clean step's", self.outputs_equal),
-                  ("live logits finite", self.outputs_finite),
-                  ("live rows' KV cache equal to the clean step's", self.live_cache_equal),
-                  (f"rows {self.batch} on left bit for bit as they were", self.other_rows_kept)]
         return "\n".join(
             [f"batch {self.batch} in bucket {self.bucket} ({self.path}), every cache row "
              f"from {self.batch} on filled with NaN"]
-            + [f"{what:<48} {'yes' if ok else 'NO'}" for what, ok in checks])
+            + [f"{what:<48} {'yes' if ok else 'NO'}" for what, ok in self.checks().items()])
 
     def to_dict(self) -> dict:
-        """Plain dict, ready for JSON."""
-        return dict(vars(self))
+        return asdict(self)
 
 
 def check_padding_trap(runner, tokens: torch.Tensor, positions: torch.Tensor, batch: int
                        ) -> TrapReport:
-    """Run one padded step twice, from the same cache: once clean, once with every cache row from
-    `batch` on (padding rows and rows beyond the bucket) filled with NaN, and the runner's
-    static padding inputs with garbage. The model's cache is put back afterwards."""
-    model = runner.model
+    """Run one padded step twice from the same cache: clean, then with every cache row from
+    `batch` on filled with NaN and the runner's static padding inputs with garbage. The model's
+    cache is put back afterwards."""
     bucket = runner.bucket_for(batch)
     if bucket is None or bucket == batch:
         raise ValueError(f"batch {batch} needs padding for this check; pick one between two "
                          f"buckets of {runner.buckets}")
     tok, pos = tokens[:batch], positions[:batch]
-    saved = model.k_cache.clone(), model.v_cache.clone()
-    try:
+    with _cache_put_back(runner.model) as caches:
         clean = runner.step(tok, pos)
-        clean_k, clean_v = model.k_cache[:, :batch].clone(), model.v_cache[:, :batch].clone()
-        _put_back(model, saved)
-        with torch.no_grad():
-            model.k_cache[:, batch:].fill_(float("nan"))
-            model.v_cache[:, batch:].fill_(float("nan"))
-        poisoned_k, poisoned_v = model.k_cache[:, batch:].clone(), model.v_cache[:, batch:].clone()
+        clean_live = [c[:, :batch].clone() for c in caches]
+    with _cache_put_back(runner.model, float("nan"), from_row=batch) as caches:
+        poisoned = [c[:, batch:].clone() for c in caches]
         _poison_static_inputs(runner, batch, bucket)
         out = runner.step(tok, pos)
         return TrapReport(
             batch, bucket, runner.path_name,
-            outputs_equal=torch.equal(_bits(out), _bits(clean)),
+            outputs_equal=_same(out, clean),
             outputs_finite=bool(torch.isfinite(out).all()),
-            live_cache_equal=(torch.equal(_bits(model.k_cache[:, :batch]), _bits(clean_k))
-                              and torch.equal(_bits(model.v_cache[:, :batch]), _bits(clean_v))),
-            other_rows_kept=(torch.equal(_bits(model.k_cache[:, batch:]), _bits(poisoned_k))
-                             and torch.equal(_bits(model.v_cache[:, batch:]), _bits(poisoned_v))),
-        )
-    finally:
-        _put_back(model, saved)
+            live_cache_equal=all(_same(c[:, :batch], kept) for c, kept in zip(caches, clean_live)),
+            other_rows_kept=all(_same(c[:, batch:], kept) for c, kept in zip(caches, poisoned)))
 
 
 def overwritten_values(model, tokens: torch.Tensor, positions: torch.Tensor, batch: int,
                        bucket: int) -> int:
     """KV-cache values of rows batch.. that one padded step overwrites WITHOUT keep_padding_rows.
 
-    Runs model.decode_step on the batch padded as the runners pad it (what a replay computes),
-    after filling rows batch.. with +inf, a value no step writes (a row's keys and values are
-    finite, or NaN once the inf reaches them), and counts the values that are no longer +inf.
-    The model's cache is put back afterwards.
+    Runs model.decode_step on the batch padded as the runners pad it, after filling rows batch..
+    with +inf, a value no step writes (keys and values are finite, or NaN once an inf reaches
+    them), and counts the values no longer +inf. The model's cache is put back afterwards.
     """
     if bucket <= batch or bucket > model.max_batch:
         raise ValueError(f"bucket must be above batch ({batch}) and at most max_batch "
                          f"({model.max_batch}), got {bucket}")
-    device = model.device
-    pad = bucket - batch
-    padded_tok = torch.cat([tokens[:batch].to(device),
-                            torch.full((pad,), PAD_TOKEN, dtype=torch.long, device=device)])
-    padded_pos = torch.cat([positions[:batch].to(device),
-                            torch.full((pad,), PAD_POSITION, dtype=torch.long, device=device)])
-    saved = model.k_cache.clone(), model.v_cache.clone()
-    try:
-        with torch.no_grad():
-            model.k_cache[:, batch:].fill_(float("inf"))
-            model.v_cache[:, batch:].fill_(float("inf"))
+    pad = (0, bucket - batch)
+    padded_tok = F.pad(tokens[:batch].to(model.device), pad, value=PAD_TOKEN)
+    padded_pos = F.pad(positions[:batch].to(model.device), pad, value=PAD_POSITION)
+    with _cache_put_back(model, float("inf"), from_row=batch) as caches:
         model.decode_step(padded_tok, padded_pos)
-        return sum(int((~torch.isposinf(cache[:, batch:])).sum())
-                   for cache in (model.k_cache, model.v_cache))
-    finally:
-        _put_back(model, saved)
+        return sum(int((~torch.isposinf(c[:, batch:])).sum()) for c in caches)
 
 
 def values_padding_writes(shape, padded_rows: int) -> int:
@@ -125,19 +122,12 @@ def values_padding_writes(shape, padded_rows: int) -> int:
     return padded_rows * shape.num_layers * 2 * shape.num_kv_heads * shape.head_dim
 
 
-def _put_back(model, saved) -> None:
-    with torch.no_grad():
-        model.k_cache.copy_(saved[0])
-        model.v_cache.copy_(saved[1])
-
-
 def _poison_static_inputs(runner, batch: int, bucket: int) -> None:
     """Garbage in a GraphRunner's static padding inputs and outputs (the runner must overwrite them)."""
-    tokens = getattr(runner, "static_tokens", None)
-    if tokens is None:
+    if getattr(runner, "static_tokens", None) is None:
         return
     with torch.inference_mode():  # the captured outputs are inference tensors
-        tokens[batch:bucket].fill_(runner.model.shape.vocab_size - 1)
+        runner.static_tokens[batch:bucket].fill_(runner.model.shape.vocab_size - 1)
         runner.static_positions[batch:bucket].fill_(runner.model.max_context - 1)
         runner.static_outputs[bucket][batch:].fill_(float("nan"))
 
@@ -159,7 +149,7 @@ def guard_cost_sentence(padded: Row, full: Row) -> str:
 
 def overwrite_mistakes(shape, batch: int, bucket: int, cache_tokens: int) -> dict[str, int]:
     """The plausible wrong counts of what one padded step overwrites, {mistake: values}; a
-    mistake that gives the right count is left out."""
+    mistake that gives the right count is left out, and mistakes with one count are named together."""
     padded = bucket - batch
     right = values_padding_writes(shape, padded)
     per_row = right // padded
@@ -173,7 +163,7 @@ def overwrite_mistakes(shape, batch: int, bucket: int, cache_tokens: int) -> dic
         f"the {bucket} rows of the bucket, live rows included": per_row * bucket,
         f"the {batch} live rows instead of the {padded} padding rows": per_row * batch,
     }
-    named: dict[int, str] = {}  # mistakes that give the same count are named together
+    named: dict[int, str] = {}
     for mistake, n in wrong.items():
         if n != right:
             named[n] = f"{named[n]}, or with {mistake}" if n in named else mistake

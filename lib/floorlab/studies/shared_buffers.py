@@ -1,20 +1,14 @@
-"""Studies wing: shared buffers: what a replay overwrites, how two callers corrupt each other, and
-the fixes.
-
-A captured graph reads its inputs from, and writes its logits to, fixed addresses.
-StandInRunner gives a machine without CUDA the same buffers: its "replay" runs the
-step from the static inputs into the static output, so every hazard of sharing them
-is the same; only the launch cost differs. between() runs two callers in a fixed
-order, the second's whole step between the first's copy-in and its replay, so the
-corruption it shows is deterministic, not a race that happens to lose. The chapter's
-challenges are checked in shared_buffers_checks.
+"""Studies wing: the chapter "Shared buffers": a captured graph reads its inputs from, and writes
+its logits to, fixed addresses; what a replay overwrites, how two callers corrupt each other, and
+the fixes. StandInRunner gives a machine without CUDA the same buffers, so every hazard is the
+same there. The challenges are checked in shared_buffers_checks.
 """
 from __future__ import annotations
 
 import threading
 import time
 from contextlib import nullcontext
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import torch
 
@@ -38,12 +32,9 @@ class StandInGraph:
 
 
 class StandInRunner(GraphRunner):
-    """GraphRunner with StandInGraphs in place of CUDA graphs: same static buffers, any device.
-
-    It stands in for a CUDA graph where none exists. It copies inputs in, "replays"
-    and lends or copies out exactly as GraphRunner does (it runs GraphRunner's code),
-    so a caller that shares its buffers sees what a graph's caller would see.
-    """
+    """GraphRunner with StandInGraphs in place of CUDA graphs, on any device: it copies in,
+    "replays" and lends or copies out with GraphRunner's own code, so a caller sharing its
+    buffers sees what a graph's caller would see; only the launch cost differs."""
 
     @staticmethod
     def _device_for(model) -> torch.device:
@@ -52,18 +43,14 @@ class StandInRunner(GraphRunner):
     def capture(self, *, warmup: int = 1, progress: str | None = None,
                 shared_pool: bool = False) -> float:
         """Allocate the static inputs and one static output per bucket; returns the seconds taken.
-
-        shared_pool is accepted for GraphRunner's signature: each output here is a tensor of its own."""
+        (warmup and shared_pool keep GraphRunner's signature: each output is a tensor of its own.)"""
         start_s = time.perf_counter()
-        largest = self.largest_bucket
-        self.static_tokens = torch.zeros(largest, dtype=torch.long, device=self.device)
-        self.static_positions = torch.zeros(largest, dtype=torch.long, device=self.device)
-        self.graphs, self.static_outputs = {}, {}
-        with torch.no_grad():
-            for bucket in reversed(self.buckets):
-                graph = StandInGraph(self.step_fn, self.static_tokens[:bucket],
-                                     self.static_positions[:bucket])
-                self.graphs[bucket], self.static_outputs[bucket] = graph, graph.output
+        self.static_tokens = torch.zeros(self.largest_bucket, dtype=torch.long, device=self.device)
+        self.static_positions = torch.zeros_like(self.static_tokens)
+        with torch.no_grad():  # largest first, as GraphRunner captures
+            self.graphs = {b: StandInGraph(self.step_fn, self.static_tokens[:b], self.static_positions[:b])
+                           for b in reversed(self.buckets)}
+        self.static_outputs = {b: graph.output for b, graph in self.graphs.items()}
         self._reset_model_cache()
         self.capture_s = time.perf_counter() - start_s
         return self.capture_s
@@ -73,12 +60,8 @@ def static_runner(model, buckets=(1,), *, debug: bool = False, guard: bool = Fal
     """A captured runner: a GraphRunner of CUDA graphs on a CUDA model, else a StandInRunner.
 
     Unguarded unless guard=True, so the chapter can show what two callers sharing one runner
-    get; a GraphRunner built as usual refuses the second caller (SharedBufferError).
-
-    Its graphs get memory pools of their own. In one shared pool a graph captured later
-    may put its output where an earlier graph keeps intermediates, so replaying the
-    earlier graph overwrites the later one's output too: a kept view would then follow
-    every bucket, not only its own (the runner's clone on copy-out guards against both).
+    get. Each graph gets a memory pool of its own: in one shared pool a later graph's output may
+    sit where an earlier graph keeps intermediates, and a kept view would follow every bucket.
     """
     kind = GraphRunner if torch.device(model.device).type == "cuda" else StandInRunner
     runner = kind(model, buckets=buckets, debug=debug, guard=guard)
@@ -87,7 +70,7 @@ def static_runner(model, buckets=(1,), *, debug: bool = False, guard: bool = Fal
 
 
 def runner_kind(runner: GraphRunner) -> str:
-    """'CUDA graphs' or 'the stand-in (no CUDA here)': how a printed line names a runner."""
+    """How a printed line names a runner."""
     return "the stand-in (no CUDA here)" if isinstance(runner, StandInRunner) else "CUDA graphs"
 
 
@@ -107,11 +90,10 @@ class Kept:
     keep: str                  # "view" (the bug), "copy" (into the caller's buffer) or "clone"
     at_the_time: torch.Tensor  # a clone taken while the first result was fresh
     kept: torch.Tensor         # what the caller kept
-    later: list[torch.Tensor] = field(default_factory=list)  # the later requests' logits
+    later: list[torch.Tensor]  # the later requests' logits
 
     @property
     def changed(self) -> bool:
-        """True when the kept logits are no longer those the first request got."""
         return not torch.equal(self.kept, self.at_the_time)
 
     @property
@@ -189,33 +171,19 @@ class Between:
     b_alone: torch.Tensor
     b_error: str | None = None
 
-    @property
-    def a_is_own(self) -> bool:
-        """True when A got the logits it gets when it runs alone."""
-        return self.a is not None and torch.equal(self.a, self.a_alone)
-
-    @property
-    def a_got_b(self) -> bool:
-        """True when A got B's logits: the corruption."""
-        return self.a is not None and torch.equal(self.a, self.b_alone)
-
-    @property
-    def b_is_own(self) -> bool:
-        """True when B got its own logits."""
-        return self.b is not None and torch.equal(self.b, self.b_alone)
+    a_is_own = property(lambda self: _got(self.a, self.a_alone))
+    a_got_b = property(lambda self: _got(self.a, self.b_alone))  # the corruption
+    b_is_own = property(lambda self: _got(self.b, self.b_alone))
 
     def verdict(self) -> str:
         """One line: what A and B got."""
         a = "its own logits" if self.a_is_own else ("B's logits" if self.a_got_b else "other logits")
-        if self.b_error is not None:
-            b = "refused (SharedBufferError)"
-        else:
-            b = "its own logits" if self.b_is_own else "other logits"
-        return f"{self.how:<24} A: {a}; B: {b}"
+        b = "its own logits" if self.b_is_own else "other logits"
+        return f"{self.how:<24} A: {a}; B: {'refused (SharedBufferError)' if self.b_error else b}"
 
 
-def _runner_of(caller) -> GraphRunner:
-    return caller.runner if isinstance(caller, LockedRunner) else caller
+def _got(logits: torch.Tensor | None, alone: torch.Tensor) -> bool:
+    return logits is not None and torch.equal(logits, alone)
 
 
 def _sync(device: torch.device) -> None:
@@ -226,20 +194,20 @@ def _sync(device: torch.device) -> None:
 def between(how: str, caller_a, caller_b, request_a: Request, request_b: Request, *,
             streams: bool = False, alone: tuple[torch.Tensor, torch.Tensor] | None = None,
             timeout_s: float = 120.0) -> Between:
-    """Run A and B on two threads, B's whole step between A's copy-in and A's replay.
+    """Run A and B on two threads, B's whole step between A's copy-in and A's replay, so the
+    corruption shown is deterministic, not a race that happens to lose.
 
-    caller_a and caller_b are runners (the same one, or one each) or LockedRunners.
-    A pauses right after its copy-in until B has finished, been refused, or queued
-    at A's lock. Each side waits for its device work at each hand-over, so the
-    order is the same on a GPU as on the host; streams=True gives each thread its
-    own CUDA stream. Each request also runs alone first, for comparison, unless
-    alone gives the logits A and B get alone from these same callers.
+    caller_a and caller_b are runners (the same one, or one each) or LockedRunners. A pauses
+    after its copy-in until B has finished, been refused, or queued at A's lock; each side
+    waits for its device work at each hand-over, so the order holds on a GPU too. streams=True
+    gives each thread its own CUDA stream. Each request first runs alone for comparison,
+    unless alone gives those logits.
     """
-    runner_a = _runner_of(caller_a)
+    lock = caller_a if isinstance(caller_a, LockedRunner) else None
+    runner_a = caller_a.runner if lock is not None else caller_a
     device = runner_a.device
     a_alone, b_alone = alone or (caller_a.step(*request_a), caller_b.step(*request_b))
     _sync(device)  # the requests and answers exist before either thread's stream reads them
-    lock = caller_a if isinstance(caller_a, LockedRunner) else None
     loaded, b_done = threading.Event(), threading.Event()
     out: dict[str, object] = {}
     load = runner_a._load_inputs
@@ -259,14 +227,11 @@ def between(how: str, caller_a, caller_b, request_a: Request, request_b: Request
             wait(lambda: b_done.is_set() or (lock is not None and lock.waited.is_set()),
                  "B's step (or B queueing at the lock)")
 
-    def on_stream():
-        return torch.cuda.stream(torch.cuda.Stream(device)) if streams else nullcontext()
-
-    def run(name: str, caller, request, before=None):
+    def run(name: str, caller, request):
         try:
-            if before is not None:
-                before()
-            with on_stream():
+            if name == "b":
+                wait(loaded.is_set, "A's copy-in")
+            with torch.cuda.stream(torch.cuda.Stream(device)) if streams else nullcontext():
                 out[name] = caller.step(*request)
                 _sync(device)
         except Exception as err:  # handed to the caller below
@@ -276,14 +241,13 @@ def between(how: str, caller_a, caller_b, request_a: Request, request_b: Request
                 b_done.set()
 
     thread_a = threading.Thread(target=run, args=("a", caller_a, request_a), name="thread A")
-    thread_b = threading.Thread(target=run, name="thread B", args=(
-        "b", caller_b, request_b, lambda: wait(loaded.is_set, "A's copy-in")))
+    thread_b = threading.Thread(target=run, args=("b", caller_b, request_b), name="thread B")
     runner_a._load_inputs = paused_load
     try:
-        thread_a.start()
-        thread_b.start()
-        thread_a.join()
-        thread_b.join()
+        for thread in (thread_a, thread_b):
+            thread.start()
+        for thread in (thread_a, thread_b):
+            thread.join()
     finally:
         del runner_a._load_inputs  # back to the class's method
     b_error = out.get("b_error")

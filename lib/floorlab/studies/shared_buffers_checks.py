@@ -1,9 +1,6 @@
 """Studies wing: the checks of the chapter "Shared buffers": which snippets keep their logits,
-what a kept view holds, and what the copy-out costs; each with the plausible wrong answers by
-name and the verdict on the reader's answer.
-
-The snippets run here, on the reader's runner, so the verdict rests on what each one did in
-this run, not on what the book expects it to do.
+what a kept view holds, and what the copy-out costs, each with its plausible wrong answers by
+name. The snippets run on the reader's runner, so a verdict rests on what each did in this run.
 """
 from __future__ import annotations
 
@@ -11,34 +8,25 @@ import torch
 
 from floorlab.core.checks import NOT_ATTEMPTED, Unreadable, checked
 
-SNIPPETS = {
-    "a": "out = runner.step(tokens, positions)",
-    "b": "with runner.borrow(tokens, positions) as logits:\n    out = logits",
-    "c": "with runner.borrow(tokens, positions) as logits:\n    out = logits.argmax(-1)",
-    "d": "with runner.borrow(tokens, positions) as logits:\n    out = logits[:, :8]",
-    "e": "with runner.borrow(tokens, positions) as logits:\n    out = logits.detach()",
-    "f": ("with runner.borrow(tokens, positions) as logits:\n"
-          "    out = torch.empty_like(logits)\n    out.copy_(logits)"),
-}
-SNIPPET_WHY = {
-    "a": "step() hands back a clone, memory the caller owns",
-    "b": "the view is the static output itself, which the next replay rewrites",
-    "c": "argmax writes a new tensor while the logits are still fresh",
-    "d": "a slice is another view of the same static memory",
-    "e": "detach() drops autograd history but shares the memory",
-    "f": "copy_ moves the logits into memory the caller owns",
+BORROW = "with runner.borrow(tokens, positions) as logits:\n    "
+SNIPPETS = {  # {letter: (code, why it keeps or loses its logits)}
+    "a": ("out = runner.step(tokens, positions)",
+          "step() hands back a clone, memory the caller owns"),
+    "b": (BORROW + "out = logits", "the view is the static output itself, which the next replay rewrites"),
+    "c": (BORROW + "out = logits.argmax(-1)", "argmax writes a new tensor while the logits are still fresh"),
+    "d": (BORROW + "out = logits[:, :8]", "a slice is another view of the same static memory"),
+    "e": (BORROW + "out = logits.detach()", "detach() drops autograd history but shares the memory"),
+    "f": (BORROW + "out = torch.empty_like(logits)\n    out.copy_(logits)",
+          "copy_ moves the logits into memory the caller owns"),
 }
 
 
 def snippets_keep(runner, first, second) -> dict[str, bool]:
-    """Run every snippet for the first request, then one second request; which kept their `out`.
-
-    All the snippets replay the same request, so only the second request changes a
-    static output: a snippet keeps its logits when its `out` is unchanged after it.
-    """
+    """Run every snippet for the first request, then one second request: {letter: its `out`
+    unchanged}. Only the second request changes a static output, since all replay the first."""
     tokens, positions = first
     outs = {}
-    for name, code in SNIPPETS.items():
+    for name, (code, _) in SNIPPETS.items():
         scope = {"runner": runner, "torch": torch, "tokens": tokens, "positions": positions}
         exec(code, scope)  # the book's snippets above, never the reader's text
         outs[name] = (scope["out"], scope["out"].clone())
@@ -72,11 +60,8 @@ def check_safe_snippets(answer, keeps: dict[str, bool]) -> str:
     if chosen == safe:
         return f"right: {', '.join(sorted(safe))} keep their logits; the others do not."
     missed, wrong = sorted(safe - chosen), sorted(chosen - safe)
-    hint = []
-    if wrong:
-        hint.append(f"{', '.join(wrong)} still point into the static output")
-    if missed:
-        hint.append(f"{', '.join(missed)} own their memory")
+    hint = [f"{', '.join(wrong)} still point into the static output"] if wrong else []
+    hint += [f"{', '.join(missed)} own their memory"] if missed else []
     return "not yet: " + "; ".join(hint) + ". Ask of each: whose memory is `out`?"
 
 
