@@ -1,8 +1,7 @@
 """Core wing: measured bandwidth and matmul rate, the denominators of every floor in the book.
 
-Bandwidth is measured, never looked up: a large copy (bytes read + bytes written) and a large
-reduction (bytes read), on buffers far larger than any cache, timed with timing.time_ms.
-GB means 1e9 bytes.
+Measured, never looked up: a copy (read + write) and a reduction (read) on buffers far larger
+than any cache. GB means 1e9 bytes.
 """
 from __future__ import annotations
 
@@ -50,7 +49,6 @@ class Bandwidth:
         )
 
     def to_dict(self) -> dict:
-        """Plain dict, ready for JSON."""
         return asdict(self)
 
 
@@ -99,12 +97,10 @@ class Bandwidths:
         return f"{self.copy}\n{self.read}"
 
     def to_dict(self) -> dict:
-        """Plain dict, ready for JSON."""
         return {"copy": self.copy.to_dict(), "read": self.read.to_dict()}
 
     @classmethod
     def from_dict(cls, data: dict) -> "Bandwidths":
-        """Rebuild from to_dict() output (a ValueError when a field is missing or not a measurement)."""
         try:
             return cls(copy=Bandwidth(**data["copy"]), read=Bandwidth(**data["read"]))
         except (KeyError, TypeError) as err:
@@ -123,10 +119,7 @@ def _default_size_mb(device: torch.device, kind: str) -> int:
 
 def measure_bandwidth(device=None, *, kind: str = "copy", size_mb: float | None = None,
                       repeats: int = 20) -> Bandwidth:
-    """Measure memory bandwidth in GB/s: kind="copy" counts read+write, kind="read" a reduction.
-
-    size_mb is the source buffer in MiB (default 1024 on CUDA, 256 on CPU).
-    """
+    """Memory bandwidth in GB/s: kind="copy" counts read+write, kind="read" a reduction; size_mb in MiB."""
     if kind not in BANDWIDTH_KINDS:
         raise ValueError(f"kind must be one of {BANDWIDTH_KINDS}, got {kind!r}")
     if size_mb is not None:
@@ -198,27 +191,19 @@ class MatmulRate:
                 f"{sig(self.p90_tflops)}, {self.size}×{self.size} {self.dtype}) on {self.device}")
 
     def to_dict(self) -> dict:
-        """Plain dict, ready for JSON."""
         return asdict(self)
 
     @classmethod
     def from_dict(cls, data: dict) -> "MatmulRate":
-        """Rebuild from to_dict() output."""
         return cls(**data)
 
 
 def measure_matmul_tflops(device=None, *, dtype: torch.dtype | None = None, size: int | None = None,
                           repeats: int = 10) -> MatmulRate:
-    """Measure the FLOP/s one square matrix product reaches, in TFLOP/s: the compute roof.
+    """The compute roof in TFLOP/s: one n×n product (2·n³ FLOPs) in dtype (bf16 on CUDA, float32 on a CPU).
 
-    dtype defaults to bf16 on CUDA and float32 on a CPU; pass the model's dtype to measure
-    the roof its products run under. size is the side of the matrices (8192 on CUDA,
-    1024 on a CPU). A product of n×n matrices counts 2·n³ FLOPs.
-
-    The second matrix is read transposed, as F.linear reads a weight stored [out, in]: the
-    model's own layout. A CPU's bf16 product of two row-major matrices takes a path about
-    15 times slower, a roof that the model's prefill would then pass many times over.
-    """
+    The second matrix is read transposed, as F.linear reads a weight: a CPU's bf16 product of two
+    row-major matrices takes a path about 15 times slower, a roof the model's prefill would pass."""
 
     device = resolve_device(device)
     if dtype is None:

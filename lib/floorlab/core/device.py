@@ -1,8 +1,4 @@
-"""Core wing: facts about the device the book measures on, and which device that is.
-
-The name, memory, compute capability and software versions of a GPU or the host CPU, and
-one answer to "which device" (default_device, resolve_device) that every measurement shares.
-"""
+"""Core wing: facts about the device the book measures on, and which device that is."""
 from __future__ import annotations
 
 import os

@@ -1,11 +1,5 @@
 """Core wing: the host is part of the run: its CPU, the book's version that measured it, and what
-the host pays to dispatch one eager operation, measured here rather than taken from elsewhere.
-
-The laptop study's fifth axiom was the CPU's cost to dispatch one operation (it quoted 5-20 µs).
-measure_dispatch() times that on the machine in front of the reader: back-to-back launches of the
-smallest operation there is, from Python, as µs per launch with its spread. compare_dispatch() then
-sets a step's gap per launch beside it by the book's one comparison rule (timing.compare).
-"""
+the host pays to dispatch one eager operation, measured here rather than taken from elsewhere."""
 from __future__ import annotations
 
 import os
@@ -84,11 +78,8 @@ def book_version() -> str:
 
 def measure_dispatch(device=None, *, launches: int = LAUNCHES_PER_SAMPLE,
                      samples: int = DISPATCH_SAMPLES) -> Timing:
-    """What the host pays to launch one tiny eager operation (an in-place add on one element) from
-    Python on device: a Timing in ms per launch (µs × 1e-3), over `samples` runs of `launches`.
-
-    Only the host's time is taken: on CUDA the launches queue without waiting for the GPU, which
-    drains them between samples, so the queue never fills."""
+    """What the host pays to launch one tiny eager operation (an in-place add on one element) from Python on device: a
+    Timing in ms per launch (µs × 1e-3), over `samples` runs of `launches`."""
     device = resolve_device(device)
     x = torch.zeros(1, device=device)
     on_cuda = device.type == "cuda"
@@ -142,14 +133,12 @@ class Host:
                 "reading much into it.")
 
     def to_dict(self) -> dict:
-        """Plain dict, ready for JSON."""
         return {"cpu": self.cpu, "cores": self.cores, "clock_mhz": self.clock_mhz,
                 "dispatch": self.dispatch.to_dict() if self.dispatch else None,
                 "dispatch_device": self.dispatch_device, "launches": self.launches}
 
     @classmethod
     def from_dict(cls, data: dict) -> "Host":
-        """Rebuild a Host from to_dict() output."""
         data = dict(data)
         data["dispatch"] = Timing.from_dict(data["dispatch"]) if data.get("dispatch") else None
         return cls(**data)

@@ -1,11 +1,7 @@
 """Core wing: counting launches: how many kernels one step runs, and who waits for whom.
 
-A step function is profiled with torch.profiler after one warm-up call. On a GPU
-the profiler sees both sides: the host's launch calls (cudaLaunchKernel and
-friends, or one cudaGraphLaunch for a replayed graph) and the kernels the GPU
-ran. On the CPU there are no kernels to launch, so the count is of the operators
-the step dispatched. Timelines profile several back-to-back steps, as the timing
-loop runs them, and keep one from the middle: the steady state, not a cold call.
+A step is profiled after one warm-up call. On a GPU the count is of the kernels the device ran
+and the host's launch calls; on the CPU, of the operators the step dispatched.
 """
 from __future__ import annotations
 
@@ -85,14 +81,12 @@ class LaunchCount:
         return f"{text}; {self.note}" if self.note else text
 
     def to_dict(self) -> dict:
-        """Plain dict, ready for JSON."""
         out = asdict(self)
         out["kernel_names"] = dict(self.kernel_names)
         return out
 
     @classmethod
     def from_dict(cls, data: dict) -> "LaunchCount":
-        """Rebuild a LaunchCount from to_dict() output (e.g. a stored reference run)."""
         return cls(**data)
 
 
@@ -129,10 +123,7 @@ def has_aten_ancestor(event) -> bool:
 
 @lru_cache(maxsize=None)
 def _is_metadata_only(name: str) -> bool:
-    """True for an operator that only views or reserves memory, or returns no tensor at all.
-
-    Such operators are dispatched but would launch no kernel on a GPU.
-    """
+    """True for an operator that only views or reserves memory, or returns no tensor at all."""
     if name in NO_KERNEL_OPS:
         return True
     packet = getattr(torch.ops.aten, name.split("::", 1)[-1], None)

@@ -1,10 +1,4 @@
-"""Core wing: what a model needs in memory, known before a byte of it is allocated.
-
-A model's needs are its bf16 weights plus its static KV cache: arithmetic on the
-shape (model_bytes), which engine.meta.count_on_meta confirms on the meta device. check_fits sets the need
-against the memory free on a device, so a chapter can skip a size that does not
-fit before it allocates anything.
-"""
+"""Core wing: what a model needs in memory, known before a byte of it is allocated."""
 from __future__ import annotations
 
 import os
@@ -30,10 +24,8 @@ def model_bytes(shape, *, max_batch: int, max_context: int, dtype_bytes: int = 2
 
 
 def free_bytes(device=None) -> int | None:
-    """Bytes free for a new model: on a GPU the driver's free memory plus what torch's cache
-    holds unused; on a CPU the host's available memory. None when it cannot be read.
-
-    The book's one answer to "how much memory is free"; None means the default device."""
+    """Bytes free for a new model: on a GPU the driver's free memory plus what torch's cache holds unused; on a CPU the
+    host's available memory. None when it cannot be read."""
     device = resolve_device(device)
     if device.type == "cuda":
         free, _ = torch.cuda.mem_get_info(device)

@@ -1,8 +1,4 @@
-"""Core wing: the one check every number the book's arithmetic takes goes through.
-
-A number is finite, of a number type (not text, not a yes/no), and on the right side of
-zero; anything else raises a ValueError that names it, says what came and how to fix it.
-"""
+"""Core wing: the one check every number the book's arithmetic takes goes through."""
 from __future__ import annotations
 
 import math
@@ -36,10 +32,7 @@ def is_bool(value) -> bool:
 
 def number(value, name: str, *, hint: str = "", above: float | None = None,
            at_least: float | None = None) -> float:
-    """value as a finite float, greater than `above` and not below `at_least` when given.
-
-    Accepts Python, NumPy and 0-d torch numbers; refuses text, booleans, NaN and infinities.
-    """
+    """value as a finite float, greater than `above` and not below `at_least` when given."""
     bound = (f" greater than {above:g}" if above is not None else
              f" >= {at_least:g}" if at_least is not None else "")
     why = f"{name} must be a finite number{bound}, got {{}}" + (f"; {hint}" if hint else "")
@@ -67,10 +60,7 @@ def nonnegative_number(value, name: str, hint: str = "") -> float:
 
 
 def whole_number(value, name: str, *, at_least: int = 1, hint: str = "") -> int:
-    """value as an int >= at_least (a batch, a count of tokens or kernels), or a ValueError.
-
-    A float is taken when it is whole (8.0); 2.5, text, booleans and NaN are refused.
-    """
+    """value as an int >= at_least (a batch, a count of tokens or kernels), or a ValueError; 8.0 is taken."""
     why = f"{name} must be a whole number >= {at_least}, got {{}}" + (f"; {hint}" if hint else "")
     if is_bool(value) or isinstance(value, (str, bytes)) or value is None:
         raise ValueError(why.format(shown(value)))

@@ -1,19 +1,8 @@
 """Core wing: one typed record for every measured run: a chapter's run and the bench's run share
 this layout.
 
-A Run holds the machine and software facts, both measured bandwidths, one Floor
-per configuration, one Row per measured path, and the timelines and launch counts
-behind them. Chapters and the bench write it with save(); reference_run() and
-Run.load() read it back, so the stored H200 runs and a reader's own run are read
-the same way, by attribute, never by string keys only one notebook knows.
-
-A reference run is a measurement made once on a named card and committed to the package
-(floorlab/reference/<name>.json and figures/<name>.png), so a reader without that card sees what it
-showed, labelled as such. This module is the one place that decides where stored runs are read
-from: FLOORLAB_REFERENCE_DIR names a folder of runs, named as in the package
-(h200-below-the-floor.json, figures/h200-below-the-floor-timeline.png, ...), that take the place
-of the package's; the package's copies fill in whatever that folder lacks. The JSON itself is
-written and read by floorlab.core.files (save_json, load_json).
+Stored runs are read from FLOORLAB_REFERENCE_DIR's folder when set, named as in the package's
+reference/, whose copies fill in what that folder lacks; this module alone decides it.
 """
 from __future__ import annotations
 
@@ -80,7 +69,6 @@ class Row:
         return StepTimes(step=self.timing, issue=self.issue).note()
 
     def to_dict(self) -> dict:
-        """Plain dict, ready for JSON."""
         out = dict(vars(self))
         out["timing"] = self.timing.to_dict() if self.timing else None
         out["issue"] = self.issue.to_dict() if self.issue else None
@@ -88,7 +76,6 @@ class Row:
 
     @classmethod
     def from_dict(cls, data: dict) -> "Row":
-        """Rebuild a Row from to_dict() output."""
         data = dict(data)
         for key in ("timing", "issue"):
             data[key] = Timing.from_dict(data[key]) if data.get(key) else None
@@ -162,7 +149,6 @@ class Run:
         return min((r for r in self.rows if r.measured), key=lambda r: r.median_ms, default=None)
 
     def to_dict(self) -> dict:
-        """Plain dict in the book's layout, ready for JSON."""
         return {
             "layout": LAYOUT, "kind": self.kind, "stamp": self.stamp, "device": self.device,
             "bandwidths": self.bandwidths.to_dict() if self.bandwidths else None,
@@ -297,11 +283,8 @@ def _missing(what: str, name: str, folders: list[Path], names: list[str], fix: s
 
 
 def reference_run(name: str = DEFAULT_REFERENCE, *, missing_ok: bool = False):
-    """The stored reference run <name>.json, as a floorlab.core.runs.Run: from FLOORLAB_REFERENCE_DIR
-    when that folder holds it, else from the package (lib/floorlab/reference/).
-
-    missing_ok=True returns None when no run of that name is stored yet.
-    """
+    """The stored reference run <name>.json, as a floorlab.core.runs.Run: from FLOORLAB_REFERENCE_DIR when that folder
+    holds it, else from the package (lib/floorlab/reference/); None with missing_ok when none is stored."""
     name = text(name, "name", hint=f"pass a stored run's name, e.g. {DEFAULT_REFERENCE!r}")
     name = name[: -len(".json")] if name.endswith(".json") else name
     path = None if len(name) > MAX_NAME_CHARS or "/" in name or "\\" in name else reference_path(name)
@@ -324,11 +307,8 @@ def figure_dirs() -> list[Path]:
 
 
 def reference_figure(name: str, *, missing_ok: bool = False) -> Path | None:
-    """Path of the stored reference figure <name>.png, from the folder that holds the run it was drawn
-    from (the longest stored run name that starts it), so a figure never shows another run's numbers.
-
-    missing_ok=True returns None when no figure of that name is stored yet.
-    """
+    """Path of the stored reference figure <name>.png, from the folder that holds the run it was drawn from (the longest
+    stored run name that starts it), so a figure never shows another run's numbers."""
     name = text(name, "name", hint=f"pass a stored figure's name, e.g. {DEFAULT_REFERENCE!r}")
     name = name[: -len(".png")] if name.endswith(".png") else name
     if len(name) > MAX_NAME_CHARS or "/" in name or "\\" in name:

@@ -1,9 +1,7 @@
 """Core wing: timelines: who worked when during one step, in the steady state the timing loop sees.
 
-steady_timeline profiles several back-to-back calls of a step, as the timing loop
-runs them, and keeps one from the middle: a launch that overlaps the previous
-step shows as overlap, not as idle time. A Timeline owns every fact derived from
-its intervals (kernels, busy and idle time), so each is computed in one place.
+steady_timeline profiles back-to-back calls and keeps the middle one, so a launch that overlaps
+the previous step shows as overlap, not idle time.
 """
 from __future__ import annotations
 
@@ -41,11 +39,8 @@ class Interval:
 class Timeline:
     """Who worked when during one step: a CPU row and a GPU row, times in µs from the step's start.
 
-    span_us is the step's own length: on a GPU, from its first kernel to the next step's
-    first kernel (so launch latency hidden behind the previous step is not idle time); on
-    the CPU, from its first operator to the next step's. timed_ms is the same step timed
-    without the profiler, when known, so the two can be compared.
-    """
+    span_us runs to the next step's first kernel (or operator), so launch latency hidden behind the
+    previous step is not idle time; timed_ms is the step timed without the profiler."""
 
     cpu: list[Interval]
     gpu: list[Interval]
@@ -130,7 +125,6 @@ class Timeline:
                 "timed without the profiler")
 
     def to_dict(self) -> dict:
-        """Plain dict with both rows and the derived facts, ready for JSON."""
         return {
             "label": self.label, "span_us": self.span_us, "note": self.note,
             "timed_ms": self.timed_ms, "kernels": self.kernels, "gpu_busy_us": self.gpu_busy_us,
@@ -140,7 +134,6 @@ class Timeline:
 
     @classmethod
     def from_dict(cls, data: dict) -> "Timeline":
-        """Rebuild a Timeline from to_dict() output (e.g. a stored reference run)."""
         return cls(
             cpu=[Interval(**i) for i in data["cpu"]],
             gpu=[Interval(**i) for i in data["gpu"]],
@@ -164,12 +157,7 @@ def _within(event, mark) -> bool:
 
 def steady_timeline(step_fn: Callable[[], object], *, label: str, device=None,
                     steps: int = STEADY_STEPS, timed_ms: float | None = None) -> Timeline:
-    """Profile `steps` back-to-back calls and return the middle one as a Timeline (µs).
-
-    Calls run as the timing loop runs them, so a launch issued while the previous
-    step still runs overlaps it, as it does when the step is timed. timed_ms, the
-    step's median timed without the profiler, is kept for comparison.
-    """
+    """Profile `steps` back-to-back calls and return the middle one as a Timeline (µs)."""
     device = resolve_device(device)
     steps = whole_number(steps, "steps", at_least=3,
                          hint="pass 3 or more: one step before and one after the step drawn")

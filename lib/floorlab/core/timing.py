@@ -1,9 +1,8 @@
 """Core wing: timing a step the honest way: warm up, wait for the device, report a median and a
 spread.
 
-On CUDA each repeat is timed with a pair of CUDA events, so the time is the
-GPU's own; on the CPU, which is synchronous, a wall clock is enough. The host's
-time to issue a step is taken in the same loop, so the two are comparable.
+On CUDA each repeat is timed with a pair of CUDA events (the GPU's own time); on the CPU a wall
+clock. The host's time to issue a step is taken in the same loop.
 """
 from __future__ import annotations
 
@@ -67,14 +66,12 @@ class Timing:
         )
 
     def to_dict(self) -> dict:
-        """Plain dict of every field plus spread_ms, ready for JSON."""
         out = asdict(self)
         out["spread_ms"] = self.spread_ms
         return out
 
     @classmethod
     def from_dict(cls, data: dict) -> "Timing":
-        """Rebuild a Timing from to_dict() output."""
         fields = {k: data[k] for k in ("median_ms", "p10_ms", "p90_ms", "min_ms", "max_ms")}
         return cls(**fields, samples_ms=list(data.get("samples_ms", [])))
 
@@ -102,10 +99,7 @@ class Timing:
 
 @dataclass(frozen=True)
 class Band:
-    """A measured quantity that is not one timing: its median and the p10-p90 band around it.
-
-    A speed-up or a multiple of the floor is a ratio of timings; ratio_band gives its band, and
-    compare() reads a Band as it reads a Timing. Band.exact(x) is a number with no spread."""
+    """A measured quantity that is not one timing: its median and the p10-p90 band around it."""
 
     median: float
     low: float
@@ -145,9 +139,7 @@ _said: list | None = None  # (sentence, Comparison) for each verdict, while reco
 
 @contextmanager
 def recorded_verdicts():
-    """Collect every sentence Comparison.verdict chooses, with its Comparison, while the block runs.
-
-    The family-of-runs test uses it to tell computed claims from typed ones."""
+    """Collect every sentence Comparison.verdict chooses, with its Comparison, while the block runs."""
     global _said
     outer, _said = _said, []
     try:
@@ -178,11 +170,9 @@ class Comparison:
         return "more" if above else "less"
 
     def verdict(self, more: str, less: str, untold: str) -> str:
-        """The one sentence of the three that this run supports: `more` when the first lies above
-        the second beyond both spreads, `less` when below, `untold` when they overlap.
-
-        Each may hold {ratio} (first ÷ second) and {inverse} (second ÷ first), written as
-        multiples at three significant figures ('1.81×')."""
+        """The one sentence of the three that this run supports: `more` when the first lies above the second beyond both
+        spreads, `less` when below, `untold` when they overlap. Each may hold {ratio} (first ÷ second) and
+        {inverse}, written as multiples ('1.81×')."""
         chosen = {"more": more, "less": less, "untold": untold}[self.outcome]
         if "{ratio}" in chosen or "{inverse}" in chosen:
             chosen = chosen.format(ratio=fmt_times(self.ratio), inverse=fmt_times(1 / self.ratio))
@@ -247,12 +237,8 @@ def _repeat_range(repeats: int, progress: str | None):
 
 
 def _settle(fn: Callable[[], object]) -> int:
-    """On a CPU, call fn until three calls in a row agree within SETTLE_TOLERANCE; returns the calls made.
-
-    A CPU fresh from an install or a compile runs its first calls slow (cold caches,
-    frequency ramps); timing starts once it has settled, or after SETTLE_MAX_CALLS calls
-    or SETTLE_MAX_S seconds, whichever comes first (at least three calls).
-    """
+    """On a CPU, call fn until three calls in a row agree within SETTLE_TOLERANCE (a CPU fresh from a compile
+    runs its first calls slow); returns the calls made."""
     recent: list[float] = []
     start = time.perf_counter()
     for calls in range(1, SETTLE_MAX_CALLS + 1):
@@ -270,11 +256,8 @@ def _timed_loop(fn: Callable[[], object], *, warmup: int, repeats: int, device,
                 progress: str | None) -> tuple[list[float], list[float]]:
     """(step ms, host issue ms) for each of `repeats` back-to-back calls, after warm-up.
 
-    On CUDA each call is bracketed by CUDA events (its time on the device) and by a host
-    clock (the time the host needs to issue it). At most IN_FLIGHT calls are queued
-    ahead of the device, so the host never stalls on a full launch queue and the issue
-    time stays the host's own. On the CPU the two are the same wall-clock time.
-    """
+    At most IN_FLIGHT calls queue ahead of the device, so the host never stalls on a full launch
+    queue and the issue time stays its own."""
     _check_counts(warmup, repeats)
     device = resolve_device(device)
     on_cuda = device.type == "cuda"
@@ -335,7 +318,6 @@ class StepTimes:
                 "was disturbed during this run, so re-run before trusting the what-ifs.")
 
     def to_dict(self) -> dict:
-        """Plain dict, ready for JSON."""
         return {"step": self.step.to_dict(), "issue": self.issue.to_dict()}
 
 
@@ -347,10 +329,7 @@ def time_with_issue(fn: Callable[[], object], *, warmup: int = 3, repeats: int =
 
 
 def time_once(fn: Callable[[], object], *, device=None) -> float:
-    """ms one call of fn takes, without warm-up (a CUDA event pair on a GPU, a wall clock on a CPU).
-
-    For a sequence of different calls, such as a stream of batches, where each is run once.
-    """
+    """ms one call of fn takes, without warm-up (a CUDA event pair on a GPU, a wall clock on a CPU)."""
     device = resolve_device(device)
     if device.type != "cuda":
         t0 = time.perf_counter()
@@ -367,11 +346,8 @@ def time_once(fn: Callable[[], object], *, device=None) -> float:
 
 
 def unsynchronised_time_ms(fn: Callable[[], object], *, repeats: int = 20) -> float:
-    """Median ms of a wall clock around each call, never waiting for the GPU.
-
-    Wrong on purpose: on a GPU it measures how fast the host queues work, not how
-    fast the work runs, so it can beat the roofline floor. The floor test catches it.
-    """
+    """Median ms of a wall clock around each call, never waiting for the GPU: wrong on purpose, it can
+    beat the roofline floor, and the floor test catches it."""
     repeats = whole_number(repeats, "repeats", hint="pass how many timed calls to run, e.g. 20")
     samples = []
     for _ in range(repeats):

@@ -1,5 +1,4 @@
-"""Figures wing: the stacked bar, time per token split into the floor and what lies above it.
-"""
+"""Figures wing: the stacked bar, time per token split into the floor and what lies above it."""
 from __future__ import annotations
 
 import matplotlib
@@ -62,12 +61,8 @@ def stacked_bar(
 ) -> Figure:
     """Horizontal bars of time per token in ms, each split into the floor and the rest.
 
-    bars: {label: Timing} (or a plain ms value), in drawing order; a Timing's p10-p90
-    band is drawn as a whisker. A dashed line marks floor_ms; a list of floors, one per
-    bar (bars at different batch sizes), or floors={label: ms} for some bars (a prefill's
-    per token), gives bars their own dashed marks. floor_label names the floor part.
-    Returns the Figure.
-    """
+    bars: {label: Timing or ms}, in drawing order, a Timing's p10-p90 drawn as a whisker. floor_ms is
+    one floor, a list of one per bar, or {label: ms} for some bars."""
     values = _bar_values(bars)
     labels = [v[0] for v in values]
     totals = [v[1] for v in values]

@@ -1,9 +1,5 @@
-"""Figures wing: a schematic of one layer's operations, one kernel each, then folded into five kernels.
-
-Not a measurement: each box is an operation, each outline a kernel, and the figure counts the
-kernel boundaries each way. The folding drawn by default is the book's: RMSNorm as the prologue
-of the GEMV after it, SiLU·mul and the residual adds as the epilogues of the GEMVs before them.
-"""
+"""Figures wing: a schematic, not a measurement: one layer's operations, one kernel each, then
+folded into five (RMSNorm as a GEMV's prologue, SiLU·mul and residual adds as epilogues)."""
 from __future__ import annotations
 
 import matplotlib
@@ -58,11 +54,7 @@ def kernel_groups(ops=LAYER_OPS, kernels=BOOK_KERNELS) -> list[list[tuple[str, s
 
 def fusion_schematic(ops=LAYER_OPS, kernels=BOOK_KERNELS, *, title: str | None = None, path=None,
                      note: str | None = "schematic: one layer's operations, not timed") -> Figure:
-    """Two rows of the same operations: one kernel each, then grouped into `kernels` (see kernel_groups).
-
-    Each outline is one kernel; each row's count of kernels and boundaries is written beside it.
-    Returns the Figure.
-    """
+    """Two rows of the same operations: one kernel each, then grouped into `kernels` (see kernel_groups)."""
     groups = kernel_groups(ops, kernels)
     rows = {"one kernel per operation": [[op] for group in groups for op in group],
             "folded into the GEMVs": groups}

@@ -1,5 +1,4 @@
-"""Figures wing: the gallery's figures, many cards side by side, each against its own floor.
-"""
+"""Figures wing: the gallery's figures, many cards side by side, each against its own floor."""
 from __future__ import annotations
 
 import math
@@ -46,12 +45,7 @@ def _card_tick(card) -> str:
 
 
 def gallery_bars(cards, *, path=None, title: str | None = None, note: str | None = None) -> Figure:
-    """Each card's eager, graph-replay and best step as a multiple of its own floor.
-
-    One group of three bars per card (floorlab.studies.gallery_cards.Card), starting at the floor (1×)
-    on a log axis. A path a card could not run is written as absent, not drawn as zero.
-    Returns the Figure.
-    """
+    """Each card's eager, graph-replay and best step as a multiple of its own floor."""
     cards = _cards(cards)
     bars = []  # (y, ratio or None, colour, text)
     for g, card in enumerate(cards):
@@ -105,12 +99,7 @@ def gallery_bars(cards, *, path=None, title: str | None = None, note: str | None
 
 def gallery_scatter(cards, *, cost=None, path=None, title: str | None = None,
                     note: str | None = None) -> Figure:
-    """Floor bandwidth (GB/s) against multiple of the floor: each card's eager and best path.
-
-    A line joins a card's two points: what graphs and fusion won back. cost, a
-    floorlab.studies.gallery.ReplayCost, adds the fixed-cost model's graph replay across
-    bandwidths. Both axes are logarithmic. Returns the Figure.
-    """
+    """Floor bandwidth (GB/s) against multiple of the floor: each card's eager and best path."""
     cards = _cards(cards)
     gbps = [c.floor.bandwidth_gbps for c in cards]
     span = gbps + ([cost.floor.bandwidth_gbps] if cost is not None else [])

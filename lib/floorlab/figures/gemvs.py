@@ -1,5 +1,4 @@
-"""Figures wing: one GEMV's achieved bandwidth against its weight size.
-"""
+"""Figures wing: one GEMV's achieved bandwidth against its weight size."""
 from __future__ import annotations
 
 import matplotlib
@@ -23,11 +22,8 @@ GEMV_WAYS = {"alone": "one GEMV alone", "serial": "back to back, no PDL",
 
 def gemv_sizes(rows, read_gbps: float, *, title: str | None = None, path=None,
                note: str | None = None) -> Figure:
-    """Achieved GB/s of one GEMV against its weight size, one line per way of launching it.
-
-    rows: floorlab.engine.kernels.timing.sweep_sizes rows (bytes and <way>_gbps for alone, serial,
-    chained). A dashed line marks read_gbps, the bandwidth the floor assumes. Returns the Figure.
-    """
+    """Achieved GB/s of one GEMV against its weight size, one line per way of launching it (rows from
+    engine.kernels.timing.sweep_sizes); a dashed line marks read_gbps."""
     rows = sorted(rows, key=lambda r: r["bytes"])
     if not rows:
         raise ValueError("gemv_sizes needs rows from floorlab.engine.kernels.timing.sweep_sizes, got none")

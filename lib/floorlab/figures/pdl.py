@@ -1,8 +1,6 @@
 """Figures wing: a schematic of programmatic dependent launch, two kernels without and with it.
 
-Not a measurement: the durations are illustrative, and the figure says so. Each kernel starts
-(no bytes move), streams its weights, and drains (no bytes move); with PDL the next kernel
-starts early, loads the weights it can before its wait, and waits only for the output it reads.
+Not a measurement: the durations are illustrative, and the figure says so.
 """
 from __future__ import annotations
 
@@ -41,13 +39,10 @@ def _positive(name: str, value) -> float:
 
 def pdl_phases(kernels: int = 2, *, start_us: float = 1.0, stream_us: float = 4.0, drain_us: float = 1.0,
                early_us: float = 0.7) -> dict[str, list[list[tuple[str, float, float]]]]:
-    """{'without PDL': kernels, 'with PDL': kernels}; each kernel a list of (phase, start µs, end µs),
-    phase one of PHASES.
+    """{'without PDL': kernels, 'with PDL': kernels}; each kernel a list of (phase, start µs, end µs).
 
-    Without PDL a kernel starts when the one before has drained. With PDL it starts while the one
-    before still streams, loads early_us of weights as that one drains, waits for it to end, then
-    streams the rest.
-    """
+    With PDL a kernel starts while the one before still streams, loads early_us of weights, waits
+    for that one to end, then streams the rest."""
     kernels = whole_number(kernels, "kernels", at_least=2, hint="pdl_schematic draws a chain of at least 2 kernels")
     start_us, stream_us = _positive("start_us", start_us), _positive("stream_us", stream_us)
     drain_us, early_us = _positive("drain_us", drain_us), _positive("early_us", early_us)
@@ -94,10 +89,7 @@ def bus_idle_share(kernels: list[list[tuple[str, float, float]]]) -> float:
 def pdl_schematic(kernels: int = 2, *, start_us: float = 1.0, stream_us: float = 4.0, drain_us: float = 1.0,
                   early_us: float = 0.7, title: str | None = None, path=None,
                   note: str | None = "schematic: durations are illustrative, not measured") -> Figure:
-    """Two panels, a chain of kernels without and with PDL, and below each the memory bus's idle time.
-
-    Arguments as pdl_phases (µs). Returns the Figure.
-    """
+    """Two panels, a chain of kernels without and with PDL, and below each the memory bus's idle time."""
     panels = pdl_phases(kernels, start_us=start_us, stream_us=stream_us, drain_us=drain_us, early_us=early_us)
     right = max(b for chain in panels.values() for phases in chain for _, _, b in phases)
     row_h = 0.6

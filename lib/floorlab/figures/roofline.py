@@ -1,5 +1,4 @@
-"""Figures wing: the roofline, achieved TFLOP/s against arithmetic intensity.
-"""
+"""Figures wing: the roofline, achieved TFLOP/s against arithmetic intensity."""
 from __future__ import annotations
 
 import matplotlib
@@ -29,12 +28,9 @@ def roofline_plot(
     title: str | None = None,
     note: str | None = None,
 ) -> Figure:
-    """Achieved TFLOP/s against arithmetic intensity (FLOPs per byte), log-log, under the roofline.
+    """Achieved TFLOP/s against FLOPs per byte, log-log, under the roofline.
 
-    series: {label: [(flops_per_byte, tflops, text), ...]} in drawing order; a non-empty
-    text is written beside its point. The slope is bandwidth × intensity, the roof
-    peak_tflops; they meet at the knee, peak ÷ bandwidth FLOPs per byte. Returns the Figure.
-    """
+    series: {label: [(flops_per_byte, tflops, text), ...]}; a non-empty text labels its point."""
     groups = [(str(label), [(float(x), float(y), str(t)) for x, y, t in points])
               for label, points in (series.items() if hasattr(series, "items") else series)]
     points = [p for _, pts in groups for p in pts]

@@ -1,5 +1,4 @@
-"""Figures wing: the multiple of the floor against model size, one line per decode path.
-"""
+"""Figures wing: the multiple of the floor against model size, one line per decode path."""
 from __future__ import annotations
 
 import matplotlib
@@ -32,12 +31,8 @@ def scaling(
     note: str | None = None,
     xlabel: str = "model size, parameters (log scale)",
 ) -> Figure:
-    """Multiple of the floor against model size, one line per path, both axes logarithmic.
-
-    lines: {label: [(parameters, x_floor), ...]} in drawing order. Labels in `stored` come
-    from another run and are drawn dashed. A dashed line marks the floor (1×), and each
-    line's largest model is labelled with its multiple. Returns the Figure.
-    """
+    """Multiple of the floor against model size, log-log: lines {label: [(parameters, x_floor), ...]};
+    labels in `stored` come from another run and are drawn dashed."""
     lines = {str(k): sorted((float(x), float(y)) for x, y in v) for k, v in dict(lines).items()}
     points = [p for v in lines.values() for p in v]
     if not points:

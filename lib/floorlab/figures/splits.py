@@ -1,6 +1,5 @@
-"""Figures wing: the split bar, time per token cut into named parts (the floor, the collectives)
-and the rest, one bar per way of running the step.
-"""
+"""Figures wing: the split bar, time per token cut into named parts (the floor, the collectives) and
+the rest, one bar per way of running the step."""
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -61,13 +60,7 @@ def _check(bars) -> list[SplitBar]:
 def split_bar(bars, *, title: str | None = None, note: str | None = None, path=None,
               xlabel: str = "time per decode token (ms)",
               rest_label: str = ABOVE_FLOOR) -> Figure:
-    """Horizontal bars of time per token, each cut into its named parts and the rest.
-
-    bars: SplitBars, top to bottom. A part's name gives its colour (the first name seen
-    takes the floor's blue), so "collectives" reads the same on every bar; parts that sum
-    past the measured time are drawn to their own length and the bar's end is marked.
-    Returns the Figure.
-    """
+    """Horizontal bars of time per token, each cut into its named parts and the rest."""
     bars = _check(bars)
     names = list(dict.fromkeys(name for bar in bars for name, _ in bar.parts))
     if len(names) > len(PART_COLOURS):

@@ -1,7 +1,6 @@
 """Figures wing: the look every figure shares (colours, fonts, sizes) and the small drawing helpers.
 
-The figures wing imports only core. None of its functions touches global matplotlib settings:
-the style lives in a context around each drawing.
+No function touches global matplotlib settings: the style lives in a context around each drawing.
 """
 from __future__ import annotations
 
@@ -57,11 +56,7 @@ def png_bytes(fig: Figure) -> bytes:
 
 
 def show_as_png_in_ipython() -> None:
-    """Let IPython show a Figure as a PNG whatever matplotlib's backend is.
-
-    The inline backend registers this itself. Under Agg (MPLBACKEND=Agg, as CI and some
-    workshop images set it) a cell would print only "<Figure size 900x279 with 1 Axes>".
-    """
+    """Let IPython show a Figure as a PNG under any backend (under Agg a cell would print only "<Figure ...>")."""
     try:
         from IPython import get_ipython
     except ImportError:
@@ -87,9 +82,7 @@ def new_figure(height_in: float) -> Figure:
 
 
 def save_png(fig: Figure, path) -> None:
-    """Write fig as a PNG at path (dpi 150, tight box), creating parent folders.
-
-    Whole or absent (floorlab.core.files.write_whole): a failed write leaves the old PNG as it was."""
+    """Write fig as a PNG at path (dpi 150, tight box), whole or not at all (core.files.write_whole)."""
     if path is None:
         return
     write_whole(path, lambda stream: fig.savefig(stream, format="png", dpi=DPI, bbox_inches="tight",

@@ -1,5 +1,4 @@
-"""Figures wing: the timeline, who works when, host calls above and GPU kernels below.
-"""
+"""Figures wing: the timeline, who works when, host calls above and GPU kernels below."""
 from __future__ import annotations
 
 import matplotlib
@@ -37,15 +36,8 @@ def timeline(
 ) -> Figure:
     """One panel per Timeline: a CPU row of calls and a GPU row of kernels, idle GPU time shaded.
 
-    Where kernels overlap (a kernel launched under PDL starts before the one before it ends),
-    they take turns in the GPU row's upper and lower half, each outlined, so every boundary shows.
-
-    Each panel draws one steady-state step from its first kernel (or operator) to the
-    next step's; host calls issued earlier, while the previous step ran, sit left of
-    zero. A dotted mark shows the step's time without the profiler, when known.
-    max_us and min_us crop the shared time axis (min_us=0 leaves out the launch calls
-    before the first kernel). Returns the Figure.
-    """
+    Overlapping kernels (under PDL) take turns in the row's halves. max_us and min_us crop the
+    shared axis (min_us=0 leaves out the launch calls before the first kernel)."""
     if isinstance(timelines, (str, bytes, Timeline)) or not hasattr(timelines, "__iter__"):
         raise ValueError(f"timelines must be a list of Timelines, got {shown_value(timelines)}; wrap one in a "
                          "list: timeline([steady_timeline(...)])")
