@@ -37,7 +37,8 @@ def resolve_device(device) -> torch.device:
     return device
 
 
-def _package_version(name: str) -> str | None:
+def package_version(name: str) -> str | None:
+    """The installed version of a package, or None where it is not installed."""
     try:
         return metadata.version(name)
     except metadata.PackageNotFoundError:
@@ -72,7 +73,7 @@ def describe_device(device=None) -> dict:
         "compute_capability": None,
         "cpu_count": os.cpu_count(),
         "torch": torch.__version__,
-        "transformers": _package_version("transformers"),
+        "transformers": package_version("transformers"),
         "cuda": torch.version.cuda,
         "python": platform.python_version(),
     }

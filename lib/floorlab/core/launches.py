@@ -181,10 +181,6 @@ def profile_calls(step_fn: Callable[[], object], device: torch.device, calls: in
         return list(prof.events())
 
 
-def _check_num_layers(num_layers) -> int:
-    return whole_number(num_layers, "num_layers", hint="pass the model's layer count, e.g. model.shape.num_layers")
-
-
 def is_launch_call(event) -> bool:
     return (event.device_type == torch.autograd.DeviceType.CPU
             and base_name(event.name) in LAUNCH_CALLS)
@@ -207,44 +203,21 @@ def cuda_note(kernels: int, launch_names: list[str]) -> str:
 
 def count_launches(step_fn: Callable[[], object], *, num_layers: int, device=None) -> LaunchCount:
     """Count GPU kernels (on CPU: operators dispatched) and host launch calls in one call of step_fn."""
-    num_layers = _check_num_layers(num_layers)
+    num_layers = whole_number(num_layers, "num_layers", hint="pass the model's layers, e.g. model.shape.num_layers")
     device = resolve_device(device)
     events = profile_calls(step_fn, device)
-
     if device.type == "cuda":
-        names = Counter()
-        other = 0
-        for e in events:
-            if is_gpu_event(e):
-                if not is_kernel_name(e.name):
-                    other += 1
-                else:
-                    names[e.name] += 1
+        gpu = [e.name for e in events if is_gpu_event(e)]
+        names = Counter(n for n in gpu if is_kernel_name(n))
+        other = len(gpu) - sum(names.values())
         launch_names = [base_name(e.name) for e in events if is_launch_call(e)]
-        kernels = sum(names.values())
-        launch_calls = len(launch_names)
-        note = cuda_note(kernels, launch_names)
-    else:
-        names = Counter()
-        other = 0
-        for e in events:
-            if _is_working_op(e):
-                if not _has_working_descendant(e):
-                    names[e.name] += 1
-            elif is_aten(e) and not e.cpu_children:
-                other += 1
-        kernels = sum(names.values())
-        launch_calls = kernels
-        note = ""
-
-    return LaunchCount(
-        kernels=kernels,
-        per_layer=kernels / num_layers,
-        launch_calls=launch_calls,
-        kernel_names=dict(names.most_common()),
-        device=device.type,
-        other_ops=other,
-        note=note,
-    )
+        launch_calls, note = len(launch_names), cuda_note(sum(names.values()), launch_names)
+    else:  # the innermost working operators are what a GPU would launch
+        names = Counter(e.name for e in events if _is_working_op(e) and not _has_working_descendant(e))
+        other = sum(is_aten(e) and not _is_working_op(e) and not e.cpu_children for e in events)
+        launch_calls, note = sum(names.values()), ""
+    kernels = sum(names.values())
+    return LaunchCount(kernels=kernels, per_layer=kernels / num_layers, launch_calls=launch_calls,
+                       kernel_names=dict(names.most_common()), device=device.type, other_ops=other, note=note)
 
 

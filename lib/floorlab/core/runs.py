@@ -10,11 +10,11 @@ import os
 import platform
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
-from importlib import metadata
 from pathlib import Path
 
 from floorlab.core import paths
 from floorlab.core.bandwidth import Bandwidths
+from floorlab.core.device import package_version
 from floorlab.core.environment import expand_folder
 from floorlab.core.files import load_json, save_json
 from floorlab.core.host import Host, book_version
@@ -234,6 +234,13 @@ def reference_dirs() -> list[Path]:
     return ([chosen] if chosen is not None else []) + [Path(paths.REFERENCE_DIR)]
 
 
+def _stored_name(name: str, suffix: str) -> str | None:
+    """name without suffix, or None when it can name no stored file (too long, or a path)."""
+    name = text(name, "name", hint=f"pass a stored run's or figure's name, e.g. {DEFAULT_REFERENCE!r}")
+    name = name[: -len(suffix)] if name.endswith(suffix) else name
+    return None if len(name) > MAX_NAME_CHARS or "/" in name or "\\" in name else name
+
+
 def reference_path(name: str, suffix: str = ".json") -> Path | None:
     """The stored file <name><suffix> from the first folder of reference_dirs() that holds it, or None."""
     name = name[: -len(suffix)] if suffix and name.endswith(suffix) else name
@@ -285,13 +292,12 @@ def _missing(what: str, name: str, folders: list[Path], names: list[str], fix: s
 def reference_run(name: str = DEFAULT_REFERENCE, *, missing_ok: bool = False):
     """The stored reference run <name>.json, as a floorlab.core.runs.Run: from FLOORLAB_REFERENCE_DIR when that folder
     holds it, else from the package (lib/floorlab/reference/); None with missing_ok when none is stored."""
-    name = text(name, "name", hint=f"pass a stored run's name, e.g. {DEFAULT_REFERENCE!r}")
-    name = name[: -len(".json")] if name.endswith(".json") else name
-    path = None if len(name) > MAX_NAME_CHARS or "/" in name or "\\" in name else reference_path(name)
+    plain = _stored_name(name, ".json")
+    path = reference_path(plain) if plain else None
     if path is None:
         if missing_ok:
             return None
-        raise _missing("reference run", name, reference_dirs(), reference_names())
+        raise _missing("reference run", plain or name, reference_dirs(), reference_names())
     try:
         return Run.load(path)
     except ValueError as err:  # a file stored before the Run layout, or in another one
@@ -309,12 +315,12 @@ def figure_dirs() -> list[Path]:
 def reference_figure(name: str, *, missing_ok: bool = False) -> Path | None:
     """Path of the stored reference figure <name>.png, from the folder that holds the run it was drawn from (the longest
     stored run name that starts it), so a figure never shows another run's numbers."""
-    name = text(name, "name", hint=f"pass a stored figure's name, e.g. {DEFAULT_REFERENCE!r}")
-    name = name[: -len(".png")] if name.endswith(".png") else name
-    if len(name) > MAX_NAME_CHARS or "/" in name or "\\" in name:
+    plain = _stored_name(name, ".png")
+    if plain is None:
         if missing_ok:
             return None
         raise _missing("reference figure", name, figure_dirs(), [])
+    name = plain
     pairs = list(zip(reference_dirs(), figure_dirs()))
     run = max((n for n in reference_names() if name.startswith(f"{n}-")), key=len, default=None)
     home = next((pair for pair in pairs if run and (pair[0] / f"{run}.json").is_file()), None)
@@ -342,13 +348,6 @@ def stored_figure(name: str) -> Path | None:
     return reference_figure(name, missing_ok=True)
 
 
-def _version(package: str) -> str | None:
-    try:
-        return metadata.version(package)
-    except metadata.PackageNotFoundError:
-        return None
-
-
 def run_stamp() -> dict:
     """When and with what software a run was made: UTC ISO date and versions, the book's own
     (git describe in a checkout, else the package's version) among them; no machine names."""
@@ -356,7 +355,7 @@ def run_stamp() -> dict:
         "book": book_version(),
         "date": datetime.now(timezone.utc).isoformat(timespec="seconds"),
         "python": platform.python_version(),
-        "torch": _version("torch"),
-        "transformers": _version("transformers"),
-        "floorlab": _version("floorlab"),
+        "torch": package_version("torch"),
+        "transformers": package_version("transformers"),
+        "floorlab": package_version("floorlab"),
     }

@@ -134,21 +134,9 @@ class Timeline:
 
     @classmethod
     def from_dict(cls, data: dict) -> "Timeline":
-        return cls(
-            cpu=[Interval(**i) for i in data["cpu"]],
-            gpu=[Interval(**i) for i in data["gpu"]],
-            span_us=float(data["span_us"]),
-            label=data["label"],
-            note=data.get("note", ""),
-            timed_ms=data.get("timed_ms"),
-        )
-
-
-def _marks(events) -> list:
-    """The STEP_MARK ranges on the host, in call order."""
-    marks = [e for e in events if e.device_type == torch.autograd.DeviceType.CPU
-             and e.name.startswith(STEP_MARK)]
-    return sorted(marks, key=lambda e: int(e.name[len(STEP_MARK):]))
+        return cls(cpu=[Interval(**i) for i in data["cpu"]], gpu=[Interval(**i) for i in data["gpu"]],
+                   span_us=float(data["span_us"]), label=data["label"], note=data.get("note", ""),
+                   timed_ms=data.get("timed_ms"))
 
 
 def _within(event, mark) -> bool:
@@ -162,7 +150,8 @@ def steady_timeline(step_fn: Callable[[], object], *, label: str, device=None,
     steps = whole_number(steps, "steps", at_least=3,
                          hint="pass 3 or more: one step before and one after the step drawn")
     events = profile_calls(step_fn, device, calls=steps)
-    marks = _marks(events)
+    marks = sorted((e for e in events if e.device_type == torch.autograd.DeviceType.CPU
+                    and e.name.startswith(STEP_MARK)), key=lambda e: int(e.name[len(STEP_MARK):]))
     middle = steps // 2
     if len(marks) != steps:
         return Timeline(cpu=[], gpu=[], span_us=0.0, label=label, timed_ms=timed_ms,
@@ -191,12 +180,11 @@ def steady_timeline(step_fn: Callable[[], object], *, label: str, device=None,
         cpu_events = [e for e in events if is_aten(e) and not has_aten_ancestor(e)
                       and _within(e, mark)]
 
-    def interval(e) -> Interval:
-        return Interval(e.name, e.time_range.start - origin, e.time_range.end - origin)
+    def row(chosen) -> list[Interval]:
+        return sorted((Interval(e.name, e.time_range.start - origin, e.time_range.end - origin) for e in chosen),
+                      key=lambda i: i.start_us)
 
-    cpu = sorted((interval(e) for e in cpu_events), key=lambda i: i.start_us)
-    gpu = sorted((interval(e) for e in gpu_events), key=lambda i: i.start_us)
-    return Timeline(cpu=cpu, gpu=gpu, span_us=following - origin, label=label, note=note,
+    return Timeline(cpu=row(cpu_events), gpu=row(gpu_events), span_us=following - origin, label=label, note=note,
                     timed_ms=timed_ms)
 
 
@@ -207,9 +195,9 @@ def kernel_table(timeline: Timeline, *, top: int = 12, row: str = "gpu") -> list
         raise ValueError(f"row must be 'gpu' or 'cpu', got {row!r}")
     rows: dict[str, dict] = {}
     for i in getattr(timeline, row):
-        row = rows.setdefault(_short_kernel_name(i.name), {"count": 0, "total_us": 0.0})
-        row["count"] += 1
-        row["total_us"] += i.duration_us
+        entry = rows.setdefault(_short_kernel_name(i.name), {"count": 0, "total_us": 0.0})
+        entry["count"] += 1
+        entry["total_us"] += i.duration_us
     busy = sum(r["total_us"] for r in rows.values()) or 1.0
     table = [{"kernel": name, **r, "mean_us": r["total_us"] / r["count"], "share": r["total_us"] / busy}
              for name, r in rows.items()]

@@ -52,18 +52,13 @@ class Timing:
         """A one-line warning for a noisy timing, else ''."""
         if not self.noisy:
             return ""
-
         return (f"warning: {what} is noisy (p10-p90 {sig(self.p10_ms)}-{sig(self.p90_ms)} ms, "
                 f"{self.spread_ms / self.median_ms:.0%} of the median); something else was "
                 "running. Re-run it before reading much into it.")
 
     def __str__(self) -> str:
-        """'2.08 ms (p10-p90 2.07-2.09, n=50)': three significant figures, which a timing's
-        spread rarely allows more of ('155 ms', never '154.62 ms')."""
-        return (
-            f"{sig(self.median_ms)} ms (p10-p90 {sig(self.p10_ms)}-{sig(self.p90_ms)}, "
-            f"n={len(self.samples_ms)})"
-        )
+        """'2.08 ms (p10-p90 2.07-2.09, n=50)': three significant figures, all a spread allows."""
+        return f"{sig(self.median_ms)} ms (p10-p90 {sig(self.p10_ms)}-{sig(self.p90_ms)}, n={len(self.samples_ms)})"
 
     def to_dict(self) -> dict:
         out = asdict(self)
@@ -87,14 +82,8 @@ class Timing:
         for s in samples:
             nonnegative_number(s, f"every one of the {len(samples)} samples in ms",
                                hint="check the clock that made them")
-        return cls(
-            median_ms=statistics.median(samples),
-            p10_ms=_percentile(samples, 10),
-            p90_ms=_percentile(samples, 90),
-            min_ms=min(samples),
-            max_ms=max(samples),
-            samples_ms=samples,
-        )
+        return cls(statistics.median(samples), _percentile(samples, 10), _percentile(samples, 90), min(samples),
+                   max(samples), samples)
 
 
 @dataclass(frozen=True)
@@ -176,10 +165,9 @@ class Comparison:
         chosen = {"more": more, "less": less, "untold": untold}[self.outcome]
         if "{ratio}" in chosen or "{inverse}" in chosen:
             chosen = chosen.format(ratio=fmt_times(self.ratio), inverse=fmt_times(1 / self.ratio))
-        sentence = chosen
         if _said is not None:
-            _said.append((sentence, self))
-        return sentence
+            _said.append((chosen, self))
+        return chosen
 
     def says(self, first: str, second: str) -> str:
         """One sentence: the ratio when it means something, else why it does not."""
@@ -224,16 +212,10 @@ def _percentile(samples: list[float], q: float) -> float:
     return ordered[lo] + (ordered[hi] - ordered[lo]) * (pos - lo)
 
 
-def _check_counts(warmup: int, repeats: int) -> None:
-    whole_number(warmup, "warmup", at_least=0, hint="pass how many untimed calls to run first, e.g. 3")
-    whole_number(repeats, "repeats", hint="pass how many timed calls to run, e.g. 20")
-
-
-def _repeat_range(repeats: int, progress: str | None):
-    if progress is None:
-        return range(repeats)
-
-    return progress_bar(range(repeats), label=progress, total=repeats)
+def _wall_ms(fn: Callable[[], object]) -> float:
+    t0 = time.perf_counter()
+    fn()
+    return (time.perf_counter() - t0) * 1e3
 
 
 def _settle(fn: Callable[[], object]) -> int:
@@ -242,12 +224,9 @@ def _settle(fn: Callable[[], object]) -> int:
     recent: list[float] = []
     start = time.perf_counter()
     for calls in range(1, SETTLE_MAX_CALLS + 1):
-        t0 = time.perf_counter()
-        fn()
-        recent = (recent + [time.perf_counter() - t0])[-3:]
-        if len(recent) == 3 and max(recent) <= (1 + SETTLE_TOLERANCE) * min(recent):
-            return calls
-        if len(recent) == 3 and time.perf_counter() - start >= SETTLE_MAX_S:
+        recent = (recent + [_wall_ms(fn)])[-3:]
+        settled = max(recent) <= (1 + SETTLE_TOLERANCE) * min(recent)
+        if len(recent) == 3 and (settled or time.perf_counter() - start >= SETTLE_MAX_S):
             return calls
     return SETTLE_MAX_CALLS
 
@@ -258,18 +237,15 @@ def _timed_loop(fn: Callable[[], object], *, warmup: int, repeats: int, device,
 
     At most IN_FLIGHT calls queue ahead of the device, so the host never stalls on a full launch
     queue and the issue time stays its own."""
-    _check_counts(warmup, repeats)
+    whole_number(warmup, "warmup", at_least=0, hint="pass how many untimed calls to run first, e.g. 3")
+    whole_number(repeats, "repeats", hint="pass how many timed calls to run, e.g. 20")
     device = resolve_device(device)
-    on_cuda = device.type == "cuda"
+    repeat = range(repeats) if progress is None else progress_bar(range(repeats), label=progress, total=repeats)
     for _ in range(warmup):
         fn()
-    if not on_cuda:
+    if device.type != "cuda":
         _settle(fn)
-        samples = []
-        for _ in _repeat_range(repeats, progress):
-            t0 = time.perf_counter()
-            fn()
-            samples.append((time.perf_counter() - t0) * 1e3)
+        samples = [_wall_ms(fn) for _ in repeat]
         return samples, list(samples)
 
     torch.cuda.synchronize(device)
@@ -277,7 +253,7 @@ def _timed_loop(fn: Callable[[], object], *, warmup: int, repeats: int, device,
               for _ in range(repeats)]
     stream = torch.cuda.current_stream(device)
     issue: list[float] = []
-    for i in _repeat_range(repeats, progress):
+    for i in repeat:
         if i >= IN_FLIGHT:
             events[i - IN_FLIGHT][1].synchronize()
         start, end = events[i]
@@ -310,7 +286,7 @@ class StepTimes:
         return self.issue.median_ms > self.step.p90_ms
 
     def note(self) -> str:
-        """A warning when the two disagree in a way no steady state allows, else ''."""
+        """A warning when issuing outlasts the step, which no steady state allows, else ''."""
         if not self.issue_exceeds_step:
             return ""
         return (f"warning: issuing took {sig(self.issue.median_ms)} ms, longer than the "
@@ -332,9 +308,7 @@ def time_once(fn: Callable[[], object], *, device=None) -> float:
     """ms one call of fn takes, without warm-up (a CUDA event pair on a GPU, a wall clock on a CPU)."""
     device = resolve_device(device)
     if device.type != "cuda":
-        t0 = time.perf_counter()
-        fn()
-        return (time.perf_counter() - t0) * 1e3
+        return _wall_ms(fn)
     torch.cuda.synchronize(device)
     start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
     stream = torch.cuda.current_stream(device)
@@ -349,9 +323,4 @@ def unsynchronised_time_ms(fn: Callable[[], object], *, repeats: int = 20) -> fl
     """Median ms of a wall clock around each call, never waiting for the GPU: wrong on purpose, it can
     beat the roofline floor, and the floor test catches it."""
     repeats = whole_number(repeats, "repeats", hint="pass how many timed calls to run, e.g. 20")
-    samples = []
-    for _ in range(repeats):
-        t0 = time.perf_counter()
-        fn()
-        samples.append((time.perf_counter() - t0) * 1e3)
-    return statistics.median(samples)
+    return statistics.median(_wall_ms(fn) for _ in range(repeats))
