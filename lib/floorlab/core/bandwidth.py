@@ -18,7 +18,6 @@ from floorlab.core.timing import time_ms
 MIB = 2**20
 CUDA_DEFAULT_SIZE_MB = 1024
 CPU_DEFAULT_SIZE_MB = 256
-_BUFFER_DTYPE = torch.float32
 
 
 @dataclass
@@ -70,12 +69,12 @@ class Bandwidths:
     @property
     def floor_gbps(self) -> float:
         """GB/s the floor uses: the larger measured bandwidth."""
-        return floor_bandwidth(self.as_gbps())[0]
+        return floor_bandwidth(self)[0]
 
     @property
     def floor_kind(self) -> str:
         """Which measurement floor_gbps came from: "copy" or "read"."""
-        return floor_bandwidth(self.as_gbps())[1]
+        return floor_bandwidth(self)[1]
 
     def drift_note(self, later: "Bandwidths", *, tolerance: float = 0.2) -> str:
         """A warning when a later measurement's floor bandwidth differs by more than tolerance, else ''."""
@@ -108,13 +107,16 @@ class Bandwidths:
                              f"({type(err).__name__}: {err}); measure them with measure_bandwidths()") from None
 
 
-def _default_size_mb(device: torch.device, kind: str) -> int:
-    if device.type != "cuda":
-        return CPU_DEFAULT_SIZE_MB
-    free_bytes, _ = torch.cuda.mem_get_info(device)
-    buffers = 2 if kind == "copy" else 1
-    fitting_mb = int(free_bytes // (4 * buffers * MIB))
-    return max(1, min(CUDA_DEFAULT_SIZE_MB, fitting_mb))
+def _timed_band(make, amount: float, *, repeats: int, device: torch.device) -> tuple[float, float, float]:
+    """(median, p10, p90) of amount per second over repeats timed calls of make(); the p10 rate is the p90 time's.
+
+    The call's buffers are freed before the CUDA cache is emptied."""
+    fn = make()
+    timing = time_ms(fn, warmup=3, repeats=repeats, device=device)
+    fn = None
+    if device.type == "cuda":
+        torch.cuda.empty_cache()
+    return tuple(amount / (ms * 1e-3) for ms in (timing.median_ms, timing.p90_ms, timing.p10_ms))
 
 
 def measure_bandwidth(device=None, *, kind: str = "copy", size_mb: float | None = None,
@@ -127,40 +129,24 @@ def measure_bandwidth(device=None, *, kind: str = "copy", size_mb: float | None 
                                   f"({CUDA_DEFAULT_SIZE_MB} on CUDA, {CPU_DEFAULT_SIZE_MB} on CPU)")
     repeats = whole_number(repeats, "repeats")
     device = resolve_device(device)
-    if size_mb is None:
-        size_mb = _default_size_mb(device, kind)
+    buffers = 2 if kind == "copy" else 1
+    if size_mb is None and device.type == "cuda":  # as large as fits, up to the default
+        size_mb = max(1, min(CUDA_DEFAULT_SIZE_MB, int(torch.cuda.mem_get_info(device)[0] // (4 * buffers * MIB))))
+    numel = max(1, int((size_mb or CPU_DEFAULT_SIZE_MB) * MIB) // 4)  # float32 elements
+    bytes_per_rep = buffers * numel * 4
+    gbps = _timed_band(lambda: _bandwidth_step(kind, numel, device), bytes_per_rep / 1e9, repeats=repeats,
+                       device=device)
+    return Bandwidth(kind, *gbps, bytes_per_rep=bytes_per_rep, device=str(device))
 
-    element_bytes = torch.empty((), dtype=_BUFFER_DTYPE).element_size()
-    numel = max(1, int(size_mb * MIB) // element_bytes)
-    nbytes = numel * element_bytes
-    src = torch.ones(numel, dtype=_BUFFER_DTYPE, device=device)
 
+def _bandwidth_step(kind: str, numel: int, device: torch.device):
+    """A call that copies (kind "copy") or sums ("read") numel float32s; its buffers go with it."""
+    src = torch.ones(numel, dtype=torch.float32, device=device)
     if kind == "copy":
-        dst = torch.empty_like(src)
-        dst.fill_(0)
-        bytes_per_rep = 2 * nbytes
-
-        def step():
-            dst.copy_(src)
-    else:
-        out = torch.empty((), dtype=_BUFFER_DTYPE, device=device)
-        bytes_per_rep = nbytes
-
-        def step():
-            torch.sum(src, dim=0, out=out)
-
-    timing = time_ms(step, warmup=3, repeats=repeats, device=device)
-    step = src = None  # free the buffers before the cache is emptied
-    if device.type == "cuda":
-        torch.cuda.empty_cache()
-    return Bandwidth(
-        kind=kind,
-        gbps=bytes_per_rep / (timing.median_ms * 1e-3) / 1e9,
-        p10_gbps=bytes_per_rep / (timing.p90_ms * 1e-3) / 1e9,
-        p90_gbps=bytes_per_rep / (timing.p10_ms * 1e-3) / 1e9,
-        bytes_per_rep=bytes_per_rep,
-        device=str(device),
-    )
+        dst = torch.zeros_like(src)
+        return lambda: dst.copy_(src)
+    out = torch.empty((), dtype=torch.float32, device=device)
+    return lambda: torch.sum(src, dim=0, out=out)
 
 
 def measure_bandwidths(device=None, *, repeats: int = 20, size_mb: float | None = None) -> Bandwidths:
@@ -212,20 +198,14 @@ def measure_matmul_tflops(device=None, *, dtype: torch.dtype | None = None, size
         size = CUDA_MATMUL_SIZE if device.type == "cuda" else CPU_MATMUL_SIZE
     size = whole_number(size, "size", hint="pass the matrices' side, e.g. 1024")
     repeats = whole_number(repeats, "repeats")
+    tflops = _timed_band(lambda: _product(size, dtype, device), 2 * size**3 / 1e12, repeats=repeats, device=device)
+    return MatmulRate(*tflops, size=size, dtype=str(dtype).removeprefix("torch."), device=str(device))
+
+
+def _product(size: int, dtype: torch.dtype, device: torch.device):
+    """A call of one size × size product, the second matrix read transposed as F.linear reads a weight."""
     gen = torch.Generator(device=device).manual_seed(0)
     a = torch.randn(size, size, device=device, dtype=dtype, generator=gen)
     weight = torch.randn(size, size, device=device, dtype=dtype, generator=gen)
     out = torch.empty(size, size, device=device, dtype=dtype)
-
-    def product():
-        torch.mm(a, weight.t(), out=out)  # F.linear(a, weight)
-
-    timing = time_ms(product, warmup=3, repeats=repeats, device=device)
-    a = weight = out = product = None  # free the matrices before the cache is emptied
-    if device.type == "cuda":
-        torch.cuda.empty_cache()
-    flops = 2 * size**3
-    return MatmulRate(tflops=flops / (timing.median_ms * 1e-3) / 1e12,
-                      p10_tflops=flops / (timing.p90_ms * 1e-3) / 1e12,
-                      p90_tflops=flops / (timing.p10_ms * 1e-3) / 1e12,
-                      size=size, dtype=str(dtype).removeprefix("torch."), device=str(device))
+    return lambda: torch.mm(a, weight.t(), out=out)
