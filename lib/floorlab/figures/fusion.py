@@ -13,9 +13,8 @@ from floorlab.figures.style import (
     MUTED,
     REST_ORANGE,
     STYLE,
-    legend_and_note,
+    finish,
     new_figure,
-    save_png,
 )
 
 KINDS = {  # kind: (colour, legend label)
@@ -91,10 +90,6 @@ def fusion_schematic(ops=LAYER_OPS, kernels=BOOK_KERNELS, *, title: str | None =
         ax.set_ylim(-0.62, 2.05)
         ax.set_aspect("auto")
         ax.axis("off")
-        if title:
-            ax.set_title(title, loc="left", color=INK, pad=8)
         handles = [Patch(color=colour, label=text) for colour, text in KINDS.values()]
         handles.append(Patch(facecolor="none", edgecolor=INK, label="one kernel"))
-        legend_and_note(ax, handles, ncol=2, note=note, below_pt=4)
-        save_png(fig, path)
-    return fig
+        return finish(fig, ax, handles, title=title, note=note, path=path, ncol=2, below_pt=4)

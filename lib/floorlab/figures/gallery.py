@@ -10,7 +10,7 @@ from matplotlib.patches import Patch
 from matplotlib.ticker import FixedLocator, FuncFormatter, NullLocator
 
 from floorlab.core.prose import fmt_gbps, fmt_times
-from floorlab.figures.style import INK, MUTED, REST_ORANGE, STYLE, legend_and_note, new_figure, save_png
+from floorlab.figures.style import INK, MUTED, REST_ORANGE, STYLE, bar_axis, finish, new_figure
 
 # ---- the gallery: many cards side by side ---------------------------------------------------
 
@@ -79,22 +79,16 @@ def gallery_bars(cards, *, path=None, title: str | None = None, note: str | None
         ax.set_xlim(low, high)
         _times_ticks(ax.xaxis, low, high)
         ax.set_ylim(len(cards) - 0.5, -0.75)
-        ax.set_yticks(range(len(cards)), [_card_tick(c) for c in cards])
+        bar_axis(ax, [_card_tick(c) for c in cards])
         for tick, card in zip(ax.get_yticklabels(), cards):
             if card.mine:
                 tick.set_fontweight("bold")
         for g in range(1, len(cards)):
             ax.axhline(g - 0.5, color="#DDDDDD", linewidth=0.8)
-        ax.tick_params(axis="y", length=0, pad=6)
-        ax.spines["left"].set_visible(False)
         ax.set_xlabel("time per decode token, as a multiple of the card's own floor (log scale)")
-        if title:
-            ax.set_title(title, loc="left", color=INK, pad=8)
         handles = [Patch(color=PATH_COLOURS[k], label=k if k != "best" else "best path")
                    for k in GALLERY_PATHS]
-        legend_and_note(ax, handles, ncol=3, note=note, below_pt=36)
-        save_png(fig, path)
-    return fig
+        return finish(fig, ax, handles, title=title, note=note, path=path, ncol=3)
 
 
 def gallery_scatter(cards, *, cost=None, path=None, title: str | None = None,
@@ -166,12 +160,8 @@ def gallery_scatter(cards, *, cost=None, path=None, title: str | None = None,
         ax.set_xlabel("the bandwidth each floor divides by: the larger of copy and read "
                       "(GB/s, log scale)")
         ax.set_ylabel("time per token ÷ the card's floor")
-        if title:
-            ax.set_title(title, loc="left", color=INK, pad=8)
         handles = [Line2D([], [], marker="o", linestyle="", markersize=8,
                           color=PATH_COLOURS["eager"], label="eager"),
                    Line2D([], [], marker="D", linestyle="", markersize=7,
                           color=PATH_COLOURS["best"], label="best path")] + handles
-        legend_and_note(ax, handles, ncol=2, note=note, below_pt=40)
-        save_png(fig, path)
-    return fig
+        return finish(fig, ax, handles, title=title, note=note, path=path, ncol=2, below_pt=40)

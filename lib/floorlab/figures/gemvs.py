@@ -11,9 +11,8 @@ from floorlab.figures.style import (
     SERIES_COLOURS,
     SERIES_MARKERS,
     STYLE,
-    legend_and_note,
+    finish,
     new_figure,
-    save_png,
 )
 
 GEMV_WAYS = {"alone": "one GEMV alone", "serial": "back to back, no PDL",
@@ -49,8 +48,4 @@ def gemv_sizes(rows, read_gbps: float, *, title: str | None = None, path=None,
         ax.set_ylim(0, read_gbps * 1.12)
         ax.set_xlabel("weight matrix, MB (log scale; rows × 1024 columns, bf16)")
         ax.set_ylabel("achieved GB/s")
-        if title:
-            ax.set_title(title, loc="left", color=INK, pad=8)
-        legend_and_note(ax, handles, ncol=2, note=note, below_pt=36)
-        save_png(fig, path)
-    return fig
+        return finish(fig, ax, handles, title=title, note=note, path=path, ncol=2)

@@ -9,6 +9,7 @@ from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 from matplotlib.patches import Patch
 
+from floorlab.core.launches import merged_spans
 from floorlab.core.numbers import positive_number, whole_number
 from floorlab.figures.style import (
     CPU_GREY,
@@ -76,14 +77,13 @@ def pdl_phases(kernels: int = 2, *, start_us: float = 1.0, stream_us: float = 4.
 
 def bus_idle_share(kernels: list[list[tuple[str, float, float]]]) -> float:
     """Share (0-1) of the chain's span in which no kernel moves weights."""
-    moving = sorted((a, b) for phases in kernels for name, a, b in phases if name in ("stream", "early"))
     span = max(b for phases in kernels for _, _, b in phases) - min(a for phases in kernels for _, a, _ in phases)
-    busy, (lo, hi) = 0.0, moving[0]
-    for a, b in moving[1:]:
-        if a > hi:
-            busy, lo = busy + hi - lo, a
-        hi = max(hi, b)
-    return 1.0 - (busy + hi - lo) / span
+    return 1.0 - sum(b - a for a, b in _moving(kernels)) / span
+
+
+def _moving(kernels) -> list[tuple[float, float]]:
+    """The spans in which some kernel moves weights, merged."""
+    return merged_spans((a, b) for phases in kernels for name, a, b in phases if name in ("stream", "early"))
 
 
 def pdl_schematic(kernels: int = 2, *, start_us: float = 1.0, stream_us: float = 4.0, drain_us: float = 1.0,
@@ -104,12 +104,8 @@ def pdl_schematic(kernels: int = 2, *, start_us: float = 1.0, stream_us: float =
                     colour, hatch, _ = PHASES[name]
                     ax.broken_barh([(a, b - a)], (y - row_h / 2, row_h), facecolors=colour, hatch=hatch,
                                    edgecolor=INK if name == "wait" else "white", linewidth=0.6, gid=name)
-            moving = sorted((a, b) for phases in chain for n, a, b in phases if n in ("stream", "early"))
-            gaps, hi = [], moving[0][1]
-            for a, b in moving[1:]:
-                if a > hi:
-                    gaps.append((hi, a - hi))
-                hi = max(hi, b)
+            moving = _moving(chain)
+            gaps = [(end, start - end) for (_, end), (start, _) in zip(moving, moving[1:])]
             ax.broken_barh([(a, b - a) for a, b in moving], (-row_h / 2, row_h), facecolors=FLOOR_BLUE,
                            linewidth=0, gid="bus")
             ax.broken_barh(gaps, (-row_h / 2, row_h), facecolors=IDLE_RED, alpha=IDLE_ALPHA, linewidth=0,

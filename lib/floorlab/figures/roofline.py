@@ -13,21 +13,13 @@ from floorlab.figures.style import (
     SERIES_COLOURS,
     SERIES_MARKERS,
     STYLE,
-    legend_and_note,
+    finish,
     new_figure,
-    save_png,
 )
 
 
-def roofline_plot(
-    series,
-    *,
-    bandwidth_gbps: float,
-    peak_tflops: float,
-    path=None,
-    title: str | None = None,
-    note: str | None = None,
-) -> Figure:
+def roofline_plot(series, *, bandwidth_gbps: float, peak_tflops: float, path=None, title: str | None = None,
+                  note: str | None = None) -> Figure:
     """Achieved TFLOP/s against FLOPs per byte, log-log, under the roofline.
 
     series: {label: [(flops_per_byte, tflops, text), ...]}; a non-empty text labels its point."""
@@ -81,8 +73,4 @@ def roofline_plot(
         ax.set_ylim(y_lo, y_hi)
         ax.set_xlabel("arithmetic intensity (FLOPs per byte of the floor)")
         ax.set_ylabel("achieved TFLOP/s")
-        if title:
-            ax.set_title(title, loc="left", color=INK, pad=8)
-        legend_and_note(ax, handles, ncol=min(len(handles), 3), note=note, below_pt=36)
-        save_png(fig, path)
-    return fig
+        return finish(fig, ax, handles, title=title, note=note, path=path, ncol=min(len(handles), 3))

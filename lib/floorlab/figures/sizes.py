@@ -10,10 +10,9 @@ from floorlab.figures.style import (
     SERIES_COLOURS,
     SERIES_MARKERS,
     STYLE,
+    finish,
     label_ends,
-    legend_and_note,
     new_figure,
-    save_png,
 )
 
 
@@ -22,15 +21,8 @@ def _billions_label(params: float) -> str:
     return f"{params / 1e9:.1f}B" if params < 1e10 else f"{params / 1e9:.0f}B"
 
 
-def scaling(
-    lines,
-    *,
-    stored=(),
-    title: str | None = None,
-    path=None,
-    note: str | None = None,
-    xlabel: str = "model size, parameters (log scale)",
-) -> Figure:
+def scaling(lines, *, stored=(), title: str | None = None, path=None, note: str | None = None,
+            xlabel: str = "model size, parameters (log scale)") -> Figure:
     """Multiple of the floor against model size, log-log: lines {label: [(parameters, x_floor), ...]};
     labels in `stored` come from another run and are drawn dashed."""
     lines = {str(k): sorted((float(x), float(y)) for x, y in v) for k, v in dict(lines).items()}
@@ -75,8 +67,4 @@ def scaling(
         label_ends(ax, ends)
         ax.set_xlabel(xlabel)
         ax.set_ylabel("time per token ÷ the floor (log scale)")
-        if title:
-            ax.set_title(title, loc="left", color=INK, pad=8)
-        legend_and_note(ax, handles, ncol=min(len(handles), 2), note=note, below_pt=36)
-        save_png(fig, path)
-    return fig
+        return finish(fig, ax, handles, title=title, note=note, path=path, ncol=min(len(handles), 2))

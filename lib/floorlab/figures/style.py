@@ -8,6 +8,7 @@ import textwrap
 from io import BytesIO
 
 from matplotlib.figure import Figure
+from matplotlib.lines import Line2D
 from matplotlib.transforms import offset_copy
 
 from floorlab.core.files import write_whole
@@ -87,6 +88,28 @@ def save_png(fig: Figure, path) -> None:
         return
     write_whole(path, lambda stream: fig.savefig(stream, format="png", dpi=DPI, bbox_inches="tight",
                                                  facecolor="white"))
+
+
+def finish(fig: Figure, ax, handles, *, title: str | None, note: str | None, path, ncol: int,
+           below_pt: float = 36) -> Figure:
+    """The title (when given) at ax's top left, the legend and note below, the PNG at path; returns fig."""
+    if title:
+        ax.set_title(title, loc="left", color=INK, pad=8)
+    legend_and_note(ax, handles, ncol=ncol, note=note, below_pt=below_pt)
+    save_png(fig, path)
+    return fig
+
+
+def bar_axis(ax, labels) -> None:
+    """Horizontal bars' y axis: one label per bar, no ticks, no spine."""
+    ax.set_yticks(range(len(labels)), labels)
+    ax.tick_params(axis="y", length=0, pad=6)
+    ax.spines["left"].set_visible(False)
+
+
+def spread_handle() -> Line2D:
+    """The legend's entry for a p10-p90 whisker."""
+    return Line2D([], [], color=INK, lw=1.0, marker="|", markersize=7, label="p10–p90 spread")
 
 
 def legend_and_note(ax, handles, *, ncol: int, note: str | None, below_pt: float) -> None:
