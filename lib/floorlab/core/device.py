@@ -5,6 +5,7 @@ import os
 import platform
 import re
 from importlib import metadata
+from pathlib import Path
 
 import torch
 
@@ -45,15 +46,20 @@ def package_version(name: str) -> str | None:
         return None
 
 
-def _cpu_name() -> str:
+def cpuinfo() -> dict[str, str]:
+    """The first processor's fields in /proc/cpuinfo (Linux), {} elsewhere."""
     try:
-        with open("/proc/cpuinfo") as f:
-            for line in f:
-                if line.startswith("model name"):
-                    return line.split(":", 1)[1].strip()
+        text = Path("/proc/cpuinfo").read_text(errors="replace")
     except OSError:
-        pass
-    return platform.processor() or platform.machine()
+        return {}
+    return {key.strip(): value.strip() for key, _, value in
+            (line.partition(":") for line in text.split("\n\n")[0].splitlines())}
+
+
+def cpu_name() -> str:
+    """The host CPU's model, as Linux (or else the platform) names it."""
+    info = cpuinfo()
+    return info.get("model name") or info.get("Model") or platform.processor() or platform.machine()
 
 
 def _host_memory_gb() -> float | None:
@@ -84,7 +90,7 @@ def describe_device(device=None) -> dict:
         facts["memory_gb"] = round(props.total_memory / 1e9, 1)
         facts["compute_capability"] = f"{props.major}.{props.minor}"
     else:
-        facts["name"] = _cpu_name()
+        facts["name"] = cpu_name()
         memory = _host_memory_gb()
         facts["memory_gb"] = round(memory, 1) if memory is not None else None
         facts["torch_threads"] = torch.get_num_threads()

@@ -3,7 +3,6 @@ the host pays to dispatch one eager operation, measured here rather than taken f
 from __future__ import annotations
 
 import os
-import platform
 import subprocess
 import time
 from dataclasses import dataclass
@@ -14,26 +13,13 @@ from pathlib import Path
 import torch
 
 from floorlab.core import paths
-from floorlab.core.device import resolve_device
+from floorlab.core.device import cpu_name, cpuinfo, resolve_device
 from floorlab.core.prose import sig
 from floorlab.core.timing import Comparison, Timing, compare
 
 LAUNCHES_PER_SAMPLE = 200  # tiny launches timed together: one is too short for a clock to see
 DISPATCH_SAMPLES = 30  # samples of that many launches, for the median and the p10-p90 band
 SEED_DISPATCH_US = (5.0, 20.0)  # the laptop study's quoted cost of one eager dispatch: a lead, never a verdict
-
-
-def _cpuinfo() -> dict[str, str]:
-    """The first processor's fields in /proc/cpuinfo (Linux), {} elsewhere."""
-    try:
-        text = Path("/proc/cpuinfo").read_text(errors="replace")
-    except OSError:
-        return {}
-    fields = {}
-    for line in text.split("\n\n")[0].splitlines():
-        key, _, value = line.partition(":")
-        fields[key.strip()] = value.strip()
-    return fields
 
 
 def _max_clock_mhz() -> float | None:
@@ -47,15 +33,13 @@ def _max_clock_mhz() -> float | None:
 def read_cpu() -> dict:
     """The host CPU: its model, its logical cores and its clock in MHz (the highest where Linux
     reports one, else the current one; None where neither can be read)."""
-    info = _cpuinfo()
-    model = info.get("model name") or info.get("Model") or platform.processor() or platform.machine()
     clock = _max_clock_mhz()
     if clock is None:
         try:
-            clock = float(info["cpu MHz"])
+            clock = float(cpuinfo()["cpu MHz"])
         except (KeyError, ValueError):
             clock = None
-    return {"model": model or None, "cores": os.cpu_count(), "clock_mhz": clock}
+    return {"model": cpu_name() or None, "cores": os.cpu_count(), "clock_mhz": clock}
 
 
 @lru_cache(maxsize=1)

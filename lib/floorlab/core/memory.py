@@ -47,17 +47,11 @@ def free_bytes(device=None) -> int | None:
 def fits_bytes(bytes_needed: float, device=None, *, share: float = 1.0) -> bool:
     """True when bytes_needed is within `share` of the bytes free on the device now (or free is unknown)."""
     bytes_needed = nonnegative_number(bytes_needed, "bytes_needed", "pass a count of bytes, e.g. model_bytes(...)")
-    share = fraction_of_free(share)
-    free = free_bytes(device)
-    return free is None or bytes_needed <= share * free
-
-
-def fraction_of_free(share) -> float:
-    """share as a fraction of memory greater than 0 and at most 1, or a ValueError."""
     share = positive_number(share, "share", "pass the fraction of free memory to use, e.g. 0.8")
     if share > 1:
         raise ValueError(f"share must be a fraction of the free memory, at most 1, got {shown(share)}")
-    return share
+    free = free_bytes(device)
+    return free is None or bytes_needed <= share * free
 
 
 @dataclass(frozen=True)

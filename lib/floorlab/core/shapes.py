@@ -50,9 +50,8 @@ class Qwen3Shape:
     def matmul_param_count(self) -> int:
         """Parameters one token multiplies through: every layer's matrices and the output head."""
         h, d = self.hidden_size, self.head_dim
-        layer = h * (self.num_heads + 2 * self.num_kv_heads) * d + self.num_heads * d * h
-        layer += 3 * h * self.intermediate_size
-        return self.num_layers * layer + self.vocab_size * h
+        norms = 2 * h + 2 * d
+        return self.num_layers * (self.layer_param_count() - norms) + self.vocab_size * h
 
     def param_count(self) -> int:
         """Total parameters, counting a tied embedding/LM head once."""
