@@ -169,13 +169,11 @@ class Run:
         if data.get("layout") != LAYOUT:
             raise ValueError(f"this run is stored in layout {data.get('layout')!r}, but the book "
                              f"reads layout {LAYOUT}; measure it again to store it anew")
-        missing = [key for key in ("kind", "stamp", "device") if key not in data]
-        wrong = [f"{key} ({shown(data[key])})" for key, kind in RUN_FIELDS.items()
-                 if key in data and not isinstance(data[key], kind)]
-        if missing or wrong:
-            said = [f"no {', '.join(missing)}"] if missing else []
-            said += [f"a wrong type for {', '.join(wrong)}"] if wrong else []
-            raise ValueError(f"this run has {' and '.join(said)}; it is not in the book's run layout, so "
+        problems = [f"no {key}" for key in ("kind", "stamp", "device") if key not in data]
+        problems += [f"a wrong type for {key} ({shown(data[key])})" for key, kind in RUN_FIELDS.items()
+                     if key in data and not isinstance(data[key], kind)]
+        if problems:
+            raise ValueError(f"this run has {', '.join(problems)}; it is not in the book's run layout, so "
                              "measure it again to store it anew")
         return cls(
             kind=data["kind"], stamp=data["stamp"], device=data["device"],
