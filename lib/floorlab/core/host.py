@@ -109,12 +109,7 @@ class Host:
 
     def dispatch_note(self) -> str:
         """A one-line warning, in µs, when the price per launch is noisy, else ''."""
-        d = self.dispatch
-        if d is None or not d.noisy:
-            return ""
-        return (f"warning: the price per launch is noisy (p10-p90 {sig(d.p10_ms * 1e3)}-"
-                f"{sig(d.p90_ms * 1e3)} µs); something else was running. Re-run it before "
-                "reading much into it.")
+        return self.dispatch.noise_note("the price per launch", scale=1e3, unit="µs") if self.dispatch else ""
 
     def to_dict(self) -> dict:
         return {"cpu": self.cpu, "cores": self.cores, "clock_mhz": self.clock_mhz,

@@ -48,11 +48,11 @@ class Timing:
         """True when the p10-p90 band is wider than NOISY_SPREAD of the median."""
         return self.spread_ms > NOISY_SPREAD * self.median_ms
 
-    def noise_note(self, what: str = "this timing") -> str:
-        """A one-line warning for a noisy timing, else ''."""
+    def noise_note(self, what: str = "this timing", *, scale: float = 1.0, unit: str = "ms") -> str:
+        """A one-line warning for a noisy timing, its band in unit (scale per ms), else ''."""
         if not self.noisy:
             return ""
-        return (f"warning: {what} is noisy (p10-p90 {sig(self.p10_ms)}-{sig(self.p90_ms)} ms, "
+        return (f"warning: {what} is noisy (p10-p90 {sig(self.p10_ms * scale)}-{sig(self.p90_ms * scale)} {unit}, "
                 f"{self.spread_ms / self.median_ms:.0%} of the median); something else was "
                 "running. Re-run it before reading much into it.")
 
