@@ -1,15 +1,9 @@
-"""floorlab: the library behind the book Below the Floor. This module is the chapters' door.
+"""floorlab: the library behind the book Below the Floor, and the chapters' door.
 
-It exports the names every chapter shares; a chapter imports its own study by name
-(`from floorlab.studies import serving`). The library has four wings, and imports go one way:
-core (arithmetic and measurement) <- engine (the decode engine, graphs, kernels) <- studies
-(what one chapter alone needs); figures draw from core, and tools (the command lines) may
-import anything. This door never imports tools.
-
-On a machine without a CUDA GPU, importing floorlab turns on Triton's interpreter
-(TRITON_INTERPRET=1) unless the variable is already set, so the book's Triton kernels run,
-slowly, on the CPU. It must be on before Triton is first imported, which importing
-transformers or torch.compile does.
+It exports the names every chapter shares; a chapter imports its own study by name. Imports go
+one way: core <- engine <- studies; figures draw from core; tools may import anything, and this
+door never imports tools. Without a CUDA GPU it turns on Triton's interpreter (TRITON_INTERPRET=1)
+before Triton is first imported, so the book's kernels run, slowly, on the CPU.
 """
 import os
 

@@ -1,8 +1,7 @@
 """Core wing: measured bandwidth and matmul rate, the denominators of every floor in the book.
 
-Bandwidth is measured, never looked up: a large copy (bytes read + bytes written) and a large
-reduction (bytes read), on buffers far larger than any cache, timed with timing.time_ms.
-GB means 1e9 bytes.
+Measured, never looked up: a copy (read + write) and a reduction (read) on buffers far larger
+than any cache. GB means 1e9 bytes.
 """
 from __future__ import annotations
 
@@ -19,7 +18,6 @@ from floorlab.core.timing import time_ms
 MIB = 2**20
 CUDA_DEFAULT_SIZE_MB = 1024
 CPU_DEFAULT_SIZE_MB = 256
-_BUFFER_DTYPE = torch.float32
 
 
 @dataclass
@@ -50,7 +48,6 @@ class Bandwidth:
         )
 
     def to_dict(self) -> dict:
-        """Plain dict, ready for JSON."""
         return asdict(self)
 
 
@@ -72,12 +69,12 @@ class Bandwidths:
     @property
     def floor_gbps(self) -> float:
         """GB/s the floor uses: the larger measured bandwidth."""
-        return floor_bandwidth(self.as_gbps())[0]
+        return floor_bandwidth(self)[0]
 
     @property
     def floor_kind(self) -> str:
         """Which measurement floor_gbps came from: "copy" or "read"."""
-        return floor_bandwidth(self.as_gbps())[1]
+        return floor_bandwidth(self)[1]
 
     def drift_note(self, later: "Bandwidths", *, tolerance: float = 0.2) -> str:
         """A warning when a later measurement's floor bandwidth differs by more than tolerance, else ''."""
@@ -99,12 +96,10 @@ class Bandwidths:
         return f"{self.copy}\n{self.read}"
 
     def to_dict(self) -> dict:
-        """Plain dict, ready for JSON."""
         return {"copy": self.copy.to_dict(), "read": self.read.to_dict()}
 
     @classmethod
     def from_dict(cls, data: dict) -> "Bandwidths":
-        """Rebuild from to_dict() output (a ValueError when a field is missing or not a measurement)."""
         try:
             return cls(copy=Bandwidth(**data["copy"]), read=Bandwidth(**data["read"]))
         except (KeyError, TypeError) as err:
@@ -112,21 +107,21 @@ class Bandwidths:
                              f"({type(err).__name__}: {err}); measure them with measure_bandwidths()") from None
 
 
-def _default_size_mb(device: torch.device, kind: str) -> int:
-    if device.type != "cuda":
-        return CPU_DEFAULT_SIZE_MB
-    free_bytes, _ = torch.cuda.mem_get_info(device)
-    buffers = 2 if kind == "copy" else 1
-    fitting_mb = int(free_bytes // (4 * buffers * MIB))
-    return max(1, min(CUDA_DEFAULT_SIZE_MB, fitting_mb))
+def _timed_band(make, amount: float, *, repeats: int, device: torch.device) -> tuple[float, float, float]:
+    """(median, p10, p90) of amount per second over repeats timed calls of make(); the p10 rate is the p90 time's.
+
+    The call's buffers are freed before the CUDA cache is emptied."""
+    fn = make()
+    timing = time_ms(fn, warmup=3, repeats=repeats, device=device)
+    fn = None
+    if device.type == "cuda":
+        torch.cuda.empty_cache()
+    return tuple(amount / (ms * 1e-3) for ms in (timing.median_ms, timing.p90_ms, timing.p10_ms))
 
 
 def measure_bandwidth(device=None, *, kind: str = "copy", size_mb: float | None = None,
                       repeats: int = 20) -> Bandwidth:
-    """Measure memory bandwidth in GB/s: kind="copy" counts read+write, kind="read" a reduction.
-
-    size_mb is the source buffer in MiB (default 1024 on CUDA, 256 on CPU).
-    """
+    """Memory bandwidth in GB/s: kind="copy" counts read+write, kind="read" a reduction; size_mb in MiB."""
     if kind not in BANDWIDTH_KINDS:
         raise ValueError(f"kind must be one of {BANDWIDTH_KINDS}, got {kind!r}")
     if size_mb is not None:
@@ -134,40 +129,24 @@ def measure_bandwidth(device=None, *, kind: str = "copy", size_mb: float | None 
                                   f"({CUDA_DEFAULT_SIZE_MB} on CUDA, {CPU_DEFAULT_SIZE_MB} on CPU)")
     repeats = whole_number(repeats, "repeats")
     device = resolve_device(device)
-    if size_mb is None:
-        size_mb = _default_size_mb(device, kind)
+    buffers = 2 if kind == "copy" else 1
+    if size_mb is None and device.type == "cuda":  # as large as fits, up to the default
+        size_mb = max(1, min(CUDA_DEFAULT_SIZE_MB, int(torch.cuda.mem_get_info(device)[0] // (4 * buffers * MIB))))
+    numel = max(1, int((size_mb or CPU_DEFAULT_SIZE_MB) * MIB) // 4)  # float32 elements
+    bytes_per_rep = buffers * numel * 4
+    gbps = _timed_band(lambda: _bandwidth_step(kind, numel, device), bytes_per_rep / 1e9, repeats=repeats,
+                       device=device)
+    return Bandwidth(kind, *gbps, bytes_per_rep=bytes_per_rep, device=str(device))
 
-    element_bytes = torch.empty((), dtype=_BUFFER_DTYPE).element_size()
-    numel = max(1, int(size_mb * MIB) // element_bytes)
-    nbytes = numel * element_bytes
-    src = torch.ones(numel, dtype=_BUFFER_DTYPE, device=device)
 
+def _bandwidth_step(kind: str, numel: int, device: torch.device):
+    """A call that copies (kind "copy") or sums ("read") numel float32s; its buffers go with it."""
+    src = torch.ones(numel, dtype=torch.float32, device=device)
     if kind == "copy":
-        dst = torch.empty_like(src)
-        dst.fill_(0)
-        bytes_per_rep = 2 * nbytes
-
-        def step():
-            dst.copy_(src)
-    else:
-        out = torch.empty((), dtype=_BUFFER_DTYPE, device=device)
-        bytes_per_rep = nbytes
-
-        def step():
-            torch.sum(src, dim=0, out=out)
-
-    timing = time_ms(step, warmup=3, repeats=repeats, device=device)
-    step = src = None  # free the buffers before the cache is emptied
-    if device.type == "cuda":
-        torch.cuda.empty_cache()
-    return Bandwidth(
-        kind=kind,
-        gbps=bytes_per_rep / (timing.median_ms * 1e-3) / 1e9,
-        p10_gbps=bytes_per_rep / (timing.p90_ms * 1e-3) / 1e9,
-        p90_gbps=bytes_per_rep / (timing.p10_ms * 1e-3) / 1e9,
-        bytes_per_rep=bytes_per_rep,
-        device=str(device),
-    )
+        dst = torch.zeros_like(src)
+        return lambda: dst.copy_(src)
+    out = torch.empty((), dtype=torch.float32, device=device)
+    return lambda: torch.sum(src, dim=0, out=out)
 
 
 def measure_bandwidths(device=None, *, repeats: int = 20, size_mb: float | None = None) -> Bandwidths:
@@ -198,27 +177,19 @@ class MatmulRate:
                 f"{sig(self.p90_tflops)}, {self.size}×{self.size} {self.dtype}) on {self.device}")
 
     def to_dict(self) -> dict:
-        """Plain dict, ready for JSON."""
         return asdict(self)
 
     @classmethod
     def from_dict(cls, data: dict) -> "MatmulRate":
-        """Rebuild from to_dict() output."""
         return cls(**data)
 
 
 def measure_matmul_tflops(device=None, *, dtype: torch.dtype | None = None, size: int | None = None,
                           repeats: int = 10) -> MatmulRate:
-    """Measure the FLOP/s one square matrix product reaches, in TFLOP/s: the compute roof.
+    """The compute roof in TFLOP/s: one n×n product (2·n³ FLOPs) in dtype (bf16 on CUDA, float32 on a CPU).
 
-    dtype defaults to bf16 on CUDA and float32 on a CPU; pass the model's dtype to measure
-    the roof its products run under. size is the side of the matrices (8192 on CUDA,
-    1024 on a CPU). A product of n×n matrices counts 2·n³ FLOPs.
-
-    The second matrix is read transposed, as F.linear reads a weight stored [out, in]: the
-    model's own layout. A CPU's bf16 product of two row-major matrices takes a path about
-    15 times slower, a roof that the model's prefill would then pass many times over.
-    """
+    The second matrix is read transposed, as F.linear reads a weight: a CPU's bf16 product of two
+    row-major matrices takes a path about 15 times slower, a roof the model's prefill would pass."""
 
     device = resolve_device(device)
     if dtype is None:
@@ -227,20 +198,14 @@ def measure_matmul_tflops(device=None, *, dtype: torch.dtype | None = None, size
         size = CUDA_MATMUL_SIZE if device.type == "cuda" else CPU_MATMUL_SIZE
     size = whole_number(size, "size", hint="pass the matrices' side, e.g. 1024")
     repeats = whole_number(repeats, "repeats")
+    tflops = _timed_band(lambda: _product(size, dtype, device), 2 * size**3 / 1e12, repeats=repeats, device=device)
+    return MatmulRate(*tflops, size=size, dtype=str(dtype).removeprefix("torch."), device=str(device))
+
+
+def _product(size: int, dtype: torch.dtype, device: torch.device):
+    """A call of one size × size product, the second matrix read transposed as F.linear reads a weight."""
     gen = torch.Generator(device=device).manual_seed(0)
     a = torch.randn(size, size, device=device, dtype=dtype, generator=gen)
     weight = torch.randn(size, size, device=device, dtype=dtype, generator=gen)
     out = torch.empty(size, size, device=device, dtype=dtype)
-
-    def product():
-        torch.mm(a, weight.t(), out=out)  # F.linear(a, weight)
-
-    timing = time_ms(product, warmup=3, repeats=repeats, device=device)
-    a = weight = out = product = None  # free the matrices before the cache is emptied
-    if device.type == "cuda":
-        torch.cuda.empty_cache()
-    flops = 2 * size**3
-    return MatmulRate(tflops=flops / (timing.median_ms * 1e-3) / 1e12,
-                      p10_tflops=flops / (timing.p90_ms * 1e-3) / 1e12,
-                      p90_tflops=flops / (timing.p10_ms * 1e-3) / 1e12,
-                      size=size, dtype=str(dtype).removeprefix("torch."), device=str(device))
+    return lambda: torch.mm(a, weight.t(), out=out)

@@ -1,16 +1,8 @@
 """Core wing: the machinery every challenge check shares, and the worked answers kept hidden.
 
-Each check returns a one-line verdict: "not attempted yet", "right", or "not yet" with a
-hint. A check reads the reader's answer with read_number or read_bool, which take any number
-type (Python, NumPy or a one-element tensor) and turn text, percents and NaN into a hint
-rather than an exception. A numeric check may name the plausible wrong quantities a reader
-could use instead (copy bandwidth for read bandwidth, say): an answer made with one of them is
-refused with a hint that names it, and where the right and the wrong answer lie closer than the
-tolerance, the check asks for more digits instead of guessing.
-
-A worked answer prints only when the reader asks for it: `with worked_answer(show_answer):`
-around the answer's code keeps its output back unless show_answer is True. The built site sets
-FLOORLAB_SHOW_ANSWERS=1 (see _ext/), so its pages show every answer behind a toggle.
+A check returns one line: "not attempted yet", "right", or "not yet" with a hint; an answer made
+with a named plausible mistake is refused by name. `with worked_answer(show_answer):` keeps an
+answer's output back unless asked for, or FLOORLAB_SHOW_ANSWERS=1 (the built site) is set.
 """
 from __future__ import annotations
 
@@ -84,12 +76,8 @@ SAME_ANSWER = 0.005  # a wrong quantity within 0.5% of the right one gives the r
 
 def plausible_wrongs(expected, wrongs: dict[str, float | None], *, apart: float = SAME_ANSWER
                      ) -> dict[str, float]:
-    """The named wrong answers worth refusing: those known and finite, each value once (under
-    its first name), and more than apart (a fraction) from expected, one number or several right
-    forms (a sequence or {form: number}).
-
-    Closer than that, the printed digits cannot tell the two apart, so refusing one would
-    refuse a reader who followed the hint."""
+    """The named wrong answers worth refusing: those known and finite, each value once (under its first name), and more
+    than apart (a fraction) from expected, one number or several right forms (a sequence or {form: number})."""
     kept: dict[str, float] = {}
     for mistake, value in wrongs.items():
         if (value is not None and math.isfinite(value) and value not in kept.values()
@@ -114,12 +102,8 @@ def tolerance(expected: float, rel: float, wrong: dict[str, float] | None = None
 
 def judge(value: float, expected: float, *, rel: float, wrong: dict[str, float] | None = None
           ) -> tuple[Verdict, str]:
-    """(Verdict, the mistake it names or "") for a number read from the reader.
-
-    wrong maps a plausible mistake ("copy bandwidth instead of read") to the number it gives.
-    The tolerance around the right answer shrinks to half the distance to the nearest wrong
-    one (tolerance), so no answer is both; an answer within rel of the right one but outside
-    that narrower band is Verdict.PRECISION, with the mistake it cannot yet be told apart from."""
+    """(Verdict, the mistake it names or "") for a number read from the reader; the tolerance shrinks to half the
+    distance to the nearest wrong answer, so no answer is both right and wrong."""
     wrong = {mistake: other for mistake, other in (wrong or {}).items() if other != expected}
     tight = tolerance(expected, rel, wrong)
     if close(value, expected, tight):
@@ -135,13 +119,9 @@ def judge(value: float, expected: float, *, rel: float, wrong: dict[str, float] 
 def refusal(value: float, expected: float | Sequence[float] | dict[str, float], *, rel: float, hint: str,
             name: str = "your answer", what: str = "number", wrong: dict[str, float] | None = None,
             lead: str = "") -> str | None:
-    """None when value is right: within rel of expected (or of one of several right forms, a
-    sequence or {form: number}),
-    narrowed so that no mistake in wrong also passes. Otherwise the one line that refuses it:
-    the mistake it matches and the hint, a request for more digits, or the hint alone.
-
-    what names the quantity ("the {what} you get with ..."); lead opens every refusal, after
-    "not yet: " (a check that judged a first part right says so there)."""
+    """None when value is right: within rel of expected (or of one of several right forms, a sequence or {form:
+    number}), narrowed so that no mistake in wrong also passes. Otherwise the one line that refuses it: the mistake
+    it matches and the hint, a request for more digits, or the hint alone."""
     judged: dict[Verdict, tuple[str, float]] = {}
     for right in _forms(expected):
         verdict, mistake = judge(value, right, rel=rel, wrong=wrong)
@@ -160,8 +140,7 @@ def refusal(value: float, expected: float | Sequence[float] | dict[str, float], 
 
 
 def _forms(expected) -> list:
-    """The right answer's forms: a list or tuple as given, a dict's values ({form: number}), or
-    one number alone."""
+    """The right answer's forms: a list or tuple as given, a dict's values ({form: number}), or one number alone."""
     if isinstance(expected, dict):
         return list(expected.values())
     return list(expected) if isinstance(expected, (list, tuple)) else [expected]
@@ -177,9 +156,8 @@ def _sentence(hint: str) -> str:
 def check_number(value, expected: float | Sequence[float] | dict[str, float], *, rel: float = 0.05, hint: str,
                  unit: str = "", name: str = "your answer", fraction: bool = False,
                  wrong: dict[str, float] | None = None) -> str:
-    """Verdict on one numeric answer: right within rel of expected, or of any one of several right
-    forms (narrowed so no plausible wrong answer in `wrong` also passes), the named mistake, a
-    request for more digits, or the hint."""
+    """Verdict on one numeric answer: right within rel of expected, or of any one of several right forms (narrowed so no
+    plausible wrong answer in `wrong` also passes), the named mistake, a request for more digits, or the hint."""
     how = "pass the right answer, computed from this run (a number, or a list of its right forms)"
     rights = [number(r, "expected", hint=how) for r in _forms(expected)]
     if not rights:
@@ -194,9 +172,7 @@ def check_number(value, expected: float | Sequence[float] | dict[str, float], *,
 
 
 def answers_shown(show: bool = False) -> bool:
-    """True when worked answers print: asked for (show), or on the built site (the env variable).
-
-    show is True or False (or 1 or 0); anything else ("no", None) is refused, never taken as a yes."""
+    """True when worked answers print: asked for (show), or on the built site (the env variable)."""
     if not (is_bool(show) or (isinstance(show, int) and show in (0, 1))):
         raise ValueError(f"show_answer should be True or False, got {type(show).__name__} {show!r}; "
                          "write show_answer = True (no quotes) to see the worked answer")
@@ -205,11 +181,7 @@ def answers_shown(show: bool = False) -> bool:
 
 @contextlib.contextmanager
 def worked_answer(show: bool = False) -> Iterator[None]:
-    """Keep a worked answer's printed output and figures back unless the reader asked for them.
-
-    Wrap the answer's code in `with worked_answer(show_answer):`. The code always runs (so the
-    answer is computed from this run), but what it prints or displays reaches the page only when
-    answers_shown(show); otherwise one line says how to see it."""
+    """Keep a worked answer's printed output and figures back unless the reader asked for them."""
     if answers_shown(show):
         yield
         return

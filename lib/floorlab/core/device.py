@@ -1,14 +1,11 @@
-"""Core wing: facts about the device the book measures on, and which device that is.
-
-The name, memory, compute capability and software versions of a GPU or the host CPU, and
-one answer to "which device" (default_device, resolve_device) that every measurement shares.
-"""
+"""Core wing: facts about the device the book measures on, and which device that is."""
 from __future__ import annotations
 
 import os
 import platform
 import re
 from importlib import metadata
+from pathlib import Path
 
 import torch
 
@@ -41,22 +38,28 @@ def resolve_device(device) -> torch.device:
     return device
 
 
-def _package_version(name: str) -> str | None:
+def package_version(name: str) -> str | None:
+    """The installed version of a package, or None where it is not installed."""
     try:
         return metadata.version(name)
     except metadata.PackageNotFoundError:
         return None
 
 
-def _cpu_name() -> str:
+def cpuinfo() -> dict[str, str]:
+    """The first processor's fields in /proc/cpuinfo (Linux), {} elsewhere."""
     try:
-        with open("/proc/cpuinfo") as f:
-            for line in f:
-                if line.startswith("model name"):
-                    return line.split(":", 1)[1].strip()
+        text = Path("/proc/cpuinfo").read_text(errors="replace")
     except OSError:
-        pass
-    return platform.processor() or platform.machine()
+        return {}
+    return {key.strip(): value.strip() for key, _, value in
+            (line.partition(":") for line in text.split("\n\n")[0].splitlines())}
+
+
+def cpu_name() -> str:
+    """The host CPU's model, as Linux (or else the platform) names it."""
+    info = cpuinfo()
+    return info.get("model name") or info.get("Model") or platform.processor() or platform.machine()
 
 
 def _host_memory_gb() -> float | None:
@@ -76,7 +79,7 @@ def describe_device(device=None) -> dict:
         "compute_capability": None,
         "cpu_count": os.cpu_count(),
         "torch": torch.__version__,
-        "transformers": _package_version("transformers"),
+        "transformers": package_version("transformers"),
         "cuda": torch.version.cuda,
         "python": platform.python_version(),
     }
@@ -87,7 +90,7 @@ def describe_device(device=None) -> dict:
         facts["memory_gb"] = round(props.total_memory / 1e9, 1)
         facts["compute_capability"] = f"{props.major}.{props.minor}"
     else:
-        facts["name"] = _cpu_name()
+        facts["name"] = cpu_name()
         memory = _host_memory_gb()
         facts["memory_gb"] = round(memory, 1) if memory is not None else None
         facts["torch_threads"] = torch.get_num_threads()

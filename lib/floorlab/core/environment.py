@@ -1,9 +1,4 @@
-"""Core wing: the book's environment variables (FLOORLAB_*), each read in one place.
-
-A yes/no variable takes 1/true/yes/on or 0/false/no/off (any case); a folder variable takes a
-path, with ~ for a home folder. A value that means nothing gets one line naming the variable
-and saying what to set, never a traceback at `import floorlab`.
-"""
+"""Core wing: the book's environment variables (FLOORLAB_*), each read in one place."""
 from __future__ import annotations
 
 import os
@@ -50,10 +45,7 @@ def _writable(folder: Path) -> bool:
 
 def writable_folder(name: str, default: Path, fallback: Path, *, what: str = "files", environ=None,
                     say=None) -> Path:
-    """The folder the variable name gives (default when unset), or fallback where that cannot be used.
-
-    A value that means nothing, or a folder that cannot be written (a read-only checkout), gets one
-    line through say (stderr by default) naming the variable and where the files go instead."""
+    """The folder the variable name gives (default when unset), or fallback where that cannot be used."""
     say = say or (lambda line: print(line, file=sys.stderr))
     raw = (os.environ if environ is None else environ).get(name, "")
     try:

@@ -1,10 +1,7 @@
 """Core wing: how the book writes a file: whole or not at all, and never at the cost of a measurement.
 
-Every file the book writes (runs, partial runs, figures, gallery submissions, sweep results)
-goes through write_whole: a temporary file beside the target, flushed to the disk, then
-moved into place with os.replace, so the target holds the old file or the new one, never
-half of either. keep_somewhere saves what could not be written where asked in a temporary
-folder it names, and the checks below say before a measurement whether its output can land.
+Every file goes through write_whole (a temporary file beside the target, synced, then os.replace),
+so the target holds the old file or the new one, never half of either.
 """
 from __future__ import annotations
 
@@ -22,12 +19,7 @@ KEPT_PREFIX = "floorlab-kept-"  # the temporary folders that hold what could not
 
 
 def write_whole(path, write) -> Path:
-    """Write path through write(stream) (a binary stream); returns the path.
-
-    The bytes go to a hidden file beside path, are flushed and synced, then replace path in
-    one step. When write or the disk fails, path is left exactly as it was (or absent) and the
-    hidden file is removed. Parent folders are made.
-    """
+    """Write path through write(stream) (a binary stream); returns the path."""
     path = a_path(path, "path", hint="pass where the file goes, e.g. figures/bar.png")
     if path.is_dir():
         raise IsADirectoryError(f"{path} is a folder; pass a file path inside it, e.g. "
@@ -53,11 +45,7 @@ def keep_somewhere(name: str, write) -> Path:
 
 
 def write_or_keep(path, write) -> tuple[Path, str]:
-    """Write path whole; where that fails, keep the file in a temporary folder instead.
-
-    Returns (where the file is, "" or a sentence saying why it is not at path and where it is).
-    Raises only when neither place takes it, with both reasons.
-    """
+    """Write path whole, else into a temporary folder: (where it is, "" or a sentence saying why and where)."""
     path = Path(path)
     try:
         return write_whole(path, write), ""
@@ -88,10 +76,7 @@ def unwritable_folder(folder) -> str:
 
 
 def folder_problem(folder, flag: str) -> str:
-    """Why folder cannot take a command's output (flag names the option), or "" when it can.
-
-    A path whose name ends in a file suffix such as .json or .png names a file, not a folder.
-    """
+    """Why folder cannot take a command's output (flag names the option), or "" when it can."""
     folder = Path(folder)
     if folder.suffix.lower() in (".json", ".png", ".txt", ".csv") and not folder.is_dir():
         return (f"{flag} {folder} names a file, but {flag} takes a folder; pass the folder to write into, "
@@ -128,8 +113,7 @@ class UnreadableFile(ValueError):
 def read_regular(path, max_bytes: int) -> bytes:
     """The bytes of path when it is a regular file of at most max_bytes; UnreadableFile saying why not.
 
-    A named pipe, a device or a folder is refused before it is opened, so reading never waits on
-    a writer that never comes; the read stops at max_bytes + 1 even when the file grows meanwhile."""
+    A pipe, device or folder is refused before it is opened, so reading never waits on a writer."""
     path = Path(path)
     try:
         info = path.stat()
@@ -187,17 +171,13 @@ def _json_bytes(obj) -> bytes:
 
 
 def save_json(obj, path) -> Path:
-    """Write obj as pretty JSON with sorted keys to path (parent folders created); returns the path.
-
-    Whole or absent (write_whole): path holds the old file or the new one, never half."""
+    """Write obj as pretty JSON with sorted keys to path (parent folders created); returns the path."""
     data = _json_bytes(obj)
     return write_whole(path, lambda stream: stream.write(data))
 
 
 def save_or_keep(obj, path) -> tuple[Path, str]:
-    """save_json(obj, path); where path cannot be written, the JSON goes to a temporary folder instead.
-
-    Returns (where it is, "" or a sentence naming both places), so a measurement is never lost."""
+    """save_json(obj, path); where path cannot be written, the JSON goes to a temporary folder instead."""
     data = _json_bytes(obj)
     return write_or_keep(path, lambda stream: stream.write(data))
 

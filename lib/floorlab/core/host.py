@@ -1,15 +1,8 @@
 """Core wing: the host is part of the run: its CPU, the book's version that measured it, and what
-the host pays to dispatch one eager operation, measured here rather than taken from elsewhere.
-
-The laptop study's fifth axiom was the CPU's cost to dispatch one operation (it quoted 5-20 µs).
-measure_dispatch() times that on the machine in front of the reader: back-to-back launches of the
-smallest operation there is, from Python, as µs per launch with its spread. compare_dispatch() then
-sets a step's gap per launch beside it by the book's one comparison rule (timing.compare).
-"""
+the host pays to dispatch one eager operation, measured here rather than taken from elsewhere."""
 from __future__ import annotations
 
 import os
-import platform
 import subprocess
 import time
 from dataclasses import dataclass
@@ -20,26 +13,13 @@ from pathlib import Path
 import torch
 
 from floorlab.core import paths
-from floorlab.core.device import resolve_device
+from floorlab.core.device import cpu_name, cpuinfo, resolve_device
 from floorlab.core.prose import sig
 from floorlab.core.timing import Comparison, Timing, compare
 
 LAUNCHES_PER_SAMPLE = 200  # tiny launches timed together: one is too short for a clock to see
 DISPATCH_SAMPLES = 30  # samples of that many launches, for the median and the p10-p90 band
 SEED_DISPATCH_US = (5.0, 20.0)  # the laptop study's quoted cost of one eager dispatch: a lead, never a verdict
-
-
-def _cpuinfo() -> dict[str, str]:
-    """The first processor's fields in /proc/cpuinfo (Linux), {} elsewhere."""
-    try:
-        text = Path("/proc/cpuinfo").read_text(errors="replace")
-    except OSError:
-        return {}
-    fields = {}
-    for line in text.split("\n\n")[0].splitlines():
-        key, _, value = line.partition(":")
-        fields[key.strip()] = value.strip()
-    return fields
 
 
 def _max_clock_mhz() -> float | None:
@@ -53,15 +33,13 @@ def _max_clock_mhz() -> float | None:
 def read_cpu() -> dict:
     """The host CPU: its model, its logical cores and its clock in MHz (the highest where Linux
     reports one, else the current one; None where neither can be read)."""
-    info = _cpuinfo()
-    model = info.get("model name") or info.get("Model") or platform.processor() or platform.machine()
     clock = _max_clock_mhz()
     if clock is None:
         try:
-            clock = float(info["cpu MHz"])
+            clock = float(cpuinfo()["cpu MHz"])
         except (KeyError, ValueError):
             clock = None
-    return {"model": model or None, "cores": os.cpu_count(), "clock_mhz": clock}
+    return {"model": cpu_name() or None, "cores": os.cpu_count(), "clock_mhz": clock}
 
 
 @lru_cache(maxsize=1)
@@ -84,11 +62,8 @@ def book_version() -> str:
 
 def measure_dispatch(device=None, *, launches: int = LAUNCHES_PER_SAMPLE,
                      samples: int = DISPATCH_SAMPLES) -> Timing:
-    """What the host pays to launch one tiny eager operation (an in-place add on one element) from
-    Python on device: a Timing in ms per launch (µs × 1e-3), over `samples` runs of `launches`.
-
-    Only the host's time is taken: on CUDA the launches queue without waiting for the GPU, which
-    drains them between samples, so the queue never fills."""
+    """What the host pays to launch one tiny eager operation (an in-place add on one element) from Python on device: a
+    Timing in ms per launch (µs × 1e-3), over `samples` runs of `launches`."""
     device = resolve_device(device)
     x = torch.zeros(1, device=device)
     on_cuda = device.type == "cuda"
@@ -134,22 +109,15 @@ class Host:
 
     def dispatch_note(self) -> str:
         """A one-line warning, in µs, when the price per launch is noisy, else ''."""
-        d = self.dispatch
-        if d is None or not d.noisy:
-            return ""
-        return (f"warning: the price per launch is noisy (p10-p90 {sig(d.p10_ms * 1e3)}-"
-                f"{sig(d.p90_ms * 1e3)} µs); something else was running. Re-run it before "
-                "reading much into it.")
+        return self.dispatch.noise_note("the price per launch", scale=1e3, unit="µs") if self.dispatch else ""
 
     def to_dict(self) -> dict:
-        """Plain dict, ready for JSON."""
         return {"cpu": self.cpu, "cores": self.cores, "clock_mhz": self.clock_mhz,
                 "dispatch": self.dispatch.to_dict() if self.dispatch else None,
                 "dispatch_device": self.dispatch_device, "launches": self.launches}
 
     @classmethod
     def from_dict(cls, data: dict) -> "Host":
-        """Rebuild a Host from to_dict() output."""
         data = dict(data)
         data["dispatch"] = Timing.from_dict(data["dispatch"]) if data.get("dispatch") else None
         return cls(**data)

@@ -1,11 +1,4 @@
-"""Core wing: the roofline's arithmetic for prefill: FLOPs, arithmetic intensity and the knees.
-
-A decode step multiplies one token through every weight it reads, about one FLOP per
-byte in bf16. A prefill multiplies all of its prompt's tokens through the same weights,
-read once, so its FLOPs per byte grow with the prompt until the card's arithmetic, not
-its memory, sets the pace: the knee of the roofline. A multiply-add counts as 2 FLOPs;
-TFLOP/s means 1e12 FLOP/s and GB/s 1e9 bytes a second, as everywhere in the book.
-"""
+"""Core wing: the roofline's arithmetic for prefill: FLOPs, arithmetic intensity and the knees."""
 from __future__ import annotations
 
 import math
@@ -24,11 +17,7 @@ GBPS_HINT = "pass a measured bandwidth in GB/s, e.g. measure_bandwidths().floor_
 # ---- the arithmetic ---------------------------------------------------------------------
 
 def flops_per_token(shape, context_tokens: int) -> int:
-    """FLOPs one token costs when it attends to context_tokens tokens.
-
-    2 per parameter it multiplies through (shape.matmul_param_count()), plus attention:
-    q·k and the weighted sum of v, 2 · 2 · heads · head_dim per layer and attended token.
-    """
+    """FLOPs one token costs when it attends to context_tokens tokens."""
     context_tokens = whole_number(context_tokens, "context_tokens", at_least=0)
     attention = 4 * shape.num_layers * shape.num_heads * shape.head_dim * context_tokens
     return 2 * shape.matmul_param_count() + attention
@@ -108,20 +97,14 @@ def roofline_knee_tokens(shape, *, peak_tflops: float, bandwidth_gbps: float,
 
 
 def fixed_cost_knee_tokens(shape, *, peak_tflops: float, step_ms: float) -> int:
-    """The shortest prompt whose FLOPs need longer than step_ms at peak_tflops.
-
-    step_ms is what one token costs on a path (its floor, or a measured step): below this
-    length a prefill costs about as much as that step, whatever its length.
-    """
+    """The shortest prompt whose FLOPs need longer than step_ms at peak_tflops."""
     peak_tflops = positive_number(peak_tflops, "peak_tflops", PEAK_HINT)
     step_ms = positive_number(step_ms, "step_ms", "pass a measured step time, or a floor, in ms")
     return _first_tokens(lambda n: prefill_flops(shape, n) / (peak_tflops * 1e12) * 1e3 >= step_ms)
 
 
 def fixed_cost_root_tokens(shape, *, peak_tflops: float, step_ms: float) -> float:
-    """The prompt length, not rounded, whose FLOPs (attention included) take step_ms at peak_tflops.
-
-    prefill_flops(n) = 2 P n + 2 L H d (n² + n), so n is the root of a quadratic."""
+    """The prompt length, not rounded, whose FLOPs (attention included) take step_ms at peak_tflops."""
     shape = get_shape(shape)
     step_ms = positive_number(step_ms, "step_ms", "pass a measured step")
     peak_tflops = positive_number(peak_tflops, "peak_tflops", PEAK_HINT)
@@ -155,12 +138,7 @@ def line_fit(xs: Iterable[float], ys: Iterable[float]) -> tuple[float, float, fl
 
 def observed_knee_tokens(prompt_tokens: Iterable[int], ms_per_token: Iterable[float], *,
                          within: float = LEVELLED) -> float | None:
-    """The prompt length where time per token stops falling, or None if it never did.
-
-    It is where time per token first comes within `within` × its lowest, interpolated
-    between sweep points on log scales. None when the lowest is the last point and the
-    time per token was still falling steeply there (the sweep ended too soon).
-    """
+    """The prompt length where time per token stops falling, or None if it never did."""
     xs = [positive_number(n, "prompt_tokens[]", "pass the sweep's prompt lengths") for n in prompt_tokens]
     ys = [positive_number(t, "ms_per_token[]", "pass the measured ms per token") for t in ms_per_token]
     within = positive_number(within, "within", "pass a multiple of the lowest time, e.g. 2.0")
@@ -185,8 +163,7 @@ def _log_slope(xs: list[float], ys: list[float]) -> float:
 
 def prefill_bound_ms(shape, prompt_tokens: int, *, bandwidth_gbps: float, peak_tflops: float,
                      dtype_bytes: int = 2) -> float:
-    """The roofline's lower bound on a prefill in ms: the larger of bytes ÷ bandwidth and
-    FLOPs ÷ the compute roof."""
+    """The roofline's lower bound on a prefill in ms: the larger of bytes ÷ bandwidth and FLOPs ÷ the compute roof."""
     peak_tflops = positive_number(peak_tflops, "peak_tflops", PEAK_HINT)
     moved = prefill_bytes(shape, prompt_tokens, dtype_bytes=dtype_bytes)
     compute_ms = prefill_flops(shape, prompt_tokens) / (peak_tflops * 1e12) * 1e3

@@ -1,11 +1,7 @@
 """Core wing: counting launches: how many kernels one step runs, and who waits for whom.
 
-A step function is profiled with torch.profiler after one warm-up call. On a GPU
-the profiler sees both sides: the host's launch calls (cudaLaunchKernel and
-friends, or one cudaGraphLaunch for a replayed graph) and the kernels the GPU
-ran. On the CPU there are no kernels to launch, so the count is of the operators
-the step dispatched. Timelines profile several back-to-back steps, as the timing
-loop runs them, and keep one from the middle: the steady state, not a cold call.
+A step is profiled after one warm-up call. On a GPU the count is of the kernels the device ran
+and the host's launch calls; on the CPU, of the operators the step dispatched.
 """
 from __future__ import annotations
 
@@ -85,14 +81,12 @@ class LaunchCount:
         return f"{text}; {self.note}" if self.note else text
 
     def to_dict(self) -> dict:
-        """Plain dict, ready for JSON."""
         out = asdict(self)
         out["kernel_names"] = dict(self.kernel_names)
         return out
 
     @classmethod
     def from_dict(cls, data: dict) -> "LaunchCount":
-        """Rebuild a LaunchCount from to_dict() output (e.g. a stored reference run)."""
         return cls(**data)
 
 
@@ -129,10 +123,7 @@ def has_aten_ancestor(event) -> bool:
 
 @lru_cache(maxsize=None)
 def _is_metadata_only(name: str) -> bool:
-    """True for an operator that only views or reserves memory, or returns no tensor at all.
-
-    Such operators are dispatched but would launch no kernel on a GPU.
-    """
+    """True for an operator that only views or reserves memory, or returns no tensor at all."""
     if name in NO_KERNEL_OPS:
         return True
     packet = getattr(torch.ops.aten, name.split("::", 1)[-1], None)
@@ -190,10 +181,6 @@ def profile_calls(step_fn: Callable[[], object], device: torch.device, calls: in
         return list(prof.events())
 
 
-def _check_num_layers(num_layers) -> int:
-    return whole_number(num_layers, "num_layers", hint="pass the model's layer count, e.g. model.shape.num_layers")
-
-
 def is_launch_call(event) -> bool:
     return (event.device_type == torch.autograd.DeviceType.CPU
             and base_name(event.name) in LAUNCH_CALLS)
@@ -216,44 +203,21 @@ def cuda_note(kernels: int, launch_names: list[str]) -> str:
 
 def count_launches(step_fn: Callable[[], object], *, num_layers: int, device=None) -> LaunchCount:
     """Count GPU kernels (on CPU: operators dispatched) and host launch calls in one call of step_fn."""
-    num_layers = _check_num_layers(num_layers)
+    num_layers = whole_number(num_layers, "num_layers", hint="pass the model's layers, e.g. model.shape.num_layers")
     device = resolve_device(device)
     events = profile_calls(step_fn, device)
-
     if device.type == "cuda":
-        names = Counter()
-        other = 0
-        for e in events:
-            if is_gpu_event(e):
-                if not is_kernel_name(e.name):
-                    other += 1
-                else:
-                    names[e.name] += 1
+        gpu = [e.name for e in events if is_gpu_event(e)]
+        names = Counter(n for n in gpu if is_kernel_name(n))
+        other = len(gpu) - sum(names.values())
         launch_names = [base_name(e.name) for e in events if is_launch_call(e)]
-        kernels = sum(names.values())
-        launch_calls = len(launch_names)
-        note = cuda_note(kernels, launch_names)
-    else:
-        names = Counter()
-        other = 0
-        for e in events:
-            if _is_working_op(e):
-                if not _has_working_descendant(e):
-                    names[e.name] += 1
-            elif is_aten(e) and not e.cpu_children:
-                other += 1
-        kernels = sum(names.values())
-        launch_calls = kernels
-        note = ""
-
-    return LaunchCount(
-        kernels=kernels,
-        per_layer=kernels / num_layers,
-        launch_calls=launch_calls,
-        kernel_names=dict(names.most_common()),
-        device=device.type,
-        other_ops=other,
-        note=note,
-    )
+        launch_calls, note = len(launch_names), cuda_note(sum(names.values()), launch_names)
+    else:  # the innermost working operators are what a GPU would launch
+        names = Counter(e.name for e in events if _is_working_op(e) and not _has_working_descendant(e))
+        other = sum(is_aten(e) and not _is_working_op(e) and not e.cpu_children for e in events)
+        launch_calls, note = sum(names.values()), ""
+    kernels = sum(names.values())
+    return LaunchCount(kernels=kernels, per_layer=kernels / num_layers, launch_calls=launch_calls,
+                       kernel_names=dict(names.most_common()), device=device.type, other_ops=other, note=note)
 
 

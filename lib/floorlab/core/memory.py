@@ -1,10 +1,4 @@
-"""Core wing: what a model needs in memory, known before a byte of it is allocated.
-
-A model's needs are its bf16 weights plus its static KV cache: arithmetic on the
-shape (model_bytes), which engine.meta.count_on_meta confirms on the meta device. check_fits sets the need
-against the memory free on a device, so a chapter can skip a size that does not
-fit before it allocates anything.
-"""
+"""Core wing: what a model needs in memory, known before a byte of it is allocated."""
 from __future__ import annotations
 
 import os
@@ -30,10 +24,8 @@ def model_bytes(shape, *, max_batch: int, max_context: int, dtype_bytes: int = 2
 
 
 def free_bytes(device=None) -> int | None:
-    """Bytes free for a new model: on a GPU the driver's free memory plus what torch's cache
-    holds unused; on a CPU the host's available memory. None when it cannot be read.
-
-    The book's one answer to "how much memory is free"; None means the default device."""
+    """Bytes free for a new model: on a GPU the driver's free memory plus what torch's cache holds unused; on a CPU the
+    host's available memory. None when it cannot be read."""
     device = resolve_device(device)
     if device.type == "cuda":
         free, _ = torch.cuda.mem_get_info(device)
@@ -55,17 +47,11 @@ def free_bytes(device=None) -> int | None:
 def fits_bytes(bytes_needed: float, device=None, *, share: float = 1.0) -> bool:
     """True when bytes_needed is within `share` of the bytes free on the device now (or free is unknown)."""
     bytes_needed = nonnegative_number(bytes_needed, "bytes_needed", "pass a count of bytes, e.g. model_bytes(...)")
-    share = fraction_of_free(share)
-    free = free_bytes(device)
-    return free is None or bytes_needed <= share * free
-
-
-def fraction_of_free(share) -> float:
-    """share as a fraction of memory greater than 0 and at most 1, or a ValueError."""
     share = positive_number(share, "share", "pass the fraction of free memory to use, e.g. 0.8")
     if share > 1:
         raise ValueError(f"share must be a fraction of the free memory, at most 1, got {shown(share)}")
-    return share
+    free = free_bytes(device)
+    return free is None or bytes_needed <= share * free
 
 
 @dataclass(frozen=True)

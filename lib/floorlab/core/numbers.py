@@ -1,8 +1,4 @@
-"""Core wing: the one check every number the book's arithmetic takes goes through.
-
-A number is finite, of a number type (not text, not a yes/no), and on the right side of
-zero; anything else raises a ValueError that names it, says what came and how to fix it.
-"""
+"""Core wing: the one check every number the book's arithmetic takes goes through."""
 from __future__ import annotations
 
 import math
@@ -36,23 +32,15 @@ def is_bool(value) -> bool:
 
 def number(value, name: str, *, hint: str = "", above: float | None = None,
            at_least: float | None = None) -> float:
-    """value as a finite float, greater than `above` and not below `at_least` when given.
-
-    Accepts Python, NumPy and 0-d torch numbers; refuses text, booleans, NaN and infinities.
-    """
-    bound = (f" greater than {above:g}" if above is not None else
-             f" >= {at_least:g}" if at_least is not None else "")
-    why = f"{name} must be a finite number{bound}, got {{}}" + (f"; {hint}" if hint else "")
-    if is_bool(value) or isinstance(value, (str, bytes)) or value is None:
-        raise ValueError(why.format(shown(value)))
+    """value as a finite float, greater than `above` and not below `at_least` when given."""
     try:
-        result = float(value)
+        result = math.nan if is_bool(value) or isinstance(value, (str, bytes)) else float(value)
     except (TypeError, ValueError, OverflowError, RuntimeError):
-        raise ValueError(why.format(shown(value))) from None
-    if not math.isfinite(result):
-        raise ValueError(why.format(shown(value)))
-    if (above is not None and not result > above) or (at_least is not None and result < at_least):
-        raise ValueError(why.format(shown(value)))
+        result = math.nan
+    if not math.isfinite(result) or (above is not None and not result > above) or (
+            at_least is not None and result < at_least):
+        bound = f" greater than {above:g}" if above is not None else f" >= {at_least:g}" if at_least is not None else ""
+        raise _refuse(name, f"a finite number{bound}", value, hint)
     return result
 
 
@@ -67,21 +55,19 @@ def nonnegative_number(value, name: str, hint: str = "") -> float:
 
 
 def whole_number(value, name: str, *, at_least: int = 1, hint: str = "") -> int:
-    """value as an int >= at_least (a batch, a count of tokens or kernels), or a ValueError.
-
-    A float is taken when it is whole (8.0); 2.5, text, booleans and NaN are refused.
-    """
-    why = f"{name} must be a whole number >= {at_least}, got {{}}" + (f"; {hint}" if hint else "")
-    if is_bool(value) or isinstance(value, (str, bytes)) or value is None:
-        raise ValueError(why.format(shown(value)))
+    """value as an int >= at_least (a batch, a count of tokens or kernels), or a ValueError; 8.0 is taken."""
     try:
-        whole = int(value)
+        whole = None if is_bool(value) or isinstance(value, (str, bytes)) else int(value)
         exact = whole == value
     except (TypeError, ValueError, OverflowError, RuntimeError):
-        raise ValueError(why.format(shown(value))) from None
+        exact = False
     if not exact or whole < at_least:
-        raise ValueError(why.format(shown(value)))
+        raise _refuse(name, f"a whole number >= {at_least}", value, hint)
     return whole
+
+
+def _refuse(name: str, wanted: str, value, hint: str) -> ValueError:
+    return ValueError(f"{name} must be {wanted}, got {shown(value)}" + (f"; {hint}" if hint else ""))
 
 
 DTYPE_BYTES = (1, 2, 4, 8)  # bytes per element of the dtypes the book's arithmetic takes (bf16 is 2)
@@ -96,10 +82,6 @@ def element_bytes(value, name: str = "dtype_bytes") -> int:
     if not ok:
         raise ValueError(f"{name} must be 1, 2, 4 or 8 (bf16 is 2), got {shown(value)}")
     return int(value)
-
-
-def _refuse(name: str, wanted: str, value, hint: str) -> ValueError:
-    return ValueError(f"{name} must be {wanted}, got {shown(value)}" + (f"; {hint}" if hint else ""))
 
 
 def text(value, name: str, *, hint: str = "") -> str:

@@ -1,12 +1,7 @@
 """Core wing: where the book keeps its reference runs, and where a reader's figures and results go.
 
-The stored reference runs and their figures ship inside the package (reference/); floorlab.core.runs
-decides which folder a stored run is read from (FLOORLAB_REFERENCE_DIR can name another).
-A reader's figures and results go under the source checkout when floorlab runs from
-one (an editable install), else under the current working directory; the
-environment variable FLOORLAB_FIGURES names another folder for figures. Where that folder
-cannot be written (a read-only checkout), figures go to a temporary folder, and importing
-floorlab prints one line saying where.
+A reader's files go under the source checkout (an editable install), else the working directory;
+FLOORLAB_FIGURES names another folder, and an unwritable one falls back to a temporary folder.
 """
 from __future__ import annotations
 

@@ -1,10 +1,4 @@
-"""Core wing: what a card runs (dtype, CUDA graphs, the book's Triton kernels, PDL) and why not.
-
-card_plan(device) reads the card from torch and returns one CardPlan, which measure, the
-bench and the doctor follow. plan_for(facts) decides from plain facts, so the plans of cards
-this machine lacks (plan_table, the facilitators' page) come from the same rules. Which plans
-have run on a real card is read from the stored chapter times (reference/chapter-times.json).
-"""
+"""Core wing: what a card runs (dtype, CUDA graphs, the book's Triton kernels, PDL) and why not."""
 from __future__ import annotations
 
 import importlib.util
@@ -62,10 +56,7 @@ class CardFacts:
 
 @dataclass(frozen=True)
 class CardPlan:
-    """What the book runs on one card: dtype, graphs, Triton (compiled, interpreter, off), PDL.
-
-    Each *_note is one sentence: why not where a part does not run, a caveat where it does.
-    """
+    """What the book runs on one card: dtype, graphs, Triton (compiled, interpreter, off), PDL."""
 
     facts: CardFacts
     dtype: torch.dtype

@@ -1,10 +1,5 @@
 """Core wing: numbers and code as the chapters print them: fixed notation, honest precision, real
-source.
-
-A paragraph with this run's numbers in it is an f-string shown by `prose`, from a code cell
-whose source is hidden: the kernel fills it in order with the cells above it, in JupyterLab
-(Run All included) and in the built site alike. These helpers give the numbers one format.
-"""
+source."""
 from __future__ import annotations
 
 import inspect
@@ -18,11 +13,7 @@ COLUMN = 84  # characters a printed line may take in the site's content column (
 
 
 def sig(value: float, digits: int = 3) -> str:
-    """value to `digits` significant figures, never in scientific notation: 1330, 7.80, 0.275.
-
-    The one renderer for every measured time, bandwidth, size and ratio the book prints. A
-    value that is not finite has no figures to print: it raises, so the caller says in words
-    what the degenerate case means (a fit with no slope, a step too fast to time)."""
+    """value to `digits` significant figures, never in scientific notation: 1330, 7.80, 0.275."""
     digits = whole_number(digits, "digits", hint="pass how many significant figures to print, e.g. 3")
     value = float(value)
     if not math.isfinite(value):
@@ -58,9 +49,7 @@ def fmt_times(ratio: float) -> str:
 
 
 def prose(markdown: str) -> None:
-    """Show a paragraph of the chapter, this run's numbers already in it, as Markdown.
-
-    Leading and trailing blank lines go, so the f-string can open and close on lines of its own."""
+    """Show a paragraph of the chapter, this run's numbers already in it, as Markdown."""
     text = textwrap.dedent(markdown).strip("\n")
     try:
         from IPython.display import Markdown, display
@@ -71,9 +60,7 @@ def prose(markdown: str) -> None:
 
 
 def wrap(text: str, width: int = COLUMN) -> str:
-    """Text re-wrapped to the site's column, paragraph by paragraph (lines kept where they break).
-
-    Never at a hyphen: "p10-p90", "Re-run" and a run's folder name stay whole."""
+    """Text re-wrapped to the site's column, paragraph by paragraph (lines kept where they break)."""
     instance(text, str, "text", hint="pass the text to wrap; str(value) turns a number into text")
     width = whole_number(width, "width", hint=f"pass a line width in characters, e.g. {COLUMN}")
     return "\n".join(textwrap.fill(line, width, subsequent_indent="  ", break_on_hyphens=False)
@@ -81,12 +68,7 @@ def wrap(text: str, width: int = COLUMN) -> str:
 
 
 def source(obj) -> str:
-    """The source of a library function or class, as it runs, for a chapter to show.
-
-    A Triton kernel (@triton.jit, compiled or interpreted) shows the function it wraps.
-    A dotted name such as "floorlab.engine.kernels.runtime.pdl_wait" is read from its module's
-    file without importing it, so code that needs a missing package (Triton) still shows.
-    """
+    """The source of a library function or class, as it runs, for a chapter to show."""
     if isinstance(obj, str):
         return _source_by_name(obj)
     return textwrap.dedent(inspect.getsource(getattr(obj, "fn", obj)))

@@ -1,7 +1,7 @@
 """Core wing: roofline arithmetic for one decode step: bytes moved, the floor, the gap.
 
-Plain arithmetic, no torch. GB means 1e9 bytes throughout, so that
-1.19 GB / 380 GB/s = 3.13 ms reads the same in code as on the page.
+Plain arithmetic, no torch. GB means 1e9 bytes, so 1.19 GB / 380 GB/s = 3.13 ms reads the same
+in code as on the page.
 """
 from __future__ import annotations
 
@@ -38,9 +38,8 @@ class BelowFloorError(RuntimeError):
 def bytes_per_step(shape, batch_size: int, context_len: int, dtype_bytes: int = 2) -> int:
     """Bytes one decode step must read: the weights it streams plus the KV cache of every sequence.
 
-    context_len counts the tokens each row attends to (the prompt plus the token being
-    decoded). An untied input embedding counts only the batch_size rows the lookup gathers.
-    """
+    context_len counts the tokens each row attends to (prompt + the decoded token); an untied input
+    table counts only the batch_size rows the lookup gathers."""
     batch_size = whole_number(batch_size, "batch_size", hint="pass the rows decoded together, e.g. 1")
     context_len = whole_number(context_len, "context_len", at_least=0,
                                hint="pass the tokens each row attends to, e.g. prompt + 1")
@@ -55,12 +54,8 @@ def bytes_per_step(shape, batch_size: int, context_len: int, dtype_bytes: int = 
 
 
 def prefill_bytes(shape, prompt_tokens: int, batch: int = 1, dtype_bytes: int = 2) -> int:
-    """Bytes a prefill of batch prompts of prompt_tokens must move: the weights once, for every
-    token at once, plus the KV cache it writes.
-
-    An untied input table counts only the rows the lookup gathers. Activations are left
-    out, so this is a lower bound, as a floor must be.
-    """
+    """Bytes a prefill of batch prompts of prompt_tokens must move: the weights once, for every token at once, plus the
+    KV cache it writes."""
     prompt_tokens = whole_number(prompt_tokens, "prompt_tokens")
     rows = whole_number(batch, "batch") * prompt_tokens
     return bytes_per_step(shape, rows, 0, dtype_bytes) + rows * int(shape.kv_bytes_per_token(dtype_bytes))
@@ -70,9 +65,7 @@ def prefill_bytes(shape, prompt_tokens: int, batch: int = 1, dtype_bytes: int = 
 class Floor:
     """The floor of one configuration: bytes over the larger measured bandwidth, in ms.
 
-    visible_tokens is what the floor counts per row (prompt + the decoded token);
-    cache_tokens, when set, is what the engine's masked attention actually reads per row.
-    """
+    visible_tokens is what the floor counts per row; cache_tokens what masked attention reads."""
 
     preset: str
     batch: int
@@ -123,21 +116,15 @@ class Floor:
                 f"{sig(read / BYTES_PER_GB)} GB per step, {read / self.bytes_per_step - 1:.1%} more.")
 
     def to_dict(self) -> dict:
-        """Plain dict, ready for JSON."""
         return asdict(self)
 
     @classmethod
     def from_dict(cls, data: dict) -> "Floor":
-        """Rebuild a Floor from to_dict() output."""
         return cls(**data)
 
 
 def floor_bandwidth(bandwidths) -> tuple[float, str]:
-    """(GB/s, kind) the floor divides by: the larger measured bandwidth, since a floor is a lower bound.
-
-    bandwidths maps a kind ("copy", "read") to GB/s, or to an object with a .gbps, or is a
-    device.Bandwidths.
-    """
+    """(GB/s, kind) the floor divides by: the larger measured bandwidth, since a floor is a lower bound."""
     if hasattr(bandwidths, "as_gbps"):
         bandwidths = bandwidths.as_gbps()
     if not isinstance(bandwidths, Mapping):
@@ -157,11 +144,7 @@ def floor_bandwidth(bandwidths) -> tuple[float, str]:
 
 def decode_floor(shape, *, batch: int, prompt_tokens: int, bandwidths,
                  cache_tokens: int | None = None, dtype_bytes: int = 2) -> Floor:
-    """The floor of one decode step after prompt_tokens, by the book's one policy.
-
-    Bytes: bytes_per_step at prompt_tokens + 1 visible tokens. Bandwidth: the larger of the
-    measured ones (floor_bandwidth). cache_tokens is the static cache length the engine scans.
-    """
+    """The floor of one decode step after prompt_tokens, by the book's one policy."""
     visible = whole_number(prompt_tokens, "prompt_tokens", at_least=0) + 1
     gbps, kind = floor_bandwidth(bandwidths)
     moved = bytes_per_step(shape, batch, visible, dtype_bytes)
@@ -231,11 +214,8 @@ def is_below_floor(ratio: float) -> bool:
 
 
 def what_if_ms(step_ms: float, *, saved_ms: float, issue_ms: float | None = None) -> float:
-    """Step time in ms once a fix removes saved_ms of device work.
-
-    Never below the host's issue time (the device cannot outrun its orders), and never
-    above step_ms: removing work cannot slow a step down, so a noisy issue time is capped.
-    """
+    """Step time in ms once a fix removes saved_ms of device work: never below the host's issue time,
+    never above step_ms."""
     step_ms = positive_number(step_ms, "step_ms", "pass a measured step time in ms")
     saved_ms = nonnegative_number(saved_ms, "saved_ms", "pass the ms the fix removes")
     remaining = max(step_ms - saved_ms, 0.0)
@@ -251,9 +231,8 @@ BUSY_SHARE = 0.8  # a host or device busy for this share of the step sets its pa
 
 
 def looks_like_dispatch(per_launch_us: float, versus: DispatchComparison | None = None) -> bool:
-    """True when a gap per launch (µs) is what launches can fill: not beyond this host's measured
-    cost per launch (versus: host.compare_dispatch), or, for a run that measured none, within the
-    laptop study's quoted DISPATCH_US."""
+    """True when a gap per launch (µs) is what launches can fill: not beyond this host's measured cost per launch
+    (versus: host.compare_dispatch), or, for a run that measured none, within the laptop study's quoted DISPATCH_US."""
     if versus is None:
         return per_launch_us <= DISPATCH_US[1]
     if versus.outcome == "cannot tell":
@@ -264,13 +243,7 @@ def looks_like_dispatch(per_launch_us: float, versus: DispatchComparison | None 
 def gap_verdict(*, eager_ms: float, floor_ms: float, launches: int,
                 issue_ms: float | None = None, busy_ms: float | None = None,
                 dispatch: DispatchComparison | None = None) -> str:
-    """Which candidate explains the gap: "bytes" (no real gap), "dispatch" or "operators".
-
-    A host that needs most of the step to issue it means dispatch; operators busy for
-    most of the step (on a CPU they are the host) mean the work itself is slow; failing
-    both, the gap per launch is compared with what a dispatch costs: the host's measured
-    cost (dispatch: host.compare_dispatch) where the run has one.
-    """
+    """Which candidate explains the gap: "bytes" (no real gap), "dispatch" or "operators"."""
     eager_ms = positive_number(eager_ms, "eager_ms", MS_HINT)
     floor_ms = positive_number(floor_ms, "floor_ms", FLOOR_HINT)
     if issue_ms is not None:
@@ -330,10 +303,7 @@ def diagnose_gap(*, eager_ms: float, floor_ms: float, launches: int,
 # ---- the fixed-cost model of a replayed step: the floor plus a price per kernel -------------
 
 def overhead_us_per_kernel(busy_ms: float, floor_ms: float, kernels: int) -> float:
-    """µs each kernel costs beyond its share of the bytes: (GPU busy − floor) ÷ kernels.
-
-    Busy time already holds every byte the kernels move, so the floor comes off first.
-    """
+    """µs each kernel costs beyond its share of the bytes: (GPU busy − floor) ÷ kernels."""
     busy_ms = positive_number(busy_ms, "busy_ms", "pass the GPU busy time of one step")
     floor = nonnegative_number(floor_ms, "floor_ms", "pass the step's floor in ms")
     kernels = positive_number(kernels, "kernels", "pass the kernels in one step")

@@ -1,19 +1,8 @@
 """Core wing: one typed record for every measured run: a chapter's run and the bench's run share
 this layout.
 
-A Run holds the machine and software facts, both measured bandwidths, one Floor
-per configuration, one Row per measured path, and the timelines and launch counts
-behind them. Chapters and the bench write it with save(); reference_run() and
-Run.load() read it back, so the stored H200 runs and a reader's own run are read
-the same way, by attribute, never by string keys only one notebook knows.
-
-A reference run is a measurement made once on a named card and committed to the package
-(floorlab/reference/<name>.json and figures/<name>.png), so a reader without that card sees what it
-showed, labelled as such. This module is the one place that decides where stored runs are read
-from: FLOORLAB_REFERENCE_DIR names a folder of runs, named as in the package
-(h200-below-the-floor.json, figures/h200-below-the-floor-timeline.png, ...), that take the place
-of the package's; the package's copies fill in whatever that folder lacks. The JSON itself is
-written and read by floorlab.core.files (save_json, load_json).
+Stored runs are read from FLOORLAB_REFERENCE_DIR's folder when set, named as in the package's
+reference/, whose copies fill in what that folder lacks; this module alone decides it.
 """
 from __future__ import annotations
 
@@ -21,11 +10,11 @@ import os
 import platform
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
-from importlib import metadata
 from pathlib import Path
 
 from floorlab.core import paths
 from floorlab.core.bandwidth import Bandwidths
+from floorlab.core.device import package_version
 from floorlab.core.environment import expand_folder
 from floorlab.core.files import load_json, save_json
 from floorlab.core.host import Host, book_version
@@ -80,7 +69,6 @@ class Row:
         return StepTimes(step=self.timing, issue=self.issue).note()
 
     def to_dict(self) -> dict:
-        """Plain dict, ready for JSON."""
         out = dict(vars(self))
         out["timing"] = self.timing.to_dict() if self.timing else None
         out["issue"] = self.issue.to_dict() if self.issue else None
@@ -88,7 +76,6 @@ class Row:
 
     @classmethod
     def from_dict(cls, data: dict) -> "Row":
-        """Rebuild a Row from to_dict() output."""
         data = dict(data)
         for key in ("timing", "issue"):
             data[key] = Timing.from_dict(data[key]) if data.get(key) else None
@@ -162,7 +149,6 @@ class Run:
         return min((r for r in self.rows if r.measured), key=lambda r: r.median_ms, default=None)
 
     def to_dict(self) -> dict:
-        """Plain dict in the book's layout, ready for JSON."""
         return {
             "layout": LAYOUT, "kind": self.kind, "stamp": self.stamp, "device": self.device,
             "bandwidths": self.bandwidths.to_dict() if self.bandwidths else None,
@@ -183,13 +169,11 @@ class Run:
         if data.get("layout") != LAYOUT:
             raise ValueError(f"this run is stored in layout {data.get('layout')!r}, but the book "
                              f"reads layout {LAYOUT}; measure it again to store it anew")
-        missing = [key for key in ("kind", "stamp", "device") if key not in data]
-        wrong = [f"{key} ({shown(data[key])})" for key, kind in RUN_FIELDS.items()
-                 if key in data and not isinstance(data[key], kind)]
-        if missing or wrong:
-            said = [f"no {', '.join(missing)}"] if missing else []
-            said += [f"a wrong type for {', '.join(wrong)}"] if wrong else []
-            raise ValueError(f"this run has {' and '.join(said)}; it is not in the book's run layout, so "
+        problems = [f"no {key}" for key in ("kind", "stamp", "device") if key not in data]
+        problems += [f"a wrong type for {key} ({shown(data[key])})" for key, kind in RUN_FIELDS.items()
+                     if key in data and not isinstance(data[key], kind)]
+        if problems:
+            raise ValueError(f"this run has {', '.join(problems)}; it is not in the book's run layout, so "
                              "measure it again to store it anew")
         return cls(
             kind=data["kind"], stamp=data["stamp"], device=data["device"],
@@ -248,6 +232,13 @@ def reference_dirs() -> list[Path]:
     return ([chosen] if chosen is not None else []) + [Path(paths.REFERENCE_DIR)]
 
 
+def _stored_name(name: str, suffix: str) -> str | None:
+    """name without suffix, or None when it can name no stored file (too long, or a path)."""
+    name = text(name, "name", hint=f"pass a stored run's or figure's name, e.g. {DEFAULT_REFERENCE!r}")
+    name = name[: -len(suffix)] if name.endswith(suffix) else name
+    return None if len(name) > MAX_NAME_CHARS or "/" in name or "\\" in name else name
+
+
 def reference_path(name: str, suffix: str = ".json") -> Path | None:
     """The stored file <name><suffix> from the first folder of reference_dirs() that holds it, or None."""
     name = name[: -len(suffix)] if suffix and name.endswith(suffix) else name
@@ -297,18 +288,14 @@ def _missing(what: str, name: str, folders: list[Path], names: list[str], fix: s
 
 
 def reference_run(name: str = DEFAULT_REFERENCE, *, missing_ok: bool = False):
-    """The stored reference run <name>.json, as a floorlab.core.runs.Run: from FLOORLAB_REFERENCE_DIR
-    when that folder holds it, else from the package (lib/floorlab/reference/).
-
-    missing_ok=True returns None when no run of that name is stored yet.
-    """
-    name = text(name, "name", hint=f"pass a stored run's name, e.g. {DEFAULT_REFERENCE!r}")
-    name = name[: -len(".json")] if name.endswith(".json") else name
-    path = None if len(name) > MAX_NAME_CHARS or "/" in name or "\\" in name else reference_path(name)
+    """The stored reference run <name>.json, as a floorlab.core.runs.Run: from FLOORLAB_REFERENCE_DIR when that folder
+    holds it, else from the package (lib/floorlab/reference/); None with missing_ok when none is stored."""
+    plain = _stored_name(name, ".json")
+    path = reference_path(plain) if plain else None
     if path is None:
         if missing_ok:
             return None
-        raise _missing("reference run", name, reference_dirs(), reference_names())
+        raise _missing("reference run", plain or name, reference_dirs(), reference_names())
     try:
         return Run.load(path)
     except ValueError as err:  # a file stored before the Run layout, or in another one
@@ -324,17 +311,14 @@ def figure_dirs() -> list[Path]:
 
 
 def reference_figure(name: str, *, missing_ok: bool = False) -> Path | None:
-    """Path of the stored reference figure <name>.png, from the folder that holds the run it was drawn
-    from (the longest stored run name that starts it), so a figure never shows another run's numbers.
-
-    missing_ok=True returns None when no figure of that name is stored yet.
-    """
-    name = text(name, "name", hint=f"pass a stored figure's name, e.g. {DEFAULT_REFERENCE!r}")
-    name = name[: -len(".png")] if name.endswith(".png") else name
-    if len(name) > MAX_NAME_CHARS or "/" in name or "\\" in name:
+    """Path of the stored reference figure <name>.png, from the folder that holds the run it was drawn from (the longest
+    stored run name that starts it), so a figure never shows another run's numbers."""
+    plain = _stored_name(name, ".png")
+    if plain is None:
         if missing_ok:
             return None
         raise _missing("reference figure", name, figure_dirs(), [])
+    name = plain
     pairs = list(zip(reference_dirs(), figure_dirs()))
     run = max((n for n in reference_names() if name.startswith(f"{n}-")), key=len, default=None)
     home = next((pair for pair in pairs if run and (pair[0] / f"{run}.json").is_file()), None)
@@ -362,13 +346,6 @@ def stored_figure(name: str) -> Path | None:
     return reference_figure(name, missing_ok=True)
 
 
-def _version(package: str) -> str | None:
-    try:
-        return metadata.version(package)
-    except metadata.PackageNotFoundError:
-        return None
-
-
 def run_stamp() -> dict:
     """When and with what software a run was made: UTC ISO date and versions, the book's own
     (git describe in a checkout, else the package's version) among them; no machine names."""
@@ -376,7 +353,7 @@ def run_stamp() -> dict:
         "book": book_version(),
         "date": datetime.now(timezone.utc).isoformat(timespec="seconds"),
         "python": platform.python_version(),
-        "torch": _version("torch"),
-        "transformers": _version("transformers"),
-        "floorlab": _version("floorlab"),
+        "torch": package_version("torch"),
+        "transformers": package_version("transformers"),
+        "floorlab": package_version("floorlab"),
     }

@@ -48,15 +48,10 @@ class Qwen3Shape:
         return attention + mlp + norms
 
     def matmul_param_count(self) -> int:
-        """Parameters one token multiplies through: every layer's matrices and the output head.
-
-        Norms, which scale rather than multiply, and the input table, which is gathered,
-        are left out; a tied table counts once, as the output head.
-        """
+        """Parameters one token multiplies through: every layer's matrices and the output head."""
         h, d = self.hidden_size, self.head_dim
-        layer = h * (self.num_heads + 2 * self.num_kv_heads) * d + self.num_heads * d * h
-        layer += 3 * h * self.intermediate_size
-        return self.num_layers * layer + self.vocab_size * h
+        norms = 2 * h + 2 * d
+        return self.num_layers * (self.layer_param_count() - norms) + self.vocab_size * h
 
     def param_count(self) -> int:
         """Total parameters, counting a tied embedding/LM head once."""
@@ -131,12 +126,7 @@ def get_shape(name_or_shape: str | Qwen3Shape) -> Qwen3Shape:
 
 
 def shape_from_hf_config(cfg: dict, name: str = "custom", source: str = "config.json") -> Qwen3Shape:
-    """The Qwen3Shape a transformers config.json dict describes; CheckpointError naming `source` otherwise.
-
-    Reads the fields of transformers' Qwen3Config, with its defaults, and refuses what the
-    engine does not compute: biases, an activation other than SiLU, a sliding window,
-    scaled RoPE, quantized weights.
-    """
+    """The Qwen3Shape a transformers config.json dict describes; CheckpointError naming `source` otherwise."""
     if not isinstance(cfg, dict):
         raise CheckpointError(f"{source} holds a {type(cfg).__name__}, not a JSON object; "
                               "pass the config.json that save_pretrained writes")

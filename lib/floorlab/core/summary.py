@@ -1,8 +1,5 @@
 """Core wing: a run's decode paths side by side, as a page prints them: ms and multiple of the
-floor.
-
-The chapters print a stored bench this way, and the bench's own table adds its targets below.
-"""
+floor."""
 from __future__ import annotations
 
 from floorlab.core.prose import COLUMN, fmt_ms, fmt_times

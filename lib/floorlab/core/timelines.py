@@ -1,9 +1,7 @@
 """Core wing: timelines: who worked when during one step, in the steady state the timing loop sees.
 
-steady_timeline profiles several back-to-back calls of a step, as the timing loop
-runs them, and keeps one from the middle: a launch that overlaps the previous
-step shows as overlap, not as idle time. A Timeline owns every fact derived from
-its intervals (kernels, busy and idle time), so each is computed in one place.
+steady_timeline profiles back-to-back calls and keeps the middle one, so a launch that overlaps
+the previous step shows as overlap, not idle time.
 """
 from __future__ import annotations
 
@@ -41,11 +39,8 @@ class Interval:
 class Timeline:
     """Who worked when during one step: a CPU row and a GPU row, times in µs from the step's start.
 
-    span_us is the step's own length: on a GPU, from its first kernel to the next step's
-    first kernel (so launch latency hidden behind the previous step is not idle time); on
-    the CPU, from its first operator to the next step's. timed_ms is the same step timed
-    without the profiler, when known, so the two can be compared.
-    """
+    span_us runs to the next step's first kernel (or operator), so launch latency hidden behind the
+    previous step is not idle time; timed_ms is the step timed without the profiler."""
 
     cpu: list[Interval]
     gpu: list[Interval]
@@ -130,7 +125,6 @@ class Timeline:
                 "timed without the profiler")
 
     def to_dict(self) -> dict:
-        """Plain dict with both rows and the derived facts, ready for JSON."""
         return {
             "label": self.label, "span_us": self.span_us, "note": self.note,
             "timed_ms": self.timed_ms, "kernels": self.kernels, "gpu_busy_us": self.gpu_busy_us,
@@ -140,22 +134,9 @@ class Timeline:
 
     @classmethod
     def from_dict(cls, data: dict) -> "Timeline":
-        """Rebuild a Timeline from to_dict() output (e.g. a stored reference run)."""
-        return cls(
-            cpu=[Interval(**i) for i in data["cpu"]],
-            gpu=[Interval(**i) for i in data["gpu"]],
-            span_us=float(data["span_us"]),
-            label=data["label"],
-            note=data.get("note", ""),
-            timed_ms=data.get("timed_ms"),
-        )
-
-
-def _marks(events) -> list:
-    """The STEP_MARK ranges on the host, in call order."""
-    marks = [e for e in events if e.device_type == torch.autograd.DeviceType.CPU
-             and e.name.startswith(STEP_MARK)]
-    return sorted(marks, key=lambda e: int(e.name[len(STEP_MARK):]))
+        return cls(cpu=[Interval(**i) for i in data["cpu"]], gpu=[Interval(**i) for i in data["gpu"]],
+                   span_us=float(data["span_us"]), label=data["label"], note=data.get("note", ""),
+                   timed_ms=data.get("timed_ms"))
 
 
 def _within(event, mark) -> bool:
@@ -164,17 +145,13 @@ def _within(event, mark) -> bool:
 
 def steady_timeline(step_fn: Callable[[], object], *, label: str, device=None,
                     steps: int = STEADY_STEPS, timed_ms: float | None = None) -> Timeline:
-    """Profile `steps` back-to-back calls and return the middle one as a Timeline (µs).
-
-    Calls run as the timing loop runs them, so a launch issued while the previous
-    step still runs overlaps it, as it does when the step is timed. timed_ms, the
-    step's median timed without the profiler, is kept for comparison.
-    """
+    """Profile `steps` back-to-back calls and return the middle one as a Timeline (µs)."""
     device = resolve_device(device)
     steps = whole_number(steps, "steps", at_least=3,
                          hint="pass 3 or more: one step before and one after the step drawn")
     events = profile_calls(step_fn, device, calls=steps)
-    marks = _marks(events)
+    marks = sorted((e for e in events if e.device_type == torch.autograd.DeviceType.CPU
+                    and e.name.startswith(STEP_MARK)), key=lambda e: int(e.name[len(STEP_MARK):]))
     middle = steps // 2
     if len(marks) != steps:
         return Timeline(cpu=[], gpu=[], span_us=0.0, label=label, timed_ms=timed_ms,
@@ -203,12 +180,11 @@ def steady_timeline(step_fn: Callable[[], object], *, label: str, device=None,
         cpu_events = [e for e in events if is_aten(e) and not has_aten_ancestor(e)
                       and _within(e, mark)]
 
-    def interval(e) -> Interval:
-        return Interval(e.name, e.time_range.start - origin, e.time_range.end - origin)
+    def row(chosen) -> list[Interval]:
+        return sorted((Interval(e.name, e.time_range.start - origin, e.time_range.end - origin) for e in chosen),
+                      key=lambda i: i.start_us)
 
-    cpu = sorted((interval(e) for e in cpu_events), key=lambda i: i.start_us)
-    gpu = sorted((interval(e) for e in gpu_events), key=lambda i: i.start_us)
-    return Timeline(cpu=cpu, gpu=gpu, span_us=following - origin, label=label, note=note,
+    return Timeline(cpu=row(cpu_events), gpu=row(gpu_events), span_us=following - origin, label=label, note=note,
                     timed_ms=timed_ms)
 
 
@@ -219,9 +195,9 @@ def kernel_table(timeline: Timeline, *, top: int = 12, row: str = "gpu") -> list
         raise ValueError(f"row must be 'gpu' or 'cpu', got {row!r}")
     rows: dict[str, dict] = {}
     for i in getattr(timeline, row):
-        row = rows.setdefault(_short_kernel_name(i.name), {"count": 0, "total_us": 0.0})
-        row["count"] += 1
-        row["total_us"] += i.duration_us
+        entry = rows.setdefault(_short_kernel_name(i.name), {"count": 0, "total_us": 0.0})
+        entry["count"] += 1
+        entry["total_us"] += i.duration_us
     busy = sum(r["total_us"] for r in rows.values()) or 1.0
     table = [{"kernel": name, **r, "mean_us": r["total_us"] / r["count"], "share": r["total_us"] / busy}
              for name, r in rows.items()]

@@ -1,9 +1,8 @@
 """Core wing: timing a step the honest way: warm up, wait for the device, report a median and a
 spread.
 
-On CUDA each repeat is timed with a pair of CUDA events, so the time is the
-GPU's own; on the CPU, which is synchronous, a wall clock is enough. The host's
-time to issue a step is taken in the same loop, so the two are comparable.
+On CUDA each repeat is timed with a pair of CUDA events (the GPU's own time); on the CPU a wall
+clock. The host's time to issue a step is taken in the same loop.
 """
 from __future__ import annotations
 
@@ -49,32 +48,25 @@ class Timing:
         """True when the p10-p90 band is wider than NOISY_SPREAD of the median."""
         return self.spread_ms > NOISY_SPREAD * self.median_ms
 
-    def noise_note(self, what: str = "this timing") -> str:
-        """A one-line warning for a noisy timing, else ''."""
+    def noise_note(self, what: str = "this timing", *, scale: float = 1.0, unit: str = "ms") -> str:
+        """A one-line warning for a noisy timing, its band in unit (scale per ms), else ''."""
         if not self.noisy:
             return ""
-
-        return (f"warning: {what} is noisy (p10-p90 {sig(self.p10_ms)}-{sig(self.p90_ms)} ms, "
+        return (f"warning: {what} is noisy (p10-p90 {sig(self.p10_ms * scale)}-{sig(self.p90_ms * scale)} {unit}, "
                 f"{self.spread_ms / self.median_ms:.0%} of the median); something else was "
                 "running. Re-run it before reading much into it.")
 
     def __str__(self) -> str:
-        """'2.08 ms (p10-p90 2.07-2.09, n=50)': three significant figures, which a timing's
-        spread rarely allows more of ('155 ms', never '154.62 ms')."""
-        return (
-            f"{sig(self.median_ms)} ms (p10-p90 {sig(self.p10_ms)}-{sig(self.p90_ms)}, "
-            f"n={len(self.samples_ms)})"
-        )
+        """'2.08 ms (p10-p90 2.07-2.09, n=50)': three significant figures, all a spread allows."""
+        return f"{sig(self.median_ms)} ms (p10-p90 {sig(self.p10_ms)}-{sig(self.p90_ms)}, n={len(self.samples_ms)})"
 
     def to_dict(self) -> dict:
-        """Plain dict of every field plus spread_ms, ready for JSON."""
         out = asdict(self)
         out["spread_ms"] = self.spread_ms
         return out
 
     @classmethod
     def from_dict(cls, data: dict) -> "Timing":
-        """Rebuild a Timing from to_dict() output."""
         fields = {k: data[k] for k in ("median_ms", "p10_ms", "p90_ms", "min_ms", "max_ms")}
         return cls(**fields, samples_ms=list(data.get("samples_ms", [])))
 
@@ -90,22 +82,13 @@ class Timing:
         for s in samples:
             nonnegative_number(s, f"every one of the {len(samples)} samples in ms",
                                hint="check the clock that made them")
-        return cls(
-            median_ms=statistics.median(samples),
-            p10_ms=_percentile(samples, 10),
-            p90_ms=_percentile(samples, 90),
-            min_ms=min(samples),
-            max_ms=max(samples),
-            samples_ms=samples,
-        )
+        return cls(statistics.median(samples), _percentile(samples, 10), _percentile(samples, 90), min(samples),
+                   max(samples), samples)
 
 
 @dataclass(frozen=True)
 class Band:
-    """A measured quantity that is not one timing: its median and the p10-p90 band around it.
-
-    A speed-up or a multiple of the floor is a ratio of timings; ratio_band gives its band, and
-    compare() reads a Band as it reads a Timing. Band.exact(x) is a number with no spread."""
+    """A measured quantity that is not one timing: its median and the p10-p90 band around it."""
 
     median: float
     low: float
@@ -145,9 +128,7 @@ _said: list | None = None  # (sentence, Comparison) for each verdict, while reco
 
 @contextmanager
 def recorded_verdicts():
-    """Collect every sentence Comparison.verdict chooses, with its Comparison, while the block runs.
-
-    The family-of-runs test uses it to tell computed claims from typed ones."""
+    """Collect every sentence Comparison.verdict chooses, with its Comparison, while the block runs."""
     global _said
     outer, _said = _said, []
     try:
@@ -178,18 +159,15 @@ class Comparison:
         return "more" if above else "less"
 
     def verdict(self, more: str, less: str, untold: str) -> str:
-        """The one sentence of the three that this run supports: `more` when the first lies above
-        the second beyond both spreads, `less` when below, `untold` when they overlap.
-
-        Each may hold {ratio} (first ÷ second) and {inverse} (second ÷ first), written as
-        multiples at three significant figures ('1.81×')."""
+        """The one sentence of the three that this run supports: `more` when the first lies above the second beyond both
+        spreads, `less` when below, `untold` when they overlap. Each may hold {ratio} (first ÷ second) and
+        {inverse}, written as multiples ('1.81×')."""
         chosen = {"more": more, "less": less, "untold": untold}[self.outcome]
         if "{ratio}" in chosen or "{inverse}" in chosen:
             chosen = chosen.format(ratio=fmt_times(self.ratio), inverse=fmt_times(1 / self.ratio))
-        sentence = chosen
         if _said is not None:
-            _said.append((sentence, self))
-        return sentence
+            _said.append((chosen, self))
+        return chosen
 
     def says(self, first: str, second: str) -> str:
         """One sentence: the ratio when it means something, else why it does not."""
@@ -234,34 +212,21 @@ def _percentile(samples: list[float], q: float) -> float:
     return ordered[lo] + (ordered[hi] - ordered[lo]) * (pos - lo)
 
 
-def _check_counts(warmup: int, repeats: int) -> None:
-    whole_number(warmup, "warmup", at_least=0, hint="pass how many untimed calls to run first, e.g. 3")
-    whole_number(repeats, "repeats", hint="pass how many timed calls to run, e.g. 20")
-
-
-def _repeat_range(repeats: int, progress: str | None):
-    if progress is None:
-        return range(repeats)
-
-    return progress_bar(range(repeats), label=progress, total=repeats)
+def _wall_ms(fn: Callable[[], object]) -> float:
+    t0 = time.perf_counter()
+    fn()
+    return (time.perf_counter() - t0) * 1e3
 
 
 def _settle(fn: Callable[[], object]) -> int:
-    """On a CPU, call fn until three calls in a row agree within SETTLE_TOLERANCE; returns the calls made.
-
-    A CPU fresh from an install or a compile runs its first calls slow (cold caches,
-    frequency ramps); timing starts once it has settled, or after SETTLE_MAX_CALLS calls
-    or SETTLE_MAX_S seconds, whichever comes first (at least three calls).
-    """
+    """On a CPU, call fn until three calls in a row agree within SETTLE_TOLERANCE (a CPU fresh from a compile
+    runs its first calls slow); returns the calls made."""
     recent: list[float] = []
     start = time.perf_counter()
     for calls in range(1, SETTLE_MAX_CALLS + 1):
-        t0 = time.perf_counter()
-        fn()
-        recent = (recent + [time.perf_counter() - t0])[-3:]
-        if len(recent) == 3 and max(recent) <= (1 + SETTLE_TOLERANCE) * min(recent):
-            return calls
-        if len(recent) == 3 and time.perf_counter() - start >= SETTLE_MAX_S:
+        recent = (recent + [_wall_ms(fn)])[-3:]
+        settled = max(recent) <= (1 + SETTLE_TOLERANCE) * min(recent)
+        if len(recent) == 3 and (settled or time.perf_counter() - start >= SETTLE_MAX_S):
             return calls
     return SETTLE_MAX_CALLS
 
@@ -270,23 +235,17 @@ def _timed_loop(fn: Callable[[], object], *, warmup: int, repeats: int, device,
                 progress: str | None) -> tuple[list[float], list[float]]:
     """(step ms, host issue ms) for each of `repeats` back-to-back calls, after warm-up.
 
-    On CUDA each call is bracketed by CUDA events (its time on the device) and by a host
-    clock (the time the host needs to issue it). At most IN_FLIGHT calls are queued
-    ahead of the device, so the host never stalls on a full launch queue and the issue
-    time stays the host's own. On the CPU the two are the same wall-clock time.
-    """
-    _check_counts(warmup, repeats)
+    At most IN_FLIGHT calls queue ahead of the device, so the host never stalls on a full launch
+    queue and the issue time stays its own."""
+    whole_number(warmup, "warmup", at_least=0, hint="pass how many untimed calls to run first, e.g. 3")
+    whole_number(repeats, "repeats", hint="pass how many timed calls to run, e.g. 20")
     device = resolve_device(device)
-    on_cuda = device.type == "cuda"
+    repeat = range(repeats) if progress is None else progress_bar(range(repeats), label=progress, total=repeats)
     for _ in range(warmup):
         fn()
-    if not on_cuda:
+    if device.type != "cuda":
         _settle(fn)
-        samples = []
-        for _ in _repeat_range(repeats, progress):
-            t0 = time.perf_counter()
-            fn()
-            samples.append((time.perf_counter() - t0) * 1e3)
+        samples = [_wall_ms(fn) for _ in repeat]
         return samples, list(samples)
 
     torch.cuda.synchronize(device)
@@ -294,7 +253,7 @@ def _timed_loop(fn: Callable[[], object], *, warmup: int, repeats: int, device,
               for _ in range(repeats)]
     stream = torch.cuda.current_stream(device)
     issue: list[float] = []
-    for i in _repeat_range(repeats, progress):
+    for i in repeat:
         if i >= IN_FLIGHT:
             events[i - IN_FLIGHT][1].synchronize()
         start, end = events[i]
@@ -327,7 +286,7 @@ class StepTimes:
         return self.issue.median_ms > self.step.p90_ms
 
     def note(self) -> str:
-        """A warning when the two disagree in a way no steady state allows, else ''."""
+        """A warning when issuing outlasts the step, which no steady state allows, else ''."""
         if not self.issue_exceeds_step:
             return ""
         return (f"warning: issuing took {sig(self.issue.median_ms)} ms, longer than the "
@@ -335,7 +294,6 @@ class StepTimes:
                 "was disturbed during this run, so re-run before trusting the what-ifs.")
 
     def to_dict(self) -> dict:
-        """Plain dict, ready for JSON."""
         return {"step": self.step.to_dict(), "issue": self.issue.to_dict()}
 
 
@@ -347,15 +305,10 @@ def time_with_issue(fn: Callable[[], object], *, warmup: int = 3, repeats: int =
 
 
 def time_once(fn: Callable[[], object], *, device=None) -> float:
-    """ms one call of fn takes, without warm-up (a CUDA event pair on a GPU, a wall clock on a CPU).
-
-    For a sequence of different calls, such as a stream of batches, where each is run once.
-    """
+    """ms one call of fn takes, without warm-up (a CUDA event pair on a GPU, a wall clock on a CPU)."""
     device = resolve_device(device)
     if device.type != "cuda":
-        t0 = time.perf_counter()
-        fn()
-        return (time.perf_counter() - t0) * 1e3
+        return _wall_ms(fn)
     torch.cuda.synchronize(device)
     start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
     stream = torch.cuda.current_stream(device)
@@ -367,15 +320,7 @@ def time_once(fn: Callable[[], object], *, device=None) -> float:
 
 
 def unsynchronised_time_ms(fn: Callable[[], object], *, repeats: int = 20) -> float:
-    """Median ms of a wall clock around each call, never waiting for the GPU.
-
-    Wrong on purpose: on a GPU it measures how fast the host queues work, not how
-    fast the work runs, so it can beat the roofline floor. The floor test catches it.
-    """
+    """Median ms of a wall clock around each call, never waiting for the GPU: wrong on purpose, it can
+    beat the roofline floor, and the floor test catches it."""
     repeats = whole_number(repeats, "repeats", hint="pass how many timed calls to run, e.g. 20")
-    samples = []
-    for _ in range(repeats):
-        t0 = time.perf_counter()
-        fn()
-        samples.append((time.perf_counter() - t0) * 1e3)
-    return statistics.median(samples)
+    return statistics.median(_wall_ms(fn) for _ in range(repeats))

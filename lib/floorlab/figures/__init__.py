@@ -1,8 +1,4 @@
-"""Figures wing: the book's figures, one module per figure, each drawn from live or stored data.
-
-Each function returns a matplotlib Figure (a notebook shows it when it is the cell's last
-value) and saves a PNG when given a path. The wing imports only core.
-"""
+"""Figures wing: the book's figures, one module per figure, each drawn from live or stored data."""
 from floorlab.figures.bars import stacked_bar
 from floorlab.figures.fusion import fusion_schematic
 from floorlab.figures.gallery import gallery_bars, gallery_scatter

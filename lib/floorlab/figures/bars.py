@@ -1,10 +1,8 @@
-"""Figures wing: the stacked bar, time per token split into the floor and what lies above it.
-"""
+"""Figures wing: the stacked bar, time per token split into the floor and what lies above it."""
 from __future__ import annotations
 
 import matplotlib
 from matplotlib.figure import Figure
-from matplotlib.lines import Line2D
 from matplotlib.patches import Patch
 
 from floorlab.core.numbers import positive_number, shown
@@ -17,9 +15,10 @@ from floorlab.figures.style import (
     INK,
     REST_ORANGE,
     STYLE,
-    legend_and_note,
+    bar_axis,
+    finish,
     new_figure,
-    save_png,
+    spread_handle,
     times_floor,
 )
 
@@ -49,25 +48,13 @@ def _bar_values(bars) -> list[tuple[str, float, float, float]]:
     return out
 
 
-def stacked_bar(
-    bars,
-    floor_ms,
-    *,
-    title: str | None = None,
-    path=None,
-    note: str | None = None,
-    xlabel: str = "time per decode token (ms)",
-    floors: dict | None = None,
-    floor_label: str = "memory traffic (the floor)",
-) -> Figure:
+def stacked_bar(bars, floor_ms, *, title: str | None = None, path=None, note: str | None = None,
+                xlabel: str = "time per decode token (ms)", floors: dict | None = None,
+                floor_label: str = "memory traffic (the floor)") -> Figure:
     """Horizontal bars of time per token in ms, each split into the floor and the rest.
 
-    bars: {label: Timing} (or a plain ms value), in drawing order; a Timing's p10-p90
-    band is drawn as a whisker. A dashed line marks floor_ms; a list of floors, one per
-    bar (bars at different batch sizes), or floors={label: ms} for some bars (a prefill's
-    per token), gives bars their own dashed marks. floor_label names the floor part.
-    Returns the Figure.
-    """
+    bars: {label: Timing or ms}, in drawing order, a Timing's p10-p90 drawn as a whisker. floor_ms is
+    one floor, a list of one per bar, or {label: ms} for some bars."""
     values = _bar_values(bars)
     labels = [v[0] for v in values]
     totals = [v[1] for v in values]
@@ -99,10 +86,7 @@ def stacked_bar(
         ax.barh(ys, rest_parts, height=height, left=floor_parts, color=REST_ORANGE,
                 label=ABOVE_FLOOR)
 
-        handles = [
-            Patch(color=FLOOR_BLUE, label=floor_label),
-            Patch(color=REST_ORANGE, label=ABOVE_FLOOR),
-        ]
+        handles = [Patch(color=FLOOR_BLUE, label=floor_label), Patch(color=REST_ORANGE, label=ABOVE_FLOOR)]
         if any(spreads):
             xs = [t for t, s in zip(totals, spreads) if s > 0]
             yw = [y for y, s in zip(ys, spreads) if s > 0]
@@ -110,8 +94,7 @@ def stacked_bar(
                     [hi for hi, s in zip(highs, spreads) if s > 0]]
             ax.errorbar(xs, yw, xerr=errs, fmt="none", ecolor=INK, elinewidth=1.0,
                         capsize=3, capthick=1.0, zorder=3)
-            handles.append(Line2D([], [], color=INK, lw=1.0, marker="|", markersize=7,
-                                  label="p10–p90 spread"))
+            handles.append(spread_handle())
 
         # Values inside the segments when they fit beside the whisker: the arithmetic, drawn.
         min_width = 0.13 * xmax
@@ -157,15 +140,9 @@ def stacked_bar(
         )
 
         ax.set_xlim(0, xmax)
-        ax.set_yticks(ys, labels)
-        ax.tick_params(axis="y", length=0, pad=6)
-        ax.spines["left"].set_visible(False)
+        bar_axis(ax, labels)
         ax.set_xlabel(xlabel)
-        if title:
-            ax.set_title(title, loc="left", color=INK, pad=8)
-        legend_and_note(ax, handles, ncol=len(handles), note=note, below_pt=36)
-        save_png(fig, path)
-    return fig
+        return finish(fig, ax, handles, title=title, note=note, path=path, ncol=len(handles))
 
 
 def _floors_text(floors: list[float]) -> str:

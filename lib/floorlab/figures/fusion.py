@@ -1,9 +1,5 @@
-"""Figures wing: a schematic of one layer's operations, one kernel each, then folded into five kernels.
-
-Not a measurement: each box is an operation, each outline a kernel, and the figure counts the
-kernel boundaries each way. The folding drawn by default is the book's: RMSNorm as the prologue
-of the GEMV after it, SiLU·mul and the residual adds as the epilogues of the GEMVs before them.
-"""
+"""Figures wing: a schematic, not a measurement: one layer's operations, one kernel each, then
+folded into five (RMSNorm as a GEMV's prologue, SiLU·mul and residual adds as epilogues)."""
 from __future__ import annotations
 
 import matplotlib
@@ -17,9 +13,8 @@ from floorlab.figures.style import (
     MUTED,
     REST_ORANGE,
     STYLE,
-    legend_and_note,
+    finish,
     new_figure,
-    save_png,
 )
 
 KINDS = {  # kind: (colour, legend label)
@@ -58,11 +53,7 @@ def kernel_groups(ops=LAYER_OPS, kernels=BOOK_KERNELS) -> list[list[tuple[str, s
 
 def fusion_schematic(ops=LAYER_OPS, kernels=BOOK_KERNELS, *, title: str | None = None, path=None,
                      note: str | None = "schematic: one layer's operations, not timed") -> Figure:
-    """Two rows of the same operations: one kernel each, then grouped into `kernels` (see kernel_groups).
-
-    Each outline is one kernel; each row's count of kernels and boundaries is written beside it.
-    Returns the Figure.
-    """
+    """Two rows of the same operations: one kernel each, then grouped into `kernels` (see kernel_groups)."""
     groups = kernel_groups(ops, kernels)
     rows = {"one kernel per operation": [[op] for group in groups for op in group],
             "folded into the GEMVs": groups}
@@ -99,10 +90,6 @@ def fusion_schematic(ops=LAYER_OPS, kernels=BOOK_KERNELS, *, title: str | None =
         ax.set_ylim(-0.62, 2.05)
         ax.set_aspect("auto")
         ax.axis("off")
-        if title:
-            ax.set_title(title, loc="left", color=INK, pad=8)
         handles = [Patch(color=colour, label=text) for colour, text in KINDS.values()]
         handles.append(Patch(facecolor="none", edgecolor=INK, label="one kernel"))
-        legend_and_note(ax, handles, ncol=2, note=note, below_pt=4)
-        save_png(fig, path)
-    return fig
+        return finish(fig, ax, handles, title=title, note=note, path=path, ncol=2, below_pt=4)

@@ -1,5 +1,4 @@
-"""Figures wing: the gallery's figures, many cards side by side, each against its own floor.
-"""
+"""Figures wing: the gallery's figures, many cards side by side, each against its own floor."""
 from __future__ import annotations
 
 import math
@@ -11,7 +10,7 @@ from matplotlib.patches import Patch
 from matplotlib.ticker import FixedLocator, FuncFormatter, NullLocator
 
 from floorlab.core.prose import fmt_gbps, fmt_times
-from floorlab.figures.style import INK, MUTED, REST_ORANGE, STYLE, legend_and_note, new_figure, save_png
+from floorlab.figures.style import INK, MUTED, REST_ORANGE, STYLE, bar_axis, finish, new_figure
 
 # ---- the gallery: many cards side by side ---------------------------------------------------
 
@@ -46,12 +45,7 @@ def _card_tick(card) -> str:
 
 
 def gallery_bars(cards, *, path=None, title: str | None = None, note: str | None = None) -> Figure:
-    """Each card's eager, graph-replay and best step as a multiple of its own floor.
-
-    One group of three bars per card (floorlab.studies.gallery_cards.Card), starting at the floor (1×)
-    on a log axis. A path a card could not run is written as absent, not drawn as zero.
-    Returns the Figure.
-    """
+    """Each card's eager, graph-replay and best step as a multiple of its own floor."""
     cards = _cards(cards)
     bars = []  # (y, ratio or None, colour, text)
     for g, card in enumerate(cards):
@@ -85,32 +79,21 @@ def gallery_bars(cards, *, path=None, title: str | None = None, note: str | None
         ax.set_xlim(low, high)
         _times_ticks(ax.xaxis, low, high)
         ax.set_ylim(len(cards) - 0.5, -0.75)
-        ax.set_yticks(range(len(cards)), [_card_tick(c) for c in cards])
+        bar_axis(ax, [_card_tick(c) for c in cards])
         for tick, card in zip(ax.get_yticklabels(), cards):
             if card.mine:
                 tick.set_fontweight("bold")
         for g in range(1, len(cards)):
             ax.axhline(g - 0.5, color="#DDDDDD", linewidth=0.8)
-        ax.tick_params(axis="y", length=0, pad=6)
-        ax.spines["left"].set_visible(False)
         ax.set_xlabel("time per decode token, as a multiple of the card's own floor (log scale)")
-        if title:
-            ax.set_title(title, loc="left", color=INK, pad=8)
         handles = [Patch(color=PATH_COLOURS[k], label=k if k != "best" else "best path")
                    for k in GALLERY_PATHS]
-        legend_and_note(ax, handles, ncol=3, note=note, below_pt=36)
-        save_png(fig, path)
-    return fig
+        return finish(fig, ax, handles, title=title, note=note, path=path, ncol=3)
 
 
 def gallery_scatter(cards, *, cost=None, path=None, title: str | None = None,
                     note: str | None = None) -> Figure:
-    """Floor bandwidth (GB/s) against multiple of the floor: each card's eager and best path.
-
-    A line joins a card's two points: what graphs and fusion won back. cost, a
-    floorlab.studies.gallery.ReplayCost, adds the fixed-cost model's graph replay across
-    bandwidths. Both axes are logarithmic. Returns the Figure.
-    """
+    """Floor bandwidth (GB/s) against multiple of the floor: each card's eager and best path."""
     cards = _cards(cards)
     gbps = [c.floor.bandwidth_gbps for c in cards]
     span = gbps + ([cost.floor.bandwidth_gbps] if cost is not None else [])
@@ -177,12 +160,8 @@ def gallery_scatter(cards, *, cost=None, path=None, title: str | None = None,
         ax.set_xlabel("the bandwidth each floor divides by: the larger of copy and read "
                       "(GB/s, log scale)")
         ax.set_ylabel("time per token ÷ the card's floor")
-        if title:
-            ax.set_title(title, loc="left", color=INK, pad=8)
         handles = [Line2D([], [], marker="o", linestyle="", markersize=8,
                           color=PATH_COLOURS["eager"], label="eager"),
                    Line2D([], [], marker="D", linestyle="", markersize=7,
                           color=PATH_COLOURS["best"], label="best path")] + handles
-        legend_and_note(ax, handles, ncol=2, note=note, below_pt=40)
-        save_png(fig, path)
-    return fig
+        return finish(fig, ax, handles, title=title, note=note, path=path, ncol=2, below_pt=40)

@@ -1,5 +1,4 @@
-"""Figures wing: one GEMV's achieved bandwidth against its weight size.
-"""
+"""Figures wing: one GEMV's achieved bandwidth against its weight size."""
 from __future__ import annotations
 
 import matplotlib
@@ -12,9 +11,8 @@ from floorlab.figures.style import (
     SERIES_COLOURS,
     SERIES_MARKERS,
     STYLE,
-    legend_and_note,
+    finish,
     new_figure,
-    save_png,
 )
 
 GEMV_WAYS = {"alone": "one GEMV alone", "serial": "back to back, no PDL",
@@ -23,11 +21,8 @@ GEMV_WAYS = {"alone": "one GEMV alone", "serial": "back to back, no PDL",
 
 def gemv_sizes(rows, read_gbps: float, *, title: str | None = None, path=None,
                note: str | None = None) -> Figure:
-    """Achieved GB/s of one GEMV against its weight size, one line per way of launching it.
-
-    rows: floorlab.engine.kernels.timing.sweep_sizes rows (bytes and <way>_gbps for alone, serial,
-    chained). A dashed line marks read_gbps, the bandwidth the floor assumes. Returns the Figure.
-    """
+    """Achieved GB/s of one GEMV against its weight size, one line per way of launching it (rows from
+    engine.kernels.timing.sweep_sizes); a dashed line marks read_gbps."""
     rows = sorted(rows, key=lambda r: r["bytes"])
     if not rows:
         raise ValueError("gemv_sizes needs rows from floorlab.engine.kernels.timing.sweep_sizes, got none")
@@ -53,8 +48,4 @@ def gemv_sizes(rows, read_gbps: float, *, title: str | None = None, path=None,
         ax.set_ylim(0, read_gbps * 1.12)
         ax.set_xlabel("weight matrix, MB (log scale; rows × 1024 columns, bf16)")
         ax.set_ylabel("achieved GB/s")
-        if title:
-            ax.set_title(title, loc="left", color=INK, pad=8)
-        legend_and_note(ax, handles, ncol=2, note=note, below_pt=36)
-        save_png(fig, path)
-    return fig
+        return finish(fig, ax, handles, title=title, note=note, path=path, ncol=2)

@@ -1,8 +1,6 @@
 """Figures wing: a schematic of programmatic dependent launch, two kernels without and with it.
 
-Not a measurement: the durations are illustrative, and the figure says so. Each kernel starts
-(no bytes move), streams its weights, and drains (no bytes move); with PDL the next kernel
-starts early, loads the weights it can before its wait, and waits only for the output it reads.
+Not a measurement: the durations are illustrative, and the figure says so.
 """
 from __future__ import annotations
 
@@ -11,6 +9,7 @@ from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 from matplotlib.patches import Patch
 
+from floorlab.core.launches import merged_spans
 from floorlab.core.numbers import positive_number, whole_number
 from floorlab.figures.style import (
     CPU_GREY,
@@ -41,13 +40,10 @@ def _positive(name: str, value) -> float:
 
 def pdl_phases(kernels: int = 2, *, start_us: float = 1.0, stream_us: float = 4.0, drain_us: float = 1.0,
                early_us: float = 0.7) -> dict[str, list[list[tuple[str, float, float]]]]:
-    """{'without PDL': kernels, 'with PDL': kernels}; each kernel a list of (phase, start µs, end µs),
-    phase one of PHASES.
+    """{'without PDL': kernels, 'with PDL': kernels}; each kernel a list of (phase, start µs, end µs).
 
-    Without PDL a kernel starts when the one before has drained. With PDL it starts while the one
-    before still streams, loads early_us of weights as that one drains, waits for it to end, then
-    streams the rest.
-    """
+    With PDL a kernel starts while the one before still streams, loads early_us of weights, waits
+    for that one to end, then streams the rest."""
     kernels = whole_number(kernels, "kernels", at_least=2, hint="pdl_schematic draws a chain of at least 2 kernels")
     start_us, stream_us = _positive("start_us", start_us), _positive("stream_us", stream_us)
     drain_us, early_us = _positive("drain_us", drain_us), _positive("early_us", early_us)
@@ -81,23 +77,19 @@ def pdl_phases(kernels: int = 2, *, start_us: float = 1.0, stream_us: float = 4.
 
 def bus_idle_share(kernels: list[list[tuple[str, float, float]]]) -> float:
     """Share (0-1) of the chain's span in which no kernel moves weights."""
-    moving = sorted((a, b) for phases in kernels for name, a, b in phases if name in ("stream", "early"))
     span = max(b for phases in kernels for _, _, b in phases) - min(a for phases in kernels for _, a, _ in phases)
-    busy, (lo, hi) = 0.0, moving[0]
-    for a, b in moving[1:]:
-        if a > hi:
-            busy, lo = busy + hi - lo, a
-        hi = max(hi, b)
-    return 1.0 - (busy + hi - lo) / span
+    return 1.0 - sum(b - a for a, b in _moving(kernels)) / span
+
+
+def _moving(kernels) -> list[tuple[float, float]]:
+    """The spans in which some kernel moves weights, merged."""
+    return merged_spans((a, b) for phases in kernels for name, a, b in phases if name in ("stream", "early"))
 
 
 def pdl_schematic(kernels: int = 2, *, start_us: float = 1.0, stream_us: float = 4.0, drain_us: float = 1.0,
                   early_us: float = 0.7, title: str | None = None, path=None,
                   note: str | None = "schematic: durations are illustrative, not measured") -> Figure:
-    """Two panels, a chain of kernels without and with PDL, and below each the memory bus's idle time.
-
-    Arguments as pdl_phases (µs). Returns the Figure.
-    """
+    """Two panels, a chain of kernels without and with PDL, and below each the memory bus's idle time."""
     panels = pdl_phases(kernels, start_us=start_us, stream_us=stream_us, drain_us=drain_us, early_us=early_us)
     right = max(b for chain in panels.values() for phases in chain for _, _, b in phases)
     row_h = 0.6
@@ -112,12 +104,8 @@ def pdl_schematic(kernels: int = 2, *, start_us: float = 1.0, stream_us: float =
                     colour, hatch, _ = PHASES[name]
                     ax.broken_barh([(a, b - a)], (y - row_h / 2, row_h), facecolors=colour, hatch=hatch,
                                    edgecolor=INK if name == "wait" else "white", linewidth=0.6, gid=name)
-            moving = sorted((a, b) for phases in chain for n, a, b in phases if n in ("stream", "early"))
-            gaps, hi = [], moving[0][1]
-            for a, b in moving[1:]:
-                if a > hi:
-                    gaps.append((hi, a - hi))
-                hi = max(hi, b)
+            moving = _moving(chain)
+            gaps = [(end, start - end) for (_, end), (start, _) in zip(moving, moving[1:])]
             ax.broken_barh([(a, b - a) for a, b in moving], (-row_h / 2, row_h), facecolors=FLOOR_BLUE,
                            linewidth=0, gid="bus")
             ax.broken_barh(gaps, (-row_h / 2, row_h), facecolors=IDLE_RED, alpha=IDLE_ALPHA, linewidth=0,

@@ -1,5 +1,4 @@
-"""Figures wing: the roofline, achieved TFLOP/s against arithmetic intensity.
-"""
+"""Figures wing: the roofline, achieved TFLOP/s against arithmetic intensity."""
 from __future__ import annotations
 
 import matplotlib
@@ -14,27 +13,16 @@ from floorlab.figures.style import (
     SERIES_COLOURS,
     SERIES_MARKERS,
     STYLE,
-    legend_and_note,
+    finish,
     new_figure,
-    save_png,
 )
 
 
-def roofline_plot(
-    series,
-    *,
-    bandwidth_gbps: float,
-    peak_tflops: float,
-    path=None,
-    title: str | None = None,
-    note: str | None = None,
-) -> Figure:
-    """Achieved TFLOP/s against arithmetic intensity (FLOPs per byte), log-log, under the roofline.
+def roofline_plot(series, *, bandwidth_gbps: float, peak_tflops: float, path=None, title: str | None = None,
+                  note: str | None = None) -> Figure:
+    """Achieved TFLOP/s against FLOPs per byte, log-log, under the roofline.
 
-    series: {label: [(flops_per_byte, tflops, text), ...]} in drawing order; a non-empty
-    text is written beside its point. The slope is bandwidth × intensity, the roof
-    peak_tflops; they meet at the knee, peak ÷ bandwidth FLOPs per byte. Returns the Figure.
-    """
+    series: {label: [(flops_per_byte, tflops, text), ...]}; a non-empty text labels its point."""
     groups = [(str(label), [(float(x), float(y), str(t)) for x, y, t in points])
               for label, points in (series.items() if hasattr(series, "items") else series)]
     points = [p for _, pts in groups for p in pts]
@@ -85,8 +73,4 @@ def roofline_plot(
         ax.set_ylim(y_lo, y_hi)
         ax.set_xlabel("arithmetic intensity (FLOPs per byte of the floor)")
         ax.set_ylabel("achieved TFLOP/s")
-        if title:
-            ax.set_title(title, loc="left", color=INK, pad=8)
-        legend_and_note(ax, handles, ncol=min(len(handles), 3), note=note, below_pt=36)
-        save_png(fig, path)
-    return fig
+        return finish(fig, ax, handles, title=title, note=note, path=path, ncol=min(len(handles), 3))

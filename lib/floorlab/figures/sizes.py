@@ -1,5 +1,4 @@
-"""Figures wing: the multiple of the floor against model size, one line per decode path.
-"""
+"""Figures wing: the multiple of the floor against model size, one line per decode path."""
 from __future__ import annotations
 
 import matplotlib
@@ -11,10 +10,9 @@ from floorlab.figures.style import (
     SERIES_COLOURS,
     SERIES_MARKERS,
     STYLE,
+    finish,
     label_ends,
-    legend_and_note,
     new_figure,
-    save_png,
 )
 
 
@@ -23,21 +21,10 @@ def _billions_label(params: float) -> str:
     return f"{params / 1e9:.1f}B" if params < 1e10 else f"{params / 1e9:.0f}B"
 
 
-def scaling(
-    lines,
-    *,
-    stored=(),
-    title: str | None = None,
-    path=None,
-    note: str | None = None,
-    xlabel: str = "model size, parameters (log scale)",
-) -> Figure:
-    """Multiple of the floor against model size, one line per path, both axes logarithmic.
-
-    lines: {label: [(parameters, x_floor), ...]} in drawing order. Labels in `stored` come
-    from another run and are drawn dashed. A dashed line marks the floor (1×), and each
-    line's largest model is labelled with its multiple. Returns the Figure.
-    """
+def scaling(lines, *, stored=(), title: str | None = None, path=None, note: str | None = None,
+            xlabel: str = "model size, parameters (log scale)") -> Figure:
+    """Multiple of the floor against model size, log-log: lines {label: [(parameters, x_floor), ...]};
+    labels in `stored` come from another run and are drawn dashed."""
     lines = {str(k): sorted((float(x), float(y)) for x, y in v) for k, v in dict(lines).items()}
     points = [p for v in lines.values() for p in v]
     if not points:
@@ -80,8 +67,4 @@ def scaling(
         label_ends(ax, ends)
         ax.set_xlabel(xlabel)
         ax.set_ylabel("time per token ÷ the floor (log scale)")
-        if title:
-            ax.set_title(title, loc="left", color=INK, pad=8)
-        legend_and_note(ax, handles, ncol=min(len(handles), 2), note=note, below_pt=36)
-        save_png(fig, path)
-    return fig
+        return finish(fig, ax, handles, title=title, note=note, path=path, ncol=min(len(handles), 2))

@@ -1,13 +1,11 @@
-"""Figures wing: the split bar, time per token cut into named parts (the floor, the collectives)
-and the rest, one bar per way of running the step.
-"""
+"""Figures wing: the split bar, time per token cut into named parts (the floor, the collectives) and
+the rest, one bar per way of running the step."""
 from __future__ import annotations
 
 from dataclasses import dataclass
 
 import matplotlib
 from matplotlib.figure import Figure
-from matplotlib.lines import Line2D
 from matplotlib.patches import Patch
 
 from floorlab.core.prose import fmt_ms
@@ -17,9 +15,10 @@ from floorlab.figures.style import (
     INK,
     REST_ORANGE,
     STYLE,
-    legend_and_note,
+    bar_axis,
+    finish,
     new_figure,
-    save_png,
+    spread_handle,
 )
 
 PART_COLOURS = (FLOOR_BLUE, "#009E73", "#CC79A7", "#56B4E9")  # Okabe-Ito, after the floor's blue
@@ -61,13 +60,7 @@ def _check(bars) -> list[SplitBar]:
 def split_bar(bars, *, title: str | None = None, note: str | None = None, path=None,
               xlabel: str = "time per decode token (ms)",
               rest_label: str = ABOVE_FLOOR) -> Figure:
-    """Horizontal bars of time per token, each cut into its named parts and the rest.
-
-    bars: SplitBars, top to bottom. A part's name gives its colour (the first name seen
-    takes the floor's blue), so "collectives" reads the same on every bar; parts that sum
-    past the measured time are drawn to their own length and the bar's end is marked.
-    Returns the Figure.
-    """
+    """Horizontal bars of time per token, each cut into its named parts and the rest."""
     bars = _check(bars)
     names = list(dict.fromkeys(name for bar in bars for name, _ in bar.parts))
     if len(names) > len(PART_COLOURS):
@@ -99,17 +92,10 @@ def split_bar(bars, *, title: str | None = None, note: str | None = None, path=N
                         fontsize=9.5, annotation_clip=False)
         ax.set_ylim(len(bars) - 0.45, -0.6)
         ax.set_xlim(0, right)
-        ax.set_yticks(range(len(bars)), [b.label for b in bars])
-        ax.tick_params(axis="y", length=0, pad=6)
-        ax.spines["left"].set_visible(False)
+        bar_axis(ax, [b.label for b in bars])
         ax.set_xlabel(xlabel)
-        if title:
-            ax.set_title(title, loc="left", color=INK, pad=8)
         handles = [Patch(color=colour[n], label=n) for n in names]
         handles.append(Patch(color=REST_ORANGE, label=rest_label))
         if any(b.band_ms()[1] > b.band_ms()[0] for b in bars):
-            handles.append(Line2D([], [], color=INK, lw=1.0, marker="|", markersize=7,
-                                  label="p10–p90 spread"))
-        legend_and_note(ax, handles, ncol=2, note=note, below_pt=36)
-        save_png(fig, path)
-    return fig
+            handles.append(spread_handle())
+        return finish(fig, ax, handles, title=title, note=note, path=path, ncol=2)

@@ -1,7 +1,6 @@
 """Figures wing: the look every figure shares (colours, fonts, sizes) and the small drawing helpers.
 
-The figures wing imports only core. None of its functions touches global matplotlib settings:
-the style lives in a context around each drawing.
+No function touches global matplotlib settings: the style lives in a context around each drawing.
 """
 from __future__ import annotations
 
@@ -9,6 +8,7 @@ import textwrap
 from io import BytesIO
 
 from matplotlib.figure import Figure
+from matplotlib.lines import Line2D
 from matplotlib.transforms import offset_copy
 
 from floorlab.core.files import write_whole
@@ -57,11 +57,7 @@ def png_bytes(fig: Figure) -> bytes:
 
 
 def show_as_png_in_ipython() -> None:
-    """Let IPython show a Figure as a PNG whatever matplotlib's backend is.
-
-    The inline backend registers this itself. Under Agg (MPLBACKEND=Agg, as CI and some
-    workshop images set it) a cell would print only "<Figure size 900x279 with 1 Axes>".
-    """
+    """Let IPython show a Figure as a PNG under any backend (under Agg a cell would print only "<Figure ...>")."""
     try:
         from IPython import get_ipython
     except ImportError:
@@ -87,13 +83,33 @@ def new_figure(height_in: float) -> Figure:
 
 
 def save_png(fig: Figure, path) -> None:
-    """Write fig as a PNG at path (dpi 150, tight box), creating parent folders.
-
-    Whole or absent (floorlab.core.files.write_whole): a failed write leaves the old PNG as it was."""
+    """Write fig as a PNG at path (dpi 150, tight box), whole or not at all (core.files.write_whole)."""
     if path is None:
         return
     write_whole(path, lambda stream: fig.savefig(stream, format="png", dpi=DPI, bbox_inches="tight",
                                                  facecolor="white"))
+
+
+def finish(fig: Figure, ax, handles, *, title: str | None, note: str | None, path, ncol: int,
+           below_pt: float = 36) -> Figure:
+    """The title (when given) at ax's top left, the legend and note below, the PNG at path; returns fig."""
+    if title:
+        ax.set_title(title, loc="left", color=INK, pad=8)
+    legend_and_note(ax, handles, ncol=ncol, note=note, below_pt=below_pt)
+    save_png(fig, path)
+    return fig
+
+
+def bar_axis(ax, labels) -> None:
+    """Horizontal bars' y axis: one label per bar, no ticks, no spine."""
+    ax.set_yticks(range(len(labels)), labels)
+    ax.tick_params(axis="y", length=0, pad=6)
+    ax.spines["left"].set_visible(False)
+
+
+def spread_handle() -> Line2D:
+    """The legend's entry for a p10-p90 whisker."""
+    return Line2D([], [], color=INK, lw=1.0, marker="|", markersize=7, label="p10–p90 spread")
 
 
 def legend_and_note(ax, handles, *, ncol: int, note: str | None, below_pt: float) -> None:

@@ -1,5 +1,4 @@
-"""Figures wing: the timeline, who works when, host calls above and GPU kernels below.
-"""
+"""Figures wing: the timeline, who works when, host calls above and GPU kernels below."""
 from __future__ import annotations
 
 import matplotlib
@@ -8,6 +7,7 @@ from matplotlib.lines import Line2D
 from matplotlib.patches import Patch
 from matplotlib.transforms import blended_transform_factory
 
+from floorlab.core.launches import base_name
 from floorlab.core.numbers import instance, number
 from floorlab.core.numbers import shown as shown_value
 from floorlab.core.prose import fmt_ms
@@ -20,32 +20,17 @@ from floorlab.figures.style import (
     INK,
     MUTED,
     STYLE,
-    legend_and_note,
+    finish,
     new_figure,
-    save_png,
 )
 
 
-def timeline(
-    timelines,
-    *,
-    path=None,
-    title: str | None = None,
-    note: str | None = None,
-    max_us: float | None = None,
-    min_us: float | None = None,
-) -> Figure:
+def timeline(timelines, *, path=None, title: str | None = None, note: str | None = None,
+             max_us: float | None = None, min_us: float | None = None) -> Figure:
     """One panel per Timeline: a CPU row of calls and a GPU row of kernels, idle GPU time shaded.
 
-    Where kernels overlap (a kernel launched under PDL starts before the one before it ends),
-    they take turns in the GPU row's upper and lower half, each outlined, so every boundary shows.
-
-    Each panel draws one steady-state step from its first kernel (or operator) to the
-    next step's; host calls issued earlier, while the previous step ran, sit left of
-    zero. A dotted mark shows the step's time without the profiler, when known.
-    max_us and min_us crop the shared time axis (min_us=0 leaves out the launch calls
-    before the first kernel). Returns the Figure.
-    """
+    Overlapping kernels (under PDL) take turns in the row's halves. max_us and min_us crop the
+    shared axis (min_us=0 leaves out the launch calls before the first kernel)."""
     if isinstance(timelines, (str, bytes, Timeline)) or not hasattr(timelines, "__iter__"):
         raise ValueError(f"timelines must be a list of Timelines, got {shown_value(timelines)}; wrap one in a "
                          "list: timeline([steady_timeline(...)])")
@@ -129,7 +114,7 @@ def timeline(
             if 0 < len(cpu) <= 3:
                 for i in cpu:
                     if i.name and i.start_us < right_us:
-                        ax.annotate(_base_call_name(i.name), xy=(i.end_us / scale, y_cpu),
+                        ax.annotate(base_name(i.name), xy=(i.end_us / scale, y_cpu),
                                     xytext=(5, 0), textcoords="offset points", ha="left",
                                     va="center", fontsize=8.5, color=CPU_GREY)
 
@@ -158,18 +143,10 @@ def timeline(
             axes[0].annotate(title, xy=(0, 1), xycoords="axes fraction", xytext=(0, 22),
                              textcoords="offset points", ha="left", va="bottom",
                              fontsize=11, color=INK)
-        legend_and_note(axes[-1], handles, ncol=min(len(handles), 3), note=note, below_pt=36)
-        save_png(fig, path)
-    return fig
+        return finish(fig, axes[-1], handles, title=None, note=note, path=path, ncol=min(len(handles), 3))
 
 
 def _overlapping(intervals) -> bool:
     """True when some interval starts before the one before it ends (kernels under PDL)."""
     ordered = sorted(intervals, key=lambda i: i.start_us)
     return any(b.start_us < a.end_us for a, b in zip(ordered, ordered[1:]))
-
-
-def _base_call_name(name: str) -> str:
-    """A host call's name without the driver's version suffix (cudaGraphLaunch_v10000 -> cudaGraphLaunch)."""
-    head, _, tail = name.rpartition("_v")
-    return head if head and tail.isdigit() else name
