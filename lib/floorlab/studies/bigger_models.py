@@ -279,11 +279,15 @@ class CostModel:
         wrong_ms = roofline.predicted_ms(self.floor_ms(shape), self.kernels(self.preset), self.overhead_us)
         return {f"the kernels of {self.preset} instead of {get_shape(shape).name}'s": wrong_ms / self.floor_ms(shape)}
 
+    @property
+    def fixed_ms_per_layer(self) -> float:
+        """ms a layer's kernels cost beyond its bytes: kernels per layer × overhead_us."""
+        return self.kernels_per_layer * self.overhead_us / 1e3
+
     def stream_ms_per_layer(self, threshold: float = THRESHOLD) -> float:
         """ms a layer's bytes must stream for eager ÷ replay = issue ÷ (stream + kernels × overhead)
         to fall to threshold, solved for stream."""
-        fixed_ms = self.kernels_per_layer * self.overhead_us / 1e3
-        return max(self.issue_ms_per_layer / threshold - fixed_ms, 0.0)
+        return max(self.issue_ms_per_layer / threshold - self.fixed_ms_per_layer, 0.0)
 
     def layer_bytes(self, threshold: float = THRESHOLD) -> float:
         """Bytes per layer from which eager takes less than threshold × a replay."""

@@ -71,7 +71,7 @@ def check_graphs_matter(my_layer_gb, my_first_preset, expected: GraphsMatterAnsw
 
 def answer_graphs_matter(model, expected: GraphsMatterAnswer, sizes) -> str:
     """The worked answer: the arithmetic, each shape's prediction, what the issue's spread does."""
-    fixed_ms = model.kernels_per_layer * model.overhead_us / 1e3
+    fixed_ms = model.fixed_ms_per_layer
     layers = get_shape(model.preset).num_layers
     stream_ms = model.stream_ms_per_layer(expected.threshold)
     lines = [
