@@ -1,11 +1,8 @@
 """Studies wing: one card, several model sizes: each size's floor, eager step and graph replay.
 
-measure_sizes builds one model at a time, checks before allocating that it fits
-(memory.check_fits), measures it and frees it before the next. Sizes reads such a
-run, or the bench's rows of the same engine, size by size. CostModel carries what
-one measured size says to sizes that were not measured: a replay costs the floor
-plus a fixed price per kernel, and an eager step whichever is slower, the host
-issuing its kernels or the device running them.
+measure_sizes builds, measures and frees one model at a time, each checked to fit before it is
+allocated; Sizes reads such a run size by size; CostModel
+carries one measured size to the others: a replay costs the floor plus a fixed price per kernel.
 """
 from __future__ import annotations
 
@@ -23,41 +20,33 @@ from floorlab.core.roofline import Floor
 from floorlab.core.runs import Row, Run, reference_run, row_key, run_stamp
 from floorlab.core.shapes import get_shape
 from floorlab.core.timelines import Timeline
+from floorlab.core.timing import Band, band_of, ratio_band
 from floorlab.engine.measure import Source, graph_replay, measure_path, profile_path
 from floorlab.engine.model import build_model, prefill_random
 
 KIND = "chapter:bigger-models"
 REFERENCE = "h200-bigger-models"  # the stored run of measure_sizes on an H200
-BENCH_REFERENCE = "h200-bench"
 EAGER, GRAPH = "eager", "graph replay"  # the paths measure_sizes records
 BENCH_EAGER, BENCH_GRAPH = "plain eager", "plain graph"  # the same engine's paths in the bench
 NO_GRAPHS = "not measured: CUDA graphs need a CUDA GPU"
 THRESHOLD = 1.1  # graphs stop mattering once eager takes less than this multiple of a replay
 
 
-def release(device) -> None:
-    """Hand freed model memory back: collect garbage, then empty torch's CUDA cache on a GPU."""
-    gc.collect()
-    if torch.device(device).type == "cuda":
-        torch.cuda.empty_cache()
-
-
 def measure_sizes(presets, *, device, bandwidths, warmup: int, repeats: int,
                   batch: int = 1, prompt_tokens: int = 32,
                   max_context: int = 128) -> Run:
-    """Eager and graph replay of each preset in turn, one model in memory at a time.
+    """A Run of eager and graph replay of each preset, one model in memory at once.
 
     A preset that does not fit is skipped before anything is allocated: its rows
-    are absent, and their note names the GB it needs. Without CUDA the graph rows
-    are absent and the eager step is profiled instead of the replay. Returns a Run.
+    are absent, their note the GB it needs. Without CUDA the graph rows are absent
+    and the eager step is profiled instead of the replay.
     """
     device = resolve_device(device)
     presets = [get_shape(p) for p in presets]
     settings = {"presets": [s.name for s in presets],
                 "params": {s.name: s.param_count() for s in presets},
                 "batch": batch, "prompt_tokens": prompt_tokens,
-                "max_context": max_context,
-                "warmup": warmup, "repeats": repeats}
+                "max_context": max_context, "warmup": warmup, "repeats": repeats}
     run = Run(kind=KIND, stamp=run_stamp(), device=describe_device(device),
               bandwidths=bandwidths, settings=settings)
     for shape in progress_bar(presets, label="model sizes", total=len(presets)):
@@ -80,14 +69,16 @@ def measure_sizes(presets, *, device, bandwidths, warmup: int, repeats: int,
             run.rows += [Row(path, shape.name, batch, status="failed",
                              note=note[:240]) for path in (EAGER, GRAPH)
                          if run.find(path, shape.name, batch) is None]
-        finally:
-            release(device)
+        finally:  # hand the model's memory back before the next is built
+            gc.collect()
+            if device.type == "cuda":
+                torch.cuda.empty_cache()
     return run
 
 
 def _measure_size(run: Run, shape, floor: Floor, device, *, warmup: int, repeats: int,
                   prompt_tokens: int, max_context: int) -> None:
-    """Build one model, add its rows and timeline to run; the model is freed when this returns."""
+    """Build one model and add its rows and timeline to run; the model is freed when this returns."""
     batch = floor.batch
     model = build_model(shape, device=device, max_batch=batch, max_context=max_context)
     prompt, tokens, positions = prefill_random(model, batch, prompt_tokens)
@@ -98,18 +89,16 @@ def _measure_size(run: Run, shape, floor: Floor, device, *, warmup: int, repeats
     eager = measure_path(EAGER, step, floor, warmup=warmup, repeats=repeats, device=device,
                          progress=f"{shape.name} eager")
     run.rows.append(eager)
-    if device.type != "cuda":
+    if device.type != "cuda":  # no graphs: profile the eager step instead
         run.rows.append(Row(GRAPH, shape.name, batch, status="absent", note=NO_GRAPHS))
-        timeline = profile_path(eager, step, device=device)
-        run.timelines[row_key(shape.name, batch, EAGER)] = replace(
-            timeline, label=f"{EAGER}, {shape.name}")
-        return
-    replay = graph_replay(model, tokens, positions, floor=floor, eager=eager, warmup=warmup,
-                          repeats=repeats, reference=REFERENCE, buckets=(batch,),
-                          restore=lambda: model.prefill(prompt))
-    run.rows.append(replay.graph)
-    run.timelines[row_key(shape.name, batch, GRAPH)] = replace(
-        replay.timeline, label=f"{GRAPH}, {shape.name}")
+        path, timeline = EAGER, profile_path(eager, step, device=device)
+    else:
+        replay = graph_replay(model, tokens, positions, floor=floor, eager=eager, warmup=warmup,
+                              repeats=repeats, reference=REFERENCE, buckets=(batch,),
+                              restore=lambda: model.prefill(prompt))
+        run.rows.append(replay.graph)
+        path, timeline = GRAPH, replay.timeline
+    run.timelines[row_key(shape.name, batch, path)] = replace(timeline, label=f"{path}, {shape.name}")
 
 
 def params_of(run: Run, preset: str) -> int:
@@ -130,10 +119,8 @@ class Sizes:
 
     run: Run
     source: Source
-    eager_path: str = EAGER
-    graph_path: str = GRAPH
     batch: int = 1
-    note: str = ""
+    eager_path, graph_path = EAGER, GRAPH
 
     @property
     def presets(self) -> list[str]:
@@ -147,15 +134,12 @@ class Sizes:
         return [r for r in self.run.rows if r.path == self.eager_path and not r.measured]
 
     def eager(self, preset: str) -> Row | None:
-        """The eager row of preset, or None."""
         return self.run.find(self.eager_path, preset, self.batch)
 
     def graph(self, preset: str) -> Row | None:
-        """The graph-replay row of preset, or None."""
         return self.run.find(self.graph_path, preset, self.batch)
 
     def floor(self, preset: str) -> Floor:
-        """The floor of preset at this batch."""
         return self.run.floor(preset, self.batch)
 
     def timeline(self, preset: str, path: str | None = None) -> Timeline | None:
@@ -163,7 +147,7 @@ class Sizes:
         return self.run.timelines.get(row_key(preset, self.batch, path or self.graph_path))
 
     def speedup(self, preset: str) -> float | None:
-        """Eager time over replay time (medians), or None without both rows."""
+        """Eager median over replay median, or None without both rows."""
         eager, graph = self.eager(preset), self.graph(preset)
         return eager.median_ms / graph.median_ms if eager and graph else None
 
@@ -172,15 +156,25 @@ class Sizes:
         eager, graph = self.eager(preset), self.graph(preset)
         if not (eager and graph) or not (eager.timing.noisy or graph.timing.noisy):
             return None
-        return eager.timing.p10_ms / graph.timing.p90_ms, eager.timing.p90_ms / graph.timing.p10_ms
+        band = ratio_band(eager, graph)
+        return band.low, band.high
+
+    def per_kernel_us(self, preset: str) -> Band | None:
+        """µs each kernel of a replay costs beyond the floor: the profiled busy time sets the median,
+        the replay's timing its band; None without a profiled replay."""
+        replay, row = self.timeline(preset), self.graph(preset)
+        if replay is None or not replay.kernels or row is None:
+            return None
+        busy = band_of(row)
+
+        def us(ms: float) -> float:
+            return roofline.overhead_us_per_kernel(ms * replay.busy_ms / busy.median,
+                                                   self.floor(preset).floor_ms, replay.kernels)
+        return Band(us(busy.median), us(busy.low), us(busy.high))
 
     def fixed_us_per_kernel(self, preset: str) -> float | None:
-        """µs each kernel of a profiled replay costs beyond the floor, or None without one."""
-        replay = self.timeline(preset)
-        if replay is None or not replay.kernels:
-            return None
-        return roofline.overhead_us_per_kernel(replay.busy_ms, self.floor(preset).floor_ms,
-                                               replay.kernels)
+        band = self.per_kernel_us(preset)
+        return None if band is None else band.median
 
     def verdict(self, preset: str) -> str:
         """What holds the eager step above its floor (roofline.gap_verdict)."""
@@ -195,7 +189,6 @@ class Sizes:
                                     busy_ms=own.busy_ms if on_cpu else None)
 
     def points(self, path: str) -> list[tuple[int, float]]:
-        """(parameters, multiple of the floor) of one path, smallest model first."""
         return x_floor_points(self.run, path, batch=self.batch)
 
 
@@ -205,18 +198,8 @@ def measured_sizes(run: Run) -> Sizes:
 
 
 def stored_sizes() -> Sizes:
-    """The stored H200 run of measure_sizes; until one exists, the stored bench's plain rows."""
-    try:
-        run = reference_run(REFERENCE)
-    except FileNotFoundError:
-        bench = reference_run(BENCH_REFERENCE)
-        presets = sorted({r.preset for r in bench.rows if r.path == BENCH_EAGER},
-                         key=lambda name: params_of(bench, name))
-        note = (f"No stored run of this chapter exists yet (lib/floorlab/reference/"
-                f"{REFERENCE}.json). Until one is measured on an H200, the sizes below come "
-                f"from the stored bench ({bench.label}), which ran the same engine, eager and "
-                f"replayed, at {' and '.join(presets)} only.")
-        return Sizes(bench, Source(here=False, run=bench), BENCH_EAGER, BENCH_GRAPH, note=note)
+    """The stored H200 run of measure_sizes."""
+    run = reference_run(REFERENCE)
     return Sizes(run, Source(here=False, run=run), batch=int(run.settings.get("batch", 1)))
 
 
@@ -249,8 +232,8 @@ def noise_lines(sizes: Sizes) -> list[str]:
 
 
 def format_sizes(sizes: Sizes) -> str:
-    """A table for the page: per preset, its floor, eager and replay (× floor), speed-up, verdict;
-    a noisy timing starred, to two figures, its speed-up a band, its spread on a line below."""
+    """Per preset: floor, eager and replay (× floor), speed-up and gap verdict; a noisy timing
+    starred and to two figures, its speed-up a band, its spread on a line below."""
     lines = [f"{'preset':<11}{'params':>7}{'floor':>10}{'eager':>17}{'graph replay':>17}"
              f"{'speed-up':>10}  gap"]
     for preset in sizes.presets:
@@ -263,9 +246,9 @@ def format_sizes(sizes: Sizes) -> str:
 
 @dataclass(frozen=True)
 class CostModel:
-    """Step times at any size on one card, fitted on one measured preset. A replay costs the floor
-    plus overhead_us per kernel; an eager step the slower of the host's issue time and that replay.
-    Kernels and issue time grow with the layers (an assumption of the model, not a measurement)."""
+    """Step times in ms at any size on one card, fitted on one measured preset: a replay costs the
+    floor plus overhead_us per kernel, an eager step the slower of the host's issue time and that
+    replay. Kernels and issue time grow with the layers (an assumption, not a measurement)."""
 
     preset: str
     bandwidth_gbps: float
@@ -276,36 +259,35 @@ class CostModel:
     visible_tokens: int = 33
 
     def kernels(self, shape) -> int:
-        """Kernels in one step of shape: kernels_per_layer × its layers, rounded."""
         return round(self.kernels_per_layer * get_shape(shape).num_layers)
 
     def floor_ms(self, shape) -> float:
-        """The floor of shape on this card, in ms."""
         moved = roofline.bytes_per_step(get_shape(shape), self.batch, self.visible_tokens)
         return roofline.floor_ms(moved, self.bandwidth_gbps)
 
     def graph_ms(self, shape) -> float:
-        """Predicted replay in ms: the floor plus each kernel's fixed cost."""
         return roofline.predicted_ms(self.floor_ms(shape), self.kernels(shape), self.overhead_us)
 
     def eager_ms(self, shape) -> float:
-        """Predicted eager step in ms: the host's issue time, or the replay if that is slower."""
         return max(self.issue_ms_per_layer * get_shape(shape).num_layers, self.graph_ms(shape))
 
     def speedup(self, shape) -> float:
-        """Predicted eager ÷ replay."""
         return self.eager_ms(shape) / self.graph_ms(shape)
 
     def multiple_mistakes(self, shape) -> dict[str, float]:
-        """Replay ÷ floor of shape made with a plausible wrong quantity: the fitted preset's kernels."""
+        """Replay ÷ floor of shape made with the fitted preset's kernels: a plausible mistake."""
         wrong_ms = roofline.predicted_ms(self.floor_ms(shape), self.kernels(self.preset), self.overhead_us)
         return {f"the kernels of {self.preset} instead of {get_shape(shape).name}'s": wrong_ms / self.floor_ms(shape)}
 
+    @property
+    def fixed_ms_per_layer(self) -> float:
+        """ms a layer's kernels cost beyond its bytes: kernels per layer × overhead_us."""
+        return self.kernels_per_layer * self.overhead_us / 1e3
+
     def stream_ms_per_layer(self, threshold: float = THRESHOLD) -> float:
-        """ms a layer's bytes must take to stream for eager to fall under threshold × replay: per
-        layer, eager ÷ replay = issue ÷ (stream + kernels × overhead), solved for stream."""
-        fixed_ms = self.kernels_per_layer * self.overhead_us / 1e3
-        return max(self.issue_ms_per_layer / threshold - fixed_ms, 0.0)
+        """ms a layer's bytes must stream for eager ÷ replay = issue ÷ (stream + kernels × overhead)
+        to fall to threshold, solved for stream."""
+        return max(self.issue_ms_per_layer / threshold - self.fixed_ms_per_layer, 0.0)
 
     def layer_bytes(self, threshold: float = THRESHOLD) -> float:
         """Bytes per layer from which eager takes less than threshold × a replay."""
@@ -326,8 +308,8 @@ def fit_cost_model(sizes: Sizes, preset: str | None = None) -> CostModel:
     shape, floor, replay = get_shape(preset), sizes.floor(preset), sizes.timeline(preset)
     eager = sizes.eager(preset)
     issue_ms = eager.issue.median_ms if eager.issue is not None else eager.median_ms
-    overhead_us = roofline.overhead_us_per_kernel(replay.busy_ms, floor.floor_ms, replay.kernels)
     return CostModel(preset=preset, bandwidth_gbps=floor.bandwidth_gbps,
-                     kernels_per_layer=replay.kernels / shape.num_layers, overhead_us=overhead_us,
+                     kernels_per_layer=replay.kernels / shape.num_layers,
+                     overhead_us=sizes.fixed_us_per_kernel(preset),
                      issue_ms_per_layer=issue_ms / shape.num_layers, batch=floor.batch,
                      visible_tokens=floor.visible_tokens)

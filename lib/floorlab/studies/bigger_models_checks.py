@@ -1,8 +1,6 @@
-"""Studies wing: the challenge of the chapter "Bigger models": the size at which graph replay
-stops mattering, by the fixed-cost model (bigger_models.CostModel) fitted on one measured size.
-
-The answer names the wrong number a reader reaches without the kernels' fixed cost, and, when
-the fitted issue time is noisy, carries the answer as a band from its p10 to its p90.
+"""Studies wing: the challenge of the chapter "Bigger models": the size at which graph replay stops
+mattering, by the fixed-cost model (bigger_models.CostModel) fitted on one measured size; a noisy
+fitted issue time makes the answer a band from its p10 to its p90.
 """
 from __future__ import annotations
 
@@ -31,9 +29,8 @@ class GraphsMatterAnswer:
 
 def graphs_matter_answer(model, presets, *, threshold: float,
                          issue: Timing | None = None) -> GraphsMatterAnswer:
-    """Bytes per layer at which eager falls under threshold × a replay (CostModel), the first
-    of presets (smallest first) whose bf16 layers are that large, and, given the fitted
-    preset's issue Timing, the same at its p10 and p90 when it is noisy."""
+    """Bytes per layer at which eager falls under threshold × a replay, the first of presets
+    (smallest first) whose bf16 layers are that large, and the same at a noisy issue's p10 and p90."""
     by_preset = {get_shape(p).name: get_shape(p).layer_param_count() * 2 for p in presets}
 
     def first(need: float) -> str:
@@ -73,9 +70,8 @@ def check_graphs_matter(my_layer_gb, my_first_preset, expected: GraphsMatterAnsw
 
 
 def answer_graphs_matter(model, expected: GraphsMatterAnswer, sizes) -> str:
-    """The worked answer: the arithmetic from the fitted preset, each shape's prediction, and
-    what the issue time's spread does to the answer."""
-    fixed_ms = model.kernels_per_layer * model.overhead_us / 1e3
+    """The worked answer: the arithmetic, each shape's prediction, what the issue's spread does."""
+    fixed_ms = model.fixed_ms_per_layer
     layers = get_shape(model.preset).num_layers
     stream_ms = model.stream_ms_per_layer(expected.threshold)
     lines = [

@@ -1,45 +1,22 @@
 """Studies wing: what a run of several model sizes says, as the chapter's sentences.
 
-Every sentence about how two measured numbers relate is chosen by timing.compare: a replay's
-multiple of the floor across sizes, its price per kernel, the eager step, and eager's advantage
-over a replay. Each has its words for one way, the other way and "this run cannot tell", so the
-chapter reads true on any run, the reader's or a stored one.
+Each sentence about how two measured numbers relate has words for one way, the other way and
+"this run cannot tell", chosen by timing.compare, so the chapter reads true on any run.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from floorlab.core import roofline
 from floorlab.core.prose import fmt_times, sig
 from floorlab.core.runs import Run
 from floorlab.core.shapes import get_shape
-from floorlab.core.timing import Band, band_of, compare, ratio_band
+from floorlab.core.timing import Band, compare, ratio_band
 from floorlab.studies.bigger_models import BENCH_EAGER, BENCH_GRAPH, Sizes
 
 
 def x_floor_band(sizes: Sizes, preset: str) -> Band:
     """A replay's median and p10-p90 band as multiples of its floor."""
     return ratio_band(sizes.graph(preset), Band.exact(sizes.floor(preset).floor_ms))
-
-
-def per_kernel_band(sizes: Sizes, preset: str) -> Band | None:
-    """µs each kernel of a replay costs beyond the floor, banded by the replay's timing; None
-    without a profiled replay. The profiled busy time sets the median, the timing its band."""
-    replay, row = sizes.timeline(preset), sizes.graph(preset)
-    if replay is None or not replay.kernels or row is None:
-        return None
-    floor_ms = sizes.floor(preset).floor_ms
-    busy = band_of(row)
-    scale = replay.busy_ms / busy.median
-
-    def us(ms: float) -> float:
-        return roofline.overhead_us_per_kernel(ms * scale, floor_ms, replay.kernels)
-    return Band(us(busy.median), us(busy.low), us(busy.high))
-
-
-def speedup_band(eager, graph) -> Band:
-    """Eager over replay: the medians' ratio, banded by both spreads."""
-    return ratio_band(eager, graph)
 
 
 @dataclass
@@ -58,7 +35,6 @@ class SizeReadings:
     floor_wins: str = ""  # whether a replay closed in on its floor, for the take-away
 
     def text(self) -> str:
-        """Every line and sentence, for a test to read."""
         return "\n".join(self.lines + [self.replay, self.price, self.eager, self.bench,
                                        self.advantage, self.gain, self.floor_wins])
 
@@ -94,18 +70,17 @@ def _replay_lines(sizes: Sizes, out: SizeReadings) -> None:
         "On this run it did: the floor wins. It wins slowly, because every layer brings its own "
         "kernels, and each kernel keeps a price of its own.",
         "On this run the spreads are too wide to show it.")
-    us = per_kernel_band(sizes, first), per_kernel_band(sizes, last)
+    us = sizes.per_kernel_us(first), sizes.per_kernel_us(last)
     if None in us:
         return
     kernels = sizes.timeline(first).kernels, sizes.timeline(last).kernels
     out.lines.append(f"       beyond the floor: {kernels[0]} kernels × {sig(us[0].median)} µs → "
                      f"{kernels[1]} kernels × {sig(us[1].median)} µs")
     growth = sizes.floor(last).bytes_per_step / sizes.floor(first).bytes_per_step
+    moved = (f"The price per kernel came out {{ratio}} its value at {first}, beyond the spreads, while "
+             f"the bytes grew {sig(growth)}-fold.")
     out.price = compare(us[1], us[0]).verdict(
-        f"The price per kernel came out {{ratio}} its value at {first}, beyond the spreads, while "
-        f"the bytes grew {sig(growth)}-fold.",
-        f"The price per kernel came out {{ratio}} its value at {first}, beyond the spreads, while "
-        f"the bytes grew {sig(growth)}-fold.",
+        moved, moved,
         "Within the spreads the price per kernel did not change while the floor rose: a fixed "
         "cost on a growing floor, which is why a replay closes in on its floor.")
 
@@ -131,7 +106,7 @@ def _eager_lines(sizes: Sizes, out: SizeReadings, bench: Run | None) -> None:
              f"{layers[0]} to {layers[1]}, while {said}.")
     out.eager = change.verdict(grown, grown, untold)
     bench_eager = [bench.find(BENCH_EAGER, p, sizes.batch) for p in (first, last)] if bench else []
-    if not all(bench_eager) or not bench_eager or sizes.eager_path == BENCH_EAGER:
+    if not bench_eager or not all(bench_eager):
         return
     seen = compare(*bench_eager[::-1])
     out.lines.append(f"       the stored bench ({bench.label}): "
@@ -147,7 +122,7 @@ def _eager_lines(sizes: Sizes, out: SizeReadings, bench: Run | None) -> None:
 
 def _advantage(sizes: Sizes, out: SizeReadings, bench: Run | None) -> None:
     first, last = out.first, out.last
-    bands = {p: speedup_band(sizes.eager(p), sizes.graph(p)) for p in sizes.presets}
+    bands = {p: ratio_band(sizes.eager(p), sizes.graph(p)) for p in sizes.presets}
     weakest = min(bands, key=lambda p: bands[p].low)  # the size where a replay's lead is least sure
     w = bands[weakest]
     lead = compare(w, Band.exact(1.0)).verdict(
@@ -172,13 +147,13 @@ def _advantage(sizes: Sizes, out: SizeReadings, bench: Run | None) -> None:
         f"On this run the larger model, {last}, gained more from graphs than {first}.",
         f"On this run the small model, {first}, gained the most from graphs.",
         f"On this run the spreads do not say whether {first} or {last} gained more from graphs.")
-    if move.meaningful or not bench or sizes.eager_path == BENCH_EAGER:
+    if move.meaningful or not bench:
         return
     pairs = [(bench.find(BENCH_EAGER, p, sizes.batch), bench.find(BENCH_GRAPH, p, sizes.batch))
              for p in (first, last)]
     if not all(all(p) for p in pairs):
         return
-    there = [speedup_band(*p) for p in pairs]
+    there = [ratio_band(*p) for p in pairs]
     out.advantage += compare(there[1], there[0]).verdict(
         f" In the stored bench, with quieter eager steps, it grew from {fmt_times(there[0].median)} "
         f"to {fmt_times(there[1].median)}.",
@@ -188,8 +163,7 @@ def _advantage(sizes: Sizes, out: SizeReadings, bench: Run | None) -> None:
 
 def paths_reading(bench: Run, small: str = "qwen3-0.6b", large: str = "qwen3-8b", *,
                   batch: int = 1) -> str:
-    """Whether the plain replay and the book's Triton kernels come closer at the larger size: the
-    plain replay over the Triton one at each size, compared by timing.compare."""
+    """Whether the plain replay and the book's Triton step come closer at the larger size."""
     rows = {p: (bench.find(BENCH_GRAPH, p, batch), bench.find("triton graph", p, batch)) for p in (small, large)}
     if not all(all(pair) for pair in rows.values()):
         return ""

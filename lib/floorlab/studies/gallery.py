@@ -1,31 +1,24 @@
-"""Studies wing: the chapter "A gallery of cards": what it prints about the room's cards, the
-fixed-cost model priced from a card's graph replay, and its challenge. Reading the cards is in
-gallery_cards.
+"""Studies wing: the chapter "A gallery of cards": what it prints and says about the room's cards,
+the fixed-cost model priced from a card's graph replay, and its challenges (cards: gallery_cards).
 """
 from __future__ import annotations
 
 import re
+import textwrap
 from dataclasses import dataclass
 from html import escape
 
 from floorlab.core.checks import NOT_ATTEMPTED, checked, read_number, refusal
 from floorlab.core.prose import COLUMN, fmt_gbps, fmt_ms, fmt_times, sig
-from floorlab.core.roofline import (
-    BYTES_PER_GB,
-    Floor,
-    floor_ms,
-    is_below_floor,
-    overhead_us_per_kernel,
-    predicted_ms,
-)
+from floorlab.core.roofline import BYTES_PER_GB, Floor, floor_ms, is_below_floor, overhead_us_per_kernel, predicted_ms
 from floorlab.core.runs import Row, Run, reference_run
-from floorlab.core.timing import Comparison, Timing, compare, tally
+from floorlab.core.timing import Band, Comparison, compare, ratio_band, tally
 from floorlab.studies.gallery_cards import GRAPH, STORED, Card
 from floorlab.studies.gallery_folder import count_words
 
 
 def format_floors(cards: list[Card]) -> str:
-    """Each card's floor as arithmetic, the card's name on one line and its floor on the next."""
+    """Each card's name on one line, its floor as arithmetic on the next."""
     lines = []
     for card in cards:
         lines += [card.label, f"  floor = {card.floor.arithmetic()}"]
@@ -38,7 +31,7 @@ def same_bytes(cards: list[Card]) -> bool:
 
 
 def bytes_gb(cards: list[Card]) -> str:
-    """The bytes per step the floors count, in GB ('1.196 GB', or a range when they differ)."""
+    """The bytes per step the floors count: '1.20 GB', or a range when they differ."""
     counted = sorted({c.floor.bytes_per_step / BYTES_PER_GB for c in cards})
     if len(counted) == 1:
         return f"{sig(counted[0])} GB"
@@ -47,15 +40,12 @@ def bytes_gb(cards: list[Card]) -> str:
 
 def _fits(head: str, text: str) -> list[str]:
     """head + text, continued under text's first column when the line is too long."""
-    import textwrap
-
     return textwrap.wrap(text, COLUMN, initial_indent=head,
                          subsequent_indent=" " * len(head)) or [head.rstrip()]
 
 
 def format_paths(card: Card) -> str:
-    """The card's paths, one line each: median, multiple of the floor, spread (flagged when
-    noisy); or why the path is absent."""
+    """The card's paths, one line each: median, multiple of the floor and spread, or why it is absent."""
     lines = [f"{card.label}, floor {fmt_ms(card.floor.floor_ms)}"]
     for row in card.run.rows:
         head = f"  {row.path:<15}"
@@ -82,7 +72,7 @@ def claims(cards: list[Card]) -> list[str]:
     if len(cards) > 1:
         fast = max(cards, key=lambda c: c.floor.bandwidth_gbps)
         furthest, second = sorted(cards, key=lambda c: -c.eager.x_floor)[:2]
-        apart = compare(in_floors(furthest, furthest.eager), in_floors(second, second.eager))
+        apart = compare(_in_floors(furthest), _in_floors(second))
         seen = f"observed: {furthest.label}, at {fmt_times(furthest.eager.x_floor)}"
         lines += [f"expected: the fastest card, {fast.label}, furthest above its floor when eager",
                   apart.verdict(seen, seen, f"{seen}, within the spread of {second.label} at "
@@ -91,7 +81,7 @@ def claims(cards: list[Card]) -> list[str]:
     lines.append("expected: graph replay faster than eager on every card that has it")
     if pairs:
         faster = [cmp.ratio for _, cmp in pairs if cmp.outcome == "more"]
-        gains = f", eager ÷ replay {span(faster, fmt_times)}" if faster else ""
+        gains = f", eager ÷ replay {_span(faster)}" if faster else ""
         if len(pairs) == 1:
             (_, cmp), = pairs
             lines.append("observed: " + cmp.verdict(f"faster on the one card that has it{gains}",
@@ -107,29 +97,24 @@ def claims(cards: list[Card]) -> list[str]:
     return [line for text in lines for line in _fits("", text)]
 
 
-def in_floors(card: Card, row: Row) -> Timing:
-    """A row's timing in multiples of the card's floor (every field divided by the floor), so
-    compare can set two cards' multiples side by side."""
-    t, floor = row.timing, card.floor.floor_ms
-    return Timing(t.median_ms / floor, t.p10_ms / floor, t.p90_ms / floor, t.min_ms / floor,
-                  t.max_ms / floor)
+def _in_floors(card: Card) -> Band:
+    """The card's eager step in multiples of its floor, banded, so two cards' multiples compare."""
+    return ratio_band(card.eager, Band.exact(card.floor.floor_ms))
 
 
 def replays(cards: list[Card]) -> list[tuple[Card, Comparison]]:
-    """Each card that replayed a graph, with its eager step compared to the replay (compare)."""
+    """Each card that replayed a graph, with its eager step compared to the replay."""
     return [(c, compare(c.eager, c.graph)) for c in cards if c.graph is not None]
 
 
-def span(values: list[float], form) -> str:
-    """One number when the values print alike ('4.0×'), else the range ('from 3.1× to 4.0×')."""
-    show = form if callable(form) else form.format
-    low, high = show(min(values)), show(max(values))
+def _span(ratios: list[float]) -> str:
+    """One multiple when the ratios print alike ('4.00×'), else the range ('from 3.10× to 4.00×')."""
+    low, high = fmt_times(min(ratios)), fmt_times(max(ratios))
     return low if low == high else f"from {low} to {high}"
 
 
 def noisy_clause(cards: list[Card], row: str = "eager") -> str:
-    """A sentence naming the cards whose `row` timing is noisy (p10-p90 over a quarter of the
-    median), or ''."""
+    """A sentence naming the cards whose `row` timing is noisy, or ''."""
     noisy = [c.label for c in cards if getattr(c, row) is not None and getattr(c, row).timing.noisy]
     if not noisy:
         return ""
@@ -147,7 +132,7 @@ def _cell(row: Row | None, *, path: bool = False) -> str:
 
 
 def floor_span(cards: list[Card]) -> str:
-    """A sentence on how far the floors spread, from the card of least bandwidth to the most."""
+    """A sentence on how the floors spread, from the card of least bandwidth to the most."""
     slow = min(cards, key=lambda c: c.floor.bandwidth_gbps)
     fast = max(cards, key=lambda c: c.floor.bandwidth_gbps)
     if len(cards) == 1:
@@ -170,8 +155,8 @@ def floor_span(cards: list[Card]) -> str:
 
 
 def eager_span(cards: list[Card]) -> str:
-    """A sentence naming the cards farthest from and nearest to their floors when eager, or
-    saying that their spreads cannot tell them apart."""
+    """A sentence naming the cards farthest from and nearest to their floors when eager, where
+    their spreads tell them apart."""
     far = max(cards, key=lambda c: c.eager.x_floor)
     near = min(cards, key=lambda c: c.eager.x_floor)
     noisy = noisy_clause(cards)
@@ -185,12 +170,11 @@ def eager_span(cards: list[Card]) -> str:
     ends = (f"An eager token takes {fmt_times(far.eager.x_floor)} the floor on {far.label}, "
             f"the farthest of any card here, and {fmt_times(near.eager.x_floor)} on "
             f"{near.label}, the nearest.{noisy}")
-    return compare(in_floors(far, far.eager), in_floors(near, near.eager)).verdict(ends, ends, spans)
+    return compare(_in_floors(far), _in_floors(near)).verdict(ends, ends, spans)
 
 
 def replay_gain(cards: list[Card]) -> str:
-    """A sentence on how many times as long eager took as graph replay, where a card had it;
-    a card whose two spreads overlap is said to be too close to tell."""
+    """A sentence on how many times as long eager took as graph replay, on each card that has it."""
     pairs = replays(cards)
     if not pairs:
         return ("No card here replayed the step as a CUDA graph: that needs a GPU, and the "
@@ -205,7 +189,7 @@ def replay_gain(cards: list[Card]) -> str:
             ", and there eager and replay differ by less than their spreads ({ratio} at the "
             "medians), so this run cannot tell them apart.") + noisy
     head = f"{count_words(len(pairs), 'card')} here replayed the step as a CUDA graph"
-    times = span([cmp.ratio for _, cmp in pairs if cmp.outcome == "more"] or [1.0], fmt_times)
+    times = _span([cmp.ratio for _, cmp in pairs if cmp.outcome == "more"] or [1.0])
     return f"{head}. " + tally(
         {c.label: cmp for c, cmp in pairs},
         f"On {{names}} the eager step took {times} as long as the replay",
@@ -220,10 +204,8 @@ NOWRAP = (3, 4, 5, 6, 8)  # the columns of numbers and the date
 
 
 def gallery_table(cards: list[Card]) -> str:
-    """The cards as an HTML table (it renders alike in JupyterLab and the site): device,
-    software, the bandwidth the floor divides by (and which one it is), the floor, and each
-    path's median ms · multiple of the floor, marked where its timing is noisy.
-
+    """The cards as an HTML table, alike in JupyterLab and the site: device, software, the bandwidth
+    the floor divides by and which, the floor, each path's median ms · multiple of the floor.
     Every text in it is escaped: the cards come from strangers' files."""
     def row(cells, tag="td"):  # numbers and dates stay on one line; names may wrap
         opened = [f'<{tag} style="white-space: nowrap">' if tag == "td" and i in NOWRAP
@@ -235,23 +217,16 @@ def gallery_table(cards: list[Card]) -> str:
         name = escape(c.name) + (f" #{c.number}" if c.number else "")
         name += f" (<b>{escape(c.tag)}</b>)" if c.tag else ""
         cells = [escape(text) for text in (
-            c.kind, c.torch, floor_gbps_cell(c.floor), sig(c.floor.floor_ms),
+            c.kind, c.torch, f"{sig(c.floor.bandwidth_gbps)} ({c.floor.bandwidth_kind})", sig(c.floor.floor_ms),
             _cell(c.eager), _cell(c.graph), _cell(c.best, path=True), c.date)]
         body.append(row([name, *cells]))
     return ('<table style="font-size: 0.85em">\n<thead>' + row(TABLE_HEAD, "th") + "</thead>\n<tbody>\n"
             + "\n".join(body) + "\n</tbody>\n</table>")
 
 
-def floor_gbps_cell(floor: Floor) -> str:
-    """The bandwidth a floor divides by, as the table shows it: '4362 (read)'."""
-    return f"{fmt_gbps(floor.bandwidth_gbps).removesuffix(' GB/s')} ({floor.bandwidth_kind})"
-
-
-# ---- the fixed-cost model, priced from a card's graph replay ------------------------------
-
 @dataclass(frozen=True)
 class ReplayCost:
-    """What each kernel of a replayed step costs beyond its bytes, on one card."""
+    """The fixed-cost model priced on one card: what each kernel of a replayed step costs beyond its bytes."""
 
     label: str
     kernels: int
@@ -284,12 +259,9 @@ def fixed_cost(cards: list[Card], stored: str = STORED) -> ReplayCost:
         cost = replay_cost(card.run, card.label, stored=card.origin == "stored")
         if cost is not None:
             return cost
-
     run = reference_run(stored)
     return replay_cost(run, f"the stored run of {run.label}", stored=True)
 
-
-# The gallery, challenge 1: which card pays least per launch, and how much.
 
 def launch_mistakes(cards: list[Card]) -> dict[str, dict[str, float]]:
     """The plausible wrong ways to price a launch, each as {card label: µs it gives}."""
@@ -306,11 +278,9 @@ def launch_mistakes(cards: list[Card]) -> dict[str, dict[str, float]]:
 def check_smallest(my_name, my_value, values: dict[str, float], *, names: tuple[str, str],
                    unit: str, hint: str, wrong: dict[str, dict[str, float]] | None = None,
                    rel: float = 0.05) -> str:
-    """Verdict on naming the smallest of values ({label: number}), by any part of its label,
-    and giving its number within rel; names are the two answer variables, for the hints.
-
-    wrong maps a plausible mistake to the {label: number} it gives: a card that is least only
-    by a mistake, or a number that mistake gives, is refused with the mistake named."""
+    """Challenge 1: the reader names the least of values ({label: number}) by whole words of its
+    label and gives its number within rel; names: the two answer variables. wrong maps a mistake
+    to the {label: number} it gives: a card least only by it, or its number, is refused by name."""
     if my_name is None or my_value is None:
         return NOT_ATTEMPTED
     if not isinstance(my_name, str) or not my_name.strip():
@@ -342,10 +312,8 @@ def check_smallest(my_name, my_value, values: dict[str, float], *, names: tuple[
                    ) or f"right: {label}, {sig(least)}{unit}."
 
 
-# The gallery, challenge 2: the replayed step on another card, by the fixed-cost model.
-
 def replay_mistakes(cost: ReplayCost, bandwidth_gbps: float) -> dict[str, float]:
-    """The plausible wrong answers for the replay's multiple of the floor at bandwidth_gbps."""
+    """Challenge 2's plausible wrong answers: the replay's multiple of the floor at bandwidth_gbps."""
     floor = floor_ms(cost.floor.bytes_per_step, bandwidth_gbps)
     right = cost.x_floor_at(bandwidth_gbps)
     return {

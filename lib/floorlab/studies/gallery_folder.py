@@ -1,9 +1,6 @@
-"""Studies wing: the chapter "A gallery of cards", the gallery itself: every card in one folder,
-the reader's own latest run beside them, and what was skipped and why.
-
-Each file is read on its own (gallery_cards.read_card), so one bad file is skipped with a
-sentence, never the gallery. A duplicate submission is skipped too; with no card at all, the
-stored reference run of a named card stands in, marked as stored.
+"""Studies wing: the gallery itself: every card in one folder, the reader's own latest run beside
+them, and what was skipped and why. Each file is read on its own, so one bad file is skipped with
+a sentence, never the gallery; with no card at all, a stored reference run stands in, marked so.
 """
 from __future__ import annotations
 
@@ -13,7 +10,7 @@ from pathlib import Path
 from floorlab.core import paths
 from floorlab.core.numbers import a_path
 from floorlab.core.prose import wrap
-from floorlab.core.runs import Run, reference_run
+from floorlab.core.runs import reference_run
 from floorlab.studies.gallery_cards import AGAIN, GALLERY_DIR, STORED, Card, NotACard, card_from_run, read_card
 
 OWN_RUNS = "measure-*/run.json"  # where `python -m floorlab measure` writes the reader's runs
@@ -62,8 +59,6 @@ class Gallery:
         return lines
 
     def summary(self) -> str:
-        """notes(), wrapped to the site's column."""
-
         return wrap("\n".join(self.notes()))
 
 
@@ -80,12 +75,7 @@ def _shown(path: Path) -> str:
         return str(path)
 
 
-def _same_run(a: Run, b: Run) -> bool:
-    """True when two files hold one measurement (a submitted copy of a run, say)."""
-    return a.stamp == b.stamp and a.device == b.device
-
-
-def card_or_skip(path: Path, origin: str, skipped: list | None, why: str = "") -> Card | None:
+def card_or_skip(path: Path, origin: str, skipped: list[Skipped], why: str = "") -> Card | None:
     """read_card(path, origin), or None with the reason the file was skipped added to skipped."""
     try:
         return read_card(path, origin)
@@ -93,30 +83,24 @@ def card_or_skip(path: Path, origin: str, skipped: list | None, why: str = "") -
         reason = str(err)
     except Exception as err:  # noqa: BLE001 - a stranger's file the checks did not foresee
         reason = f"the gallery cannot read it ({type(err).__name__}: {str(err)[:120]}); {AGAIN}"
-    if skipped is not None:
-        skipped.append(Skipped(path, why + reason))
+    skipped.append(Skipped(path, why + reason))
     return None
 
 
-def latest_own_run(results_dir=None, skipped: list | None = None) -> Card | None:
+def latest_own_run(results_dir, skipped: list[Skipped]) -> Card | None:
     """The reader's newest readable run in results/measure-*/run.json, as a Card, or None."""
     folder = Path(results_dir) if results_dir is not None else paths.RESULTS_DIR
     found = (card_or_skip(path, "yours", skipped, "your own run, but ") for path in sorted(folder.glob(OWN_RUNS)))
     cards = [card for card in found if card is not None]
-    if not cards:
-        return None
-    own = max(cards, key=lambda c: str(c.run.stamp.get("date", "")))
-    own.run_path = own.path
+    own = max(cards, key=lambda c: str(c.run.stamp.get("date", "")), default=None)
+    if own is not None:
+        own.run_path = own.path
     return own
 
 
 def load_gallery(folder=None, *, results_dir=None, stored: str | None = STORED) -> Gallery:
-    """Every card in folder (default results/gallery/) plus the reader's own latest run.
-
-    Files that are not measure runs are skipped with a reason; a duplicate submission is
-    skipped too. With no card at all, the stored reference run `stored` stands in (None:
-    an empty gallery).
-    """
+    """Every card in folder (default results/gallery/) plus the reader's own latest run, a duplicate
+    shown once; with no card at all, the stored reference run `stored` (None: an empty gallery)."""
     folder = a_path(folder, "folder") if folder is not None else GALLERY_DIR
     gallery = Gallery(folder=folder)
     files = sorted(folder.glob("*.json")) if folder.is_dir() else []
@@ -125,14 +109,14 @@ def load_gallery(folder=None, *, results_dir=None, stored: str | None = STORED) 
         card = card_or_skip(path, "gallery", gallery.skipped)
         if card is None:
             continue
-        twin = next((c for c in gallery.cards if _same_run(c.run, card.run)), None)
+        twin = _twin(gallery.cards, card)
         if twin is not None:
             gallery.skipped.append(Skipped(path, f"the same run as {twin.path.name}"))
             continue
         gallery.cards.append(card)
     own = latest_own_run(results_dir, gallery.skipped)
     if own is not None:
-        twin = next((c for c in gallery.cards if _same_run(c.run, own.run)), None)
+        twin = _twin(gallery.cards, own)
         if twin is not None:
             twin.origin, twin.run_path = "yours", own.path
             own = twin
@@ -140,11 +124,15 @@ def load_gallery(folder=None, *, results_dir=None, stored: str | None = STORED) 
             gallery.cards.append(own)
         gallery.own = own
     if not gallery.cards and stored:
-
         gallery.cards.append(card_from_run(reference_run(stored), origin="stored"))
     gallery.cards.sort(key=lambda c: c.read_gbps)
     _number_namesakes(gallery.cards)
     return gallery
+
+
+def _twin(cards: list[Card], card: Card) -> Card | None:
+    """The card among cards that holds the same measurement (a submitted copy of a run), or None."""
+    return next((c for c in cards if (c.run.stamp, c.run.device) == (card.run.stamp, card.run.device)), None)
 
 
 def _number_namesakes(cards: list[Card]) -> None:

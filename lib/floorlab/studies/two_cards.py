@@ -1,11 +1,7 @@
 """Studies wing: the two-cards chapter: a twocards Run read by name, the split's bars, and the
-crossover model size predicted from the measured all-reduce and bandwidth (its challenges are
-two_cards_checks).
-
-The model: one card's step is its floor plus a fixed cost; a rank's step is its share of
-the floor plus the same fixed cost (it launches as many kernels, each smaller) plus the
-collectives, two all-reduces per layer and one all_gather, each a fixed latency while its
-message is a few kilobytes. Splitting wins once the floor it saves exceeds the collectives.
+crossover model: a rank's step is its share of the floor plus one card's fixed cost plus two
+all-reduces per layer and one all_gather, each a fixed latency while its message is a few KB.
+Splitting wins once the floor it saves exceeds the collectives.
 """
 from __future__ import annotations
 
@@ -18,7 +14,7 @@ from floorlab.core.roofline import BYTES_PER_GB, Floor, bytes_per_step, floor_ms
 from floorlab.core.runs import Row, Run, reference_run, row_key
 from floorlab.core.shapes import PRESETS, Qwen3Shape
 from floorlab.core.timelines import Timeline
-from floorlab.core.timing import Band, Timing, compare
+from floorlab.core.timing import Timing, compare
 from floorlab.engine.ranks import ALL_GATHER, ALL_REDUCE, IN_GRAPH
 from floorlab.engine.tensor_parallel import all_reduces_per_step, rank_shape
 from floorlab.figures.splits import SplitBar
@@ -53,7 +49,6 @@ class TwoCards:
 
     @property
     def ranks(self) -> int:
-        """How many ranks the step was split over."""
         return int(self.run.settings["ranks"])
 
     @property
@@ -74,7 +69,6 @@ class TwoCards:
         return sorted(names, key=lambda n: self.shape(n).param_count())
 
     def shape(self, preset: str) -> Qwen3Shape:
-        """The shape a preset name stands for in this run."""
         return Qwen3Shape(**self.run.facts["presets"][preset]["shape"])
 
     def split_name(self, preset: str) -> str:
@@ -89,13 +83,13 @@ class TwoCards:
         """One rank's floor: its share of the bytes over its own bandwidth, measured alone."""
         return self.run.floor(self.split_name(preset))
 
-    def card(self, preset: str, path: str | None = None) -> Row:
-        """One card's measured Row of the path (the chapter's path by default)."""
-        return self.run.row(path or self.path, preset)
+    def card(self, preset: str) -> Row:
+        """One card's measured Row of the chapter's path."""
+        return self.run.row(self.path, preset)
 
-    def split(self, preset: str, path: str | None = None) -> Row:
-        """The split step's measured Row of the path, as rank 0 timed it."""
-        return self.run.row(path or self.path, self.split_name(preset))
+    def split(self, preset: str) -> Row:
+        """The split step's measured Row of the chapter's path, as rank 0 timed it."""
+        return self.run.row(self.path, self.split_name(preset))
 
     def collective(self, preset: str, kind: str = ALL_REDUCE) -> Timing:
         """One collective's time in ms as the chapter's path pays it: inside a replay on GPUs
@@ -105,8 +99,7 @@ class TwoCards:
 
     def collectives_ms(self, preset: str) -> float:
         """ms of collectives in one split step: two all-reduces per layer and one all_gather."""
-        n = all_reduces_per_step(self.shape(preset))
-        return n * self.collective(preset).median_ms + self.collective(preset, ALL_GATHER).median_ms
+        return self.model(preset).cost_ms(self.shape(preset))
 
     def bandwidths(self, which: str) -> list[Bandwidths]:
         """Each rank's bandwidths, measured "alone" or "together" (every rank streaming at once)."""
@@ -114,12 +107,11 @@ class TwoCards:
 
     @property
     def card_gbps(self) -> float:
-        """GB/s one card's floor divides by."""
         return self.run.bandwidths.floor_gbps
 
     @property
     def alone_gbps(self) -> float:
-        """GB/s the slowest rank streams when it has its memory to itself."""
+        """GB/s the slowest rank streams with its memory to itself."""
         return min(b.floor_gbps for b in self.bandwidths("alone"))
 
     @property
@@ -131,9 +123,9 @@ class TwoCards:
         """One rank's floor at the bandwidth it gets while every rank streams, in ms."""
         return floor_ms(self.rank_floor(preset).bytes_per_step, self.together_gbps)
 
-    def timelines(self, preset: str, path: str | None = None) -> list[Timeline]:
+    def timelines(self, preset: str) -> list[Timeline]:
         """Every rank's timeline of the split step, rank 0 first."""
-        key = row_key(self.split_name(preset), self.run.floor(preset).batch, path or self.path)
+        key = row_key(self.split_name(preset), self.run.floor(preset).batch, self.path)
         return [self.run.timelines[f"{key} rank {r}"] for r in range(self.ranks)]
 
     def bars(self, preset: str) -> list[SplitBar]:
@@ -148,12 +140,12 @@ class TwoCards:
                          tuple(parts + [("collectives", self.collectives_ms(preset))]))]
 
     def speedup(self, preset: str) -> float:
-        """One card's time over the split's (medians): above 1 the split is faster."""
+        """One card's median over the split's: above 1 the split is faster."""
         return self.card(preset).median_ms / self.split(preset).median_ms
 
     def says(self, preset: str) -> str:
-        """One sentence comparing the split with one card by the book's rule (timing.compare); on
-        a CPU it says that the ranks are processes sharing one memory, not cards."""
+        """One sentence comparing the split with one card; on a CPU it says that the ranks are
+        processes sharing one memory, not cards."""
         seen = compare(self.split(preset), self.card(preset))
         if self.on_gpu:
             return seen.says(f"the split over {self.ranks} ranks", "one card")
@@ -167,8 +159,8 @@ class TwoCards:
             f"cannot tell them apart; {ranks}")
 
     def model(self, preset: str | None = None, *, shared: bool = False) -> "Crossover":
-        """The crossover model from this run's numbers: each rank at the bandwidth it has alone,
-        as on cards of their own (shared=True: at the bandwidth it gets with every rank streaming)."""
+        """The crossover model from this run's numbers, each rank at the bandwidth it has alone
+        (shared=True: the bandwidth it gets with every rank streaming)."""
         preset = preset or self.presets[-1]
         return Crossover(ranks=self.ranks, card_gbps=self.card_gbps,
                          rank_gbps=self.together_gbps if shared else self.alone_gbps,
@@ -179,7 +171,7 @@ class TwoCards:
 
 
 def memory_says(tc: TwoCards, preset: str) -> str:
-    """What the bandwidth measurements say about the floor per rank, in a sentence or two."""
+    """What the bandwidths measured say about the floor per rank, in a sentence or two."""
     together = [b.floor_gbps for b in tc.bandwidths("together")]
     ideal, shared = fmt_ms(tc.rank_floor(preset).floor_ms), fmt_ms(tc.shared_floor_ms(preset))
     if tc.on_gpu:
@@ -191,7 +183,7 @@ def memory_says(tc: TwoCards, preset: str) -> str:
     drew = f"Together the ranks drew {fmt_gbps(sum(together))}, {fmt_times(ratio)} what one card drew alone"
     split = (f"{drew}: they split one memory's bandwidth between them. A rank's floor in practice "
              f"is {shared}, not the {ideal} that halving the bytes promised.")
-    return compare(Band.exact(ratio), Band.exact(SHARED_GAIN)).verdict(
+    return compare(ratio, SHARED_GAIN).verdict(
         f"{drew}: here one process did not reach what the memory can give, and two got closer. "
         f"They still share one memory: a rank's floor at the bandwidth it gets while the other "
         f"streams is {shared}, against {ideal} on paper.", split, split)
@@ -257,7 +249,7 @@ class Crossover:
         return all_reduces_per_step(shape) * self.all_reduce_ms + self.all_gather_ms
 
     def gain_ms(self, shape, **at) -> float:
-        """ms a split step gains over one card's (negative: the split loses)."""
+        """saving_ms less cost_ms (negative: the split loses)."""
         return self.saving_ms(shape, **at) - self.cost_ms(shape)
 
     def layer_mb(self) -> float:
@@ -270,13 +262,12 @@ class Crossover:
 
     def first_winner(self, presets=PRESETS) -> str:
         """The smallest preset whose split step gains over one card, or "none"."""
-        shapes = sorted(presets.values(), key=lambda s: s.param_count())
-        return next((s.name for s in shapes if self.gain_ms(s) > 0), "none")
+        return next((s.name for s in _by_size(presets) if self.gain_ms(s) > 0), "none")
 
     def crossover_params(self, presets=PRESETS) -> float | None:
-        """Parameters at which the gain crosses zero, between the presets either side of it
-        (linear in parameters); None when every preset gains or none does."""
-        shapes = sorted(presets.values(), key=lambda s: s.param_count())
+        """Parameters at which the gain crosses zero, linear between the presets either side of
+        it; None when every preset gains or none does."""
+        shapes = _by_size(presets)
         gains = [self.gain_ms(s) for s in shapes]
         for (a, ga), (b, gb) in zip(zip(shapes, gains), zip(shapes[1:], gains[1:])):
             if ga <= 0 < gb:
@@ -287,27 +278,28 @@ class Crossover:
     def table(self, presets=PRESETS) -> str:
         """Per preset: its MB per layer, the floor saved, the collectives and the gain, in ms."""
         lines = [f"{'preset':<11}{'MB/layer':>9}{'saved ms':>11}{'collectives':>12}{'gain ms':>11}"]
-        for s in sorted(presets.values(), key=lambda s: s.param_count()):
+        for s in _by_size(presets):
             cells = [sig(v) for v in (self.saving_ms(s), self.cost_ms(s), self.gain_ms(s))]
             lines.append(f"{s.name:<11}{sig(s.layer_param_count() * 2 / 1e6):>9}"
                          f"{cells[0]:>11}{cells[1]:>12}{cells[2]:>11}")
         return "\n".join(lines)
 
 
+def _by_size(presets) -> list[Qwen3Shape]:
+    return sorted(presets.values(), key=lambda s: s.param_count())
+
+
 def checked_against(tc: TwoCards, model: Crossover) -> list[dict]:
-    """For each measured preset: the split's time predicted from one card's measured time (less
-    the floor saved, plus the collectives) beside the measured one, and both verdicts; the
-    measured verdict by the book's rule (timing.compare), "cannot tell" within the spreads."""
+    """For each measured preset: the split's ms predicted from one card's measured ms less
+    model's gain, beside the measured one, and both verdicts ("cannot tell" within the spreads)."""
     out = []
     for preset in tc.presets:
-        shape, card, split = tc.shape(preset), tc.card(preset), tc.split(preset)
+        card, split = tc.card(preset), tc.split(preset)
+        predicted_ms = card.median_ms - model.gain_ms(tc.shape(preset))
         measured = compare(split, card).verdict("slower", "faster", "cannot tell")
-        predicted = compare(Band.exact(card.median_ms - model.gain_ms(shape)),
-                            Band.exact(card.median_ms)).verdict("slower", "faster", "the same")
-        out.append({"preset": preset, "card_ms": card.median_ms,
-                    "predicted_ms": card.median_ms - model.gain_ms(shape),
-                    "measured_ms": split.median_ms, "predicted": predicted,
-                    "measured": measured,
+        predicted = compare(predicted_ms, card.median_ms).verdict("slower", "faster", "the same")
+        out.append({"preset": preset, "card_ms": card.median_ms, "predicted_ms": predicted_ms,
+                    "measured_ms": split.median_ms, "predicted": predicted, "measured": measured,
                     "agrees": None if measured == "cannot tell" else measured == predicted})
     return out
 

@@ -1,6 +1,5 @@
-"""Studies wing: the challenges of the two-cards chapter: each one's right number, the plausible
-wrong ones by name, the check of the reader's answer and the worked answer, all computed from
-the run the chapter reads (two GPUs, or this machine's CPU ranks).
+"""Studies wing: the two-cards chapter's challenges: right numbers, plausible wrong ones by name,
+checks and worked answers, from the run the chapter reads (two GPUs, or this machine's CPU ranks).
 """
 from __future__ import annotations
 
@@ -15,6 +14,7 @@ from floorlab.studies.two_cards import NO_BREAK_EVEN, TwoCards, mb_text
 
 SLOWER_LINK = 4  # challenge 2: a link whose every all-reduce takes this many times as long
 BIG_BATCH, BIG_CONTEXT = 16, 4096  # challenge 3: a serving batch with long contexts
+BIG = dict(batch=BIG_BATCH, prompt_tokens=BIG_CONTEXT - 1)
 
 
 def crossover_wrong(tc: TwoCards, preset: str | None = None) -> dict[str, float]:
@@ -31,11 +31,6 @@ def crossover_wrong(tc: TwoCards, preset: str | None = None) -> dict[str, float]
     })
 
 
-def _preset_name(answer) -> str | None:
-    """A preset as the reader wrote it, in the library's spelling: 'Qwen3-0.6B' is 'qwen3-0.6b'."""
-    return answer.strip().lower() if isinstance(answer, str) else answer
-
-
 @checked
 def check_crossover(my_layer_mb, my_first_preset, tc: TwoCards, *, presets=PRESETS) -> str:
     """Verdict on challenge 1: the break-even MB per layer, then the first preset the split speeds up."""
@@ -50,7 +45,7 @@ def check_crossover(my_layer_mb, my_first_preset, tc: TwoCards, *, presets=PRESE
                                "two all-reduces; solve for the bytes, in MB."):
         return refused
     first = model.first_winner(presets)
-    if _preset_name(my_first_preset) != first:
+    if not isinstance(my_first_preset, str) or my_first_preset.strip().lower() != first:  # 'Qwen3-0.6B' too
         return ("not yet: the MB per layer is right; now compare each preset's gain: the floor "
                 "it saves, its output head included, less 2 × layers all-reduces and one all_gather.")
     return f"right: {sig(right)} MB per layer; the first preset the split speeds up is {first}."
@@ -62,8 +57,7 @@ def answer_crossover(tc: TwoCards, *, presets=PRESETS) -> str:
     lines = [f"per layer: 2 × {sig(m.all_reduce_ms * 1e3)} µs ÷ (1/{sig(m.card_gbps)} − "
              f"1/({m.ranks} × {sig(m.rank_gbps)})) s per GB: {mb_text(m.layer_mb())} per layer", "",
              m.table(presets), ""]
-    params = m.crossover_params(presets)
-    first = m.first_winner(presets)
+    params, first = m.crossover_params(presets), m.first_winner(presets)
     if params is not None:
         lines.append(f"The gain crosses zero near {sig(params / 1e9)}B parameters; the first "
                      f"preset that gains is {first}.")
@@ -79,42 +73,33 @@ def slower_link_answer(tc: TwoCards) -> float:
     return SLOWER_LINK * tc.model().layer_mb()
 
 
-def slower_link_wrong(tc: TwoCards) -> dict[str, float]:
-    """Challenge 2's plausible wrong answers, by name."""
-    right, now = slower_link_answer(tc), tc.model().layer_mb()
-    return plausible_wrongs(right, {"the crossover left where it was (as if only the link's GB/s "
-                             "mattered)": now, "the crossover divided instead of multiplied": now / SLOWER_LINK})
-
-
 def check_slower_link(my_slow_layer_mb, tc: TwoCards) -> str:
     """Verdict on challenge 2: the break-even MB per layer on a link SLOWER_LINK times slower."""
     if not math.isfinite(right := slower_link_answer(tc)):
         return f"this run has {NO_BREAK_EVEN}; there is nothing to scale here."
-    return check_number(my_slow_layer_mb, right, rel=0.05, name="my_slow_layer_mb",
-                        wrong=slower_link_wrong(tc),
+    now = tc.model().layer_mb()
+    wrong = plausible_wrongs(right, {"the crossover left where it was (as if only the link's GB/s mattered)": now,
+                                     "the crossover divided instead of multiplied": now / SLOWER_LINK})
+    return check_number(my_slow_layer_mb, right, rel=0.05, name="my_slow_layer_mb", wrong=wrong,
                         hint="the break-even is proportional to the all-reduce's latency.")
 
 
 def big_batch_gain_ms(tc: TwoCards, preset: str = "qwen3-0.6b") -> float:
     """Challenge 3: the split's gain per step at BIG_BATCH rows of BIG_CONTEXT tokens, in ms."""
-    return tc.model().gain_ms(PRESETS[preset], batch=BIG_BATCH, prompt_tokens=BIG_CONTEXT - 1)
+    return tc.model().gain_ms(PRESETS[preset], **BIG)
 
 
 def big_batch_wrong(tc: TwoCards, preset: str = "qwen3-0.6b") -> dict[str, float]:
     """Challenge 3's plausible wrong answers, by name."""
     m, shape = tc.model(), PRESETS[preset]
-    right = big_batch_gain_ms(tc, preset)
-    return plausible_wrongs(right, {
-        "the saving alone, without the collectives": m.saving_ms(
-            shape, batch=BIG_BATCH, prompt_tokens=BIG_CONTEXT - 1),
-        "the KV cache left out (only the weights' saving)": m.gain_ms(shape, batch=BIG_BATCH,
-                                                                       prompt_tokens=0)})
+    return plausible_wrongs(big_batch_gain_ms(tc, preset), {
+        "the saving alone, without the collectives": m.saving_ms(shape, **BIG),
+        "the KV cache left out (only the weights' saving)": m.gain_ms(shape, batch=BIG_BATCH, prompt_tokens=0)})
 
 
 def answer_big_batch(tc: TwoCards, preset: str = "qwen3-0.6b") -> str:
     """The worked answer to challenge 3, as arithmetic."""
-    m, shape = tc.model(), PRESETS[preset]
-    at = dict(batch=BIG_BATCH, prompt_tokens=BIG_CONTEXT - 1)
+    m, shape, at = tc.model(), PRESETS[preset], BIG
     kv_gb = BIG_BATCH * BIG_CONTEXT * shape.kv_bytes_per_token() / 1e9
     return (f"At batch {BIG_BATCH} × {BIG_CONTEXT} tokens the step reads {sig(kv_gb)} GB of KV "
             f"cache besides {sig(shape.weight_bytes() / 1e9)} GB of weights, and each rank reads "

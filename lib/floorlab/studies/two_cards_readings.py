@@ -1,7 +1,5 @@
-"""Studies wing: the two-cards chapter's crossover, printed and said from one run.
-
-The model's numbers come from a run of two GPUs where there is one; from this machine's CPU
-otherwise, and then every sentence says that its ranks were processes sharing one memory.
+"""Studies wing: the two-cards chapter's crossover, printed and said from one run: of two GPUs
+where there is one, else of this machine's CPU, and then it says that its ranks shared one memory.
 """
 from __future__ import annotations
 
@@ -25,7 +23,6 @@ class CrossoverReading:
     caveat: str = ""
 
     def text(self) -> str:
-        """Every line and sentence, for a test to read."""
         return "\n".join(self.lines + [self.crossing, self.first, self.caveat])
 
 
@@ -37,14 +34,9 @@ def crossover_reading(src: TwoCards, *, here: bool) -> CrossoverReading:
                  f"card, all-reduce {sig(model.all_reduce_ms * 1e3)} µs, all_gather "
                  f"{sig(model.all_gather_ms * 1e3)} µs",
                  f"break-even: {mb_text(model.layer_mb())} per layer", "", model.table()]
-    out.first = model.first_winner()
-    params = model.crossover_params()
-    if params is not None:
-        out.crossing = f"near {sig(params / 1e9, 2)}B parameters"
-    elif out.first != "none":
-        out.crossing = "below the smallest preset"
-    else:
-        out.crossing = "beyond every preset"
+    out.first, params = model.first_winner(), model.crossover_params()
+    out.crossing = (f"near {sig(params / 1e9, 2)}B parameters" if params is not None else
+                    "below the smallest preset" if out.first != "none" else "beyond every preset")
     if not src.on_gpu:
         shared = src.model(shared=True)
         out.lines += ["", f"with the bandwidth a rank gets while the other streams, "
