@@ -41,7 +41,7 @@ from floorlab.engine.kernels.timing import (
     sweep_sizes,
     time_per_call_ms,
 )
-from floorlab.tools.bench.cli import whole_arg
+from floorlab.tools.cli import whole_arg
 from floorlab.tools.sweep_steps import config_text, failed_row, report_error, time_step_variants, time_steps
 
 STEP_PRESETS, BATCHES, CONTEXT = ("qwen3-0.6b", "qwen3-8b"), (1, 8), 512

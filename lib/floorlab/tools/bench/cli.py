@@ -8,36 +8,21 @@ from pathlib import Path
 
 from floorlab.core import paths
 from floorlab.core.device import describe_device, device_slug
-from floorlab.core.files import file_problem, unwritable_folder
+from floorlab.core.files import file_problem
 from floorlab.core.runs import Run
 from floorlab.core.shapes import PRESETS
+from floorlab.tools.cli import whole_arg
 
 from .run import kept_partial, partial_path, run_bench
 from .settings import CPU_PRESETS, CPU_REPEATS, DEFAULT_CONTEXT, GPU_PRESETS, GPU_REPEATS, MAX_BATCH, MAX_CONTEXT
 from .table import format_table
 
-unwritable = unwritable_folder  # the name other commands import
 UNREADABLE = (ValueError, KeyError, TypeError, AttributeError, OSError)
 
 
 def default_out_path(device_facts: dict) -> Path:
     """figures/bench-<device-slug>.json"""
     return Path(paths.FIGURES_DIR) / f"bench-{device_slug(device_facts)}.json"
-
-
-def whole_arg(label: str, lowest: int, highest: int | None, example: str):
-    """An argparse type: a whole number from lowest to highest, or an error saying so."""
-    def parse(text: str) -> int:
-        try:
-            value = int(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(
-                f"{label} must be a whole number such as {example}, got {text!r}") from None
-        if value < lowest or (highest is not None and value > highest):
-            bound = f"from {lowest} to {highest}" if highest is not None else f">= {lowest}"
-            raise argparse.ArgumentTypeError(f"{label} must be {bound}, got {value}")
-        return value
-    return parse
 
 
 def _items(texts) -> list[str]:
