@@ -14,8 +14,7 @@ from floorlab.engine.model import build_model
 from floorlab.tools.bench import format_table, run_bench
 from floorlab.tools.bench.cli import default_out_path, device_slug, parse_args
 from floorlab.tools.bench.engine import NO_GRAPHS
-from floorlab.tools.bench.inputs import decode_inputs, prefill
-from floorlab.tools.bench.rows import GRAPH_COUNT_NOTE, Case, Rows, measure_graph_row
+from floorlab.tools.bench.rows import GRAPH_COUNT_NOTE, Case, Rows, decode_inputs, measure_graph_row, prefill
 from floorlab.tools.bench.run import partial_path
 from floorlab.tools.bench.settings import PATHS, make_settings
 from floorlab.tools.bench.targets import BATCH_TARGETS, FLOOR_TARGETS, GEMV_TARGETS, RACE_TARGETS, evaluate_targets
@@ -347,9 +346,11 @@ def test_cli_out_folder_is_refused(tmp_path, capsys):
 
 
 @pytest.mark.parametrize("kwargs, message", [
-    ({"batches": [0]}, "every batch size must be a whole number from 1 to 16"),
+    ({"batches": [0]}, "every batch size must be a whole number >= 1"),
+    ({"batches": [17]}, "every batch size must be a whole number from 1 to 16"),
+    ({"batches": [2.5]}, "every batch size must be a whole number >= 1"),
     ({"batches": []}, "at least one preset and one batch size"),
-    ({"context": 0}, "context must be a whole number from 1"),
+    ({"context": 0}, "context must be a whole number >= 1"),
     ({"repeats": 0}, "repeats must be a whole number >= 1"),
     ({"presets": ["qwen3-9b"]}, "unknown preset 'qwen3-9b'"),
 ])

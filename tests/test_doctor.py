@@ -2,6 +2,7 @@
 something blocks the book; run times come from stored measurements."""
 import pytest
 
+from floorlab.core.plan import stored_cards
 from floorlab.core.shapes import PRESETS
 from floorlab.tools import doctor
 from floorlab.tools.cli import main
@@ -70,9 +71,9 @@ def test_versions_of_this_machine_are_read():
 
 
 def test_run_times_come_from_stored_measurements():
-    lines = "\n".join(doctor.time_lines(doctor.stored_times()) + doctor.bench_lines())
+    lines = "\n".join(doctor.time_lines(stored_cards()) + doctor.bench_lines())
     assert "python -m floorlab bench took" in lines and "NVIDIA H200" in lines
-    for card in doctor.stored_times().values():
+    for card in stored_cards().values():
         assert card["source"] and card["chapters_s"]
         assert all(seconds > 0 for seconds in card["chapters_s"].values())
 
@@ -100,7 +101,7 @@ def test_the_report_prints_this_cards_plan_and_which_plans_ran_for_real():
     from floorlab.core.plan import KNOWN_CARDS, plan_for
 
     t4 = plan_for(KNOWN_CARDS["Colab T4"])
-    text = doctor.report([doctor.Check("gpu", "ok", "Tesla T4")], doctor.stored_times(), t4)
+    text = doctor.report([doctor.Check("gpu", "ok", "Tesla T4")], stored_cards(), t4)
     assert str(t4).splitlines()[0] in text and "float16" in text
     assert "no, inferred from compute capability 7.5 alone" in text
     flat = " ".join(text.split())

@@ -458,7 +458,7 @@ def test_kernel_sweep_refuses_bad_flags_before_it_times_anything(flags, error, c
     assert "usage: python -m floorlab sweep" in err and f"error: argument {flags[0]}: {error}" in err
 
 
-@pytest.mark.parametrize("kwargs, name", [({"batches": [1, 0]}, "each of batches"), ({"batches": 8}, "batches"),
+@pytest.mark.parametrize("kwargs, name", [({"batches": [1, 0]}, "every item of batches"), ({"batches": 8}, "batches"),
                                           ({"repeats": 0}, "repeats"), ({"limit": 0}, "limit"),
                                           ({"context": 2.5}, "context"), ({"presets": ["qwen3-9b"]}, "qwen3-9b")])
 def test_run_sweep_refuses_what_no_sweep_can_use(kwargs, name, monkeypatch):
@@ -499,12 +499,12 @@ def test_the_floor_test_holds_a_time_to_its_bytes_unless_they_fit_in_the_cache(m
 def test_kernel_sweep_fails_a_row_timed_below_its_floor_and_exits_non_zero(tmp_path, capsys, monkeypatch):
     from floorlab.core.files import load_json
     from floorlab.engine.kernels import timing
-    from floorlab.tools import sweep, sweep_steps
+    from floorlab.tools import sweep
 
     # an impossibly fast timer (a nanosecond per GEMV), and a size row as fast on one of its ways; the
     # tiny shape's weights fit in any cache, where no floor applies: here the device has none
     monkeypatch.setattr(timing, "cache_bytes", lambda device: 0)
-    monkeypatch.setattr(sweep_steps, "time_per_call_ms", lambda *a, **kw: 1e-6)
+    monkeypatch.setattr(sweep, "time_per_call_ms", lambda *a, **kw: 1e-6)
     size_row = {"n": 16, "k": 64, "bytes": 4096, "programs": 4, "config": {}, "alone_us": 1e3, "alone_gbps": 0.004,
                 "serial_us": 1e3, "serial_gbps": 0.004, "chained_us": 1e-6, "chained_gbps": 4e6}
     monkeypatch.setattr(sweep, "sweep_sizes", lambda *a, **kw: [dict(size_row)])

@@ -1,10 +1,8 @@
-"""Tools wing: one card measured in a minute or two: `python -m floorlab measure`, for workshops.
+"""Tools wing: `python -m floorlab measure`: one card in a minute or two, for workshops.
 
-Both bandwidths, the floor of qwen3-0.6b at batch 1 after a 32-token prompt, eager
-decode with its launches and timeline, and on a CUDA GPU the graph replay (with
-fused=True also the fused and the Triton step, replayed). The card's plan
-(floorlab.core.plan.card_plan) picks the dtype and which of these run. Every step calls the
-library's own functions; the result is one Run (kind "measure") in the book's layout.
+Both bandwidths, the floor of qwen3-0.6b at batch 1, eager decode with its launches and timeline, and
+on a CUDA GPU the graph replay (with fused=True the fused and the Triton step too), as the card's plan
+allows: one Run (kind "measure") in the book's layout.
 """
 from __future__ import annotations
 
@@ -19,6 +17,7 @@ from floorlab.core.device import describe_device, device_slug, resolve_device
 from floorlab.core.files import load_json, save_json
 from floorlab.core.host import read_host
 from floorlab.core.launches import count_launches
+from floorlab.core.numbers import whole_number
 from floorlab.core.plan import card_plan
 from floorlab.core.progress import Stages
 from floorlab.core.prose import fmt_ms
@@ -36,22 +35,11 @@ from floorlab.tools.bench.run import BANDWIDTH_REPEATS
 
 PRESET, BATCH, PROMPT_TOKENS, MAX_CONTEXT = "qwen3-0.6b", 1, 32, 128
 REFERENCE = "h200-below-the-floor"  # graph_replay's stored run: unused, as a CPU skips replay
-GPU_WARMUP, GPU_REPEATS = 10, 50
-CPU_WARMUP, CPU_REPEATS = 1, 5
+WARMUP, REPEATS = {"cuda": 10, "cpu": 1}, {"cuda": 50, "cpu": 5}  # untimed and timed steps per path
 FUSED_PATHS = ("fused replay", "triton replay")
 STAGES = ("bandwidth", "model", "eager decode", "launches", "eager timeline", "graph replay",
           *FUSED_PATHS)
 JSON_NAME, BAR_NAME, TIMELINE_NAME = "run.json", "stacked-bar.png", "timeline.png"
-
-
-def _inductor_step(model):
-
-    return fused_step(model)
-
-
-def _triton_step(model, pdl: bool):
-
-    return triton_step(model, pdl=pdl)
 
 
 def _not_run(floor, path: str, note: str, status: str = "absent") -> Row:
@@ -62,13 +50,10 @@ def measure_card(device=None, *, warmup: int | None = None, repeats: int | None 
                  fused: bool = False, progress: bool = True) -> Run:
     """Measure this machine (kind "measure"); defaults: 10 + 50 steps on a GPU, 1 + 5 on a CPU."""
     dev = resolve_device(device)
-    on_gpu = dev.type == "cuda"
     plan = card_plan(dev)
-    warmup = warmup if warmup is not None else (GPU_WARMUP if on_gpu else CPU_WARMUP)
-    repeats = repeats if repeats is not None else (GPU_REPEATS if on_gpu else CPU_REPEATS)
-    if repeats < 1 or warmup < 0:
-        raise ValueError(f"repeats must be >= 1 and warmup >= 0, got {repeats} and {warmup}; "
-                         "pass e.g. repeats=5, warmup=1")
+    warmup = whole_number(WARMUP[dev.type] if warmup is None else warmup, "warmup", at_least=0,
+                          hint="pass e.g. warmup=1")
+    repeats = whole_number(REPEATS[dev.type] if repeats is None else repeats, "repeats", hint="pass e.g. repeats=5")
     stage = Stages(len(STAGES), progress, label="measure")
     start = time.perf_counter()
     run = Run(kind=CARD_KIND, stamp=run_stamp(), device=describe_device(dev), host=read_host(dev),
@@ -115,8 +100,8 @@ def _measure(run: Run, dev, plan, warmup: int, repeats: int, fused: bool, stage)
         run.rows += [_not_run(floor, p, NO_CPU_COMPILE if fused else "not asked for (--fused)")
                      for p in FUSED_PATHS]
         return
-    makers = {"graph replay": None, "fused replay": _inductor_step,
-              "triton replay": lambda m: _triton_step(m, plan.pdl)}
+    makers = {"graph replay": None, "fused replay": fused_step,
+              "triton replay": lambda m: triton_step(m, pdl=plan.pdl)}
     for path, make in makers.items():
         if make is not None and not fused:
             run.rows.append(_not_run(floor, path, "not asked for (--fused)"))

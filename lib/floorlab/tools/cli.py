@@ -10,7 +10,6 @@ from pathlib import Path
 from floorlab.core import paths
 from floorlab.core.device import describe_device, device_slug
 from floorlab.core.files import folder_problem, save_or_keep
-from floorlab.tools.bench.cli import whole_arg
 
 COMMANDS = {"measure": "measure this card in a minute or two: floor, eager, graph replay",
             "doctor": "check this machine before a workshop: GPU, memory, versions, run times",
@@ -22,6 +21,21 @@ COMMANDS = {"measure": "measure this card in a minute or two: floor, eager, grap
 # the commands that parse their own flags, and the module whose main() does it
 PASSTHROUGH = {"bench": "floorlab.tools.bench.cli", "sweep": "floorlab.tools.sweep",
                "redraw": "floorlab.tools.redraw", "twocards": "floorlab.tools.twocards"}
+
+
+def whole_arg(label: str, lowest: int, highest: int | None, example: str):
+    """An argparse type: a whole number from lowest to highest, or an error saying so."""
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(
+                f"{label} must be a whole number such as {example}, got {text!r}") from None
+        if value < lowest or (highest is not None and value > highest):
+            bound = f"from {lowest} to {highest}" if highest is not None else f">= {lowest}"
+            raise argparse.ArgumentTypeError(f"{label} must be {bound}, got {value}")
+        return value
+    return parse
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -95,8 +109,6 @@ def measure_main(args, parser) -> int:
 
 def main(argv=None) -> int:
     """Run one command; returns its exit code."""
-    import sys
-
     argv = list(sys.argv[1:] if argv is None else argv)
     parser = build_parser()
     if argv[:1] and argv[0] in PASSTHROUGH:  # a command with flags of its own: loaded only when asked for

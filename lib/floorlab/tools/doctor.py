@@ -1,11 +1,8 @@
 """Tools wing: `python -m floorlab doctor`: will the book run here, and how long will it take?
 
-It reports the GPU torch sees, free memory against what each preset needs (weights
-plus a small KV cache), the versions of what the book runs on, what this card runs
-(floorlab.core.plan.card_plan: dtype, CUDA graphs, Triton, PDL) and which cards' plans have
-run for real, and each chapter of _toc.yml with its run time as measured on the machines of this
-kind (GPU or CPU) in reference/chapter-times.json. Each problem gets one line saying how to fix it; the exit
-code is 1 when one would stop the book.
+The GPU torch sees, free memory against each preset, the versions installed, this card's plan, and
+each chapter's run time on stored machines of this kind. Each problem gets one line saying how to
+fix it; the exit code is 1 when one would stop the book.
 """
 from __future__ import annotations
 
@@ -106,15 +103,10 @@ def version_checks(found: dict[str, str | None], on_gpu: bool) -> list[Check]:
     checks = [Check("python", "ok" if py >= MIN_PYTHON else "fail", found["python"],
                     "" if py >= MIN_PYTHON else
                     f"the book needs Python {'.'.join(map(str, MIN_PYTHON))} or newer")]
-    for name in REQUIRED:
-        version = found.get(name)
-        checks.append(Check(name, "ok", version) if version else
-                      Check(name, "fail", "not installed", "pip install -r requirements.txt"))
-    for name in READING:
-        version = found.get(name)
-        checks.append(Check(name, "ok", version) if version else
-                      Check(name, "warn", "not installed: the chapters run and the site builds, "
-                            "but JupyterLab cannot show them", "pip install -r requirements.txt"))
+    reading = "not installed: the chapters run and the site builds, but JupyterLab cannot show them"
+    for names, status, missing in ((REQUIRED, "fail", "not installed"), (READING, "warn", reading)):
+        checks += [Check(name, "ok", found[name]) if found.get(name) else
+                   Check(name, status, missing, "pip install -r requirements.txt") for name in names]
     if found.get("triton"):
         where = "compiled on the GPU" if on_gpu else "in Triton's interpreter on the CPU"
         checks.append(Check("triton", "ok", f"{found['triton']} (the book's kernels run {where})"))
@@ -125,11 +117,6 @@ def version_checks(found: dict[str, str | None], on_gpu: bool) -> list[Check]:
         checks.append(Check("triton", "warn", f"not installed: the book's own kernels need it {need}",
                             how_to_get_triton()))
     return checks
-
-
-def stored_times() -> dict:
-    """The measured run times per card: reference/chapter-times.json, {} when absent."""
-    return stored_cards()
 
 
 def toc_chapters(root=None) -> list[str]:
@@ -226,5 +213,5 @@ def main() -> int:
 
     checks = run_checks()
     kind = "cuda" if torch.cuda.is_available() else "cpu"
-    print(report(checks, stored_times(), this_plan(), kind))
+    print(report(checks, stored_cards(), this_plan(), kind))
     return 1 if any(c.status == "fail" for c in checks) else 0

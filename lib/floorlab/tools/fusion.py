@@ -1,13 +1,8 @@
-"""Tools wing: the kernel step with attention and o_proj as two kernels or as one, timed side by side.
+"""Tools wing: the kernel step with attention and o_proj as two kernels or as one, timed side by side:
+`python -m floorlab.tools.fusion [--presets ...] [--batches ...] [--out fusion.json]`.
 
-python -m floorlab.tools.fusion [--presets qwen3-0.6b qwen3-8b] [--batches 1 8] [--out fusion.json]
-
-Every variant of a preset and batch is replayed from a CUDA graph in the same run, in rounds
-(A B C, A B C, ...), so each variant is timed more than once and the spread between rounds
-says what a difference between variants must beat. Each row holds its median, its multiple of
-the floor (the bench's policy: weights and visible cache over the larger measured bandwidth),
-its ratio to the two-kernel path, its error against the plain step and whether its replay gives
-the eager step's bits.
+Every variant is replayed from a CUDA graph in rounds (A B C, A B C, ...), so the spread between
+rounds says what a difference between variants must beat.
 """
 from __future__ import annotations
 
@@ -110,7 +105,8 @@ def format_rows(rows: list[dict]) -> str:
 
 
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m floorlab.tools.fusion", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="python -m floorlab.tools.fusion",
+                                     description="Attention and o_proj as two kernels or one, side by side.")
     parser.add_argument("--presets", nargs="+", default=["qwen3-0.6b", "qwen3-8b"])
     parser.add_argument("--batches", nargs="+", type=int, default=[1, 8])
     parser.add_argument("--warmup", type=int, default=20)

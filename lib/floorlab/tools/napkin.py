@@ -1,10 +1,8 @@
 """Tools wing: what the site's napkin calculator (napkin.md) starts from, written as JavaScript at build time.
 
-A static page runs no Python, so the build hands the page two things: the model shapes of
-core.shapes, from which the page computes the bytes of a step by the formulas of
-core.roofline, and the presets, each read from a measured run: this machine's own run of the
-first chapter when it made one, the stored H200 run, a CPU card stored in the gallery, and
-the laptop study's figures.
+A static page runs no Python, so the build hands it the shapes of core.shapes (it computes a step's
+bytes by core.roofline's formulas) and the presets, each from a measured run: this machine's run of
+the first chapter, the stored H200 run, a stored CPU card, and the laptop study's figures.
 """
 from __future__ import annotations
 
@@ -36,11 +34,7 @@ LAPTOP_OPS_PER_LAYER = 10
 
 @dataclass(frozen=True)
 class Preset:
-    """One click's worth of inputs for the calculator, and where they were measured.
-
-    context_tokens counts the tokens already in the cache (decode_floor's prompt_tokens);
-    replay_us is None where the run replayed no graph (a CPU has none).
-    """
+    """One click's worth of inputs for the calculator, and where they were measured."""
 
     key: str
     label: str  # the button's words
@@ -48,11 +42,11 @@ class Preset:
     origin: str  # "yours" (the run of the machine that builds the site), "stored" or "quoted"
     model: str
     batch: int
-    context_tokens: int
+    context_tokens: int  # tokens already in the cache (decode_floor's prompt_tokens)
     bandwidth_gbps: float
     kernels_per_layer: float
     dispatch_us: float
-    replay_us: float | None
+    replay_us: float | None  # None where the run replayed no graph (a CPU has none)
     eager_ms: float | None = None
     replay_ms: float | None = None
 
@@ -63,9 +57,8 @@ def shape_table(presets: dict[str, Qwen3Shape] = PRESETS) -> dict[str, dict]:
 
 
 def preset_from_run(run: Run, key: str, origin: str) -> Preset:
-    """The calculator's inputs as a run measured them: its floor's model, batch and bandwidth, the
-    eager step's kernels per layer and gap per launch, and the replay's cost per kernel beyond the
-    floor (from the replay's busy time, as the chapter on a fast card prices it)."""
+    """The calculator's inputs as a run measured them; the replay's cost per kernel beyond the floor comes
+    from its busy time, as the chapter on a fast card prices it."""
     floor = run.floors[0]
     eager = run.row("eager", floor.preset, floor.batch)
     counted = run.launches.get("eager")
@@ -166,21 +159,12 @@ def presets(figures_dir=None, gallery_dir=None) -> list[Preset]:
     return found
 
 
-def napkin_data(figures_dir=None, gallery_dir=None) -> dict:
-    """Everything the page needs: the shapes by name and the presets, first one first."""
-    return {"shapes": shape_table(), "presets": [asdict(p) for p in presets(figures_dir, gallery_dir)]}
-
-
-def napkin_js(data: dict) -> str:
-    """The JavaScript file that hands data to the page, as window.FLOORLAB_NAPKIN."""
-    body = json.dumps(data, indent=1, sort_keys=True, ensure_ascii=False)
-    return (f"// Written by floorlab.tools.napkin when the site was built; do not edit.\n"
-            f"window.{GLOBAL_NAME} = {body};\n")
-
-
 def write_napkin_js(path, figures_dir=None, gallery_dir=None) -> Path:
-    """Write napkin_js(napkin_data(...)) to path (folders made); returns the path."""
+    """Write the shapes and the presets to path (folders made) as window.FLOORLAB_NAPKIN; returns the path."""
+    data = {"shapes": shape_table(), "presets": [asdict(p) for p in presets(figures_dir, gallery_dir)]}
+    body = json.dumps(data, indent=1, sort_keys=True, ensure_ascii=False)
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(napkin_js(napkin_data(figures_dir, gallery_dir)), encoding="utf-8")
+    path.write_text(f"// Written by floorlab.tools.napkin when the site was built; do not edit.\n"
+                    f"window.{GLOBAL_NAME} = {body};\n", encoding="utf-8")
     return path

@@ -1,15 +1,8 @@
 """Tools wing: turn the chapters' MyST {eval} paragraphs into prose cells the kernel fills in order.
 
-A markdown paragraph with {eval}`expr` numbers becomes a code cell that shows the same paragraph
-as an f-string through `fl.prose`, with `{expr}` where the role was. Its source is hidden in
-JupyterLab (metadata jupyter.source_hidden) and removed from the site (tag remove-input). Run All
-then fills each number when the cells above it have run, which jupyterlab-myst's {eval} does not:
-it reads a cell's roles from the cell as rendered, so a cell that JupyterLab's default windowing
-had not rendered yet when Run All began shows its expressions as code, and it asks for the rest
-only after Run All has queued every code cell, so they wait for the whole chapter.
-
-Paragraphs without {eval} (headings, math, lists, directives) stay markdown, so a cell may split
-in two or three. Converting is idempotent: a chapter with no {eval} is left byte for byte.
+A markdown paragraph with {eval}`expr` becomes a hidden code cell that shows the same paragraph as an
+f-string through `fl.prose`; paragraphs without {eval} stay markdown. Idempotent: a chapter with no
+{eval} is left byte for byte (docs/maintaining.md says why the chapters need this).
 
 Usage: python -m floorlab.tools.prose_cells chapters/*.ipynb
 """

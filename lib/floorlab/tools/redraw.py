@@ -27,6 +27,7 @@ from floorlab.studies.prefill import roofline_points, stored_contexts, stored_ra
 PREFIX = "h200"  # the card the stored runs and figures are named after
 BENCH = f"{PREFIX}-bench"  # the stored bench that the kernels and bigger-models chapters read
 PREFILL_TIMELINE_TOKENS = 1024  # the prefill chapter's TIMELINE_TOKENS on a GPU
+REPLAY_TITLE = "One decode token as the profiler saw it, {preset}"
 
 
 def measured_on(run: Run) -> str:
@@ -44,40 +45,24 @@ def preset_batch(run: Run) -> tuple[str, int]:
     return run.settings["preset"], int(run.settings.get("batch", 1))
 
 
-# ---- below-the-floor and shared-buffers: eager against the replay -------------------------
+# ---- the eager step against its replays, and timelines --------------------------------
 
-def replay_bars(run: Run, *, path=None) -> Figure:
-    """below-the-floor cell 31, shared-buffers cell 8: the eager step and the graph replay."""
-    preset, batch = preset_batch(run)
-    bars = {eager_label(run): run.row("eager").timing, "graph replay": run.row("graph replay").timing}
-    return stacked_bar(bars, run.floor().floor_ms, title=f"One decode token, {preset}, batch {batch}",
-                       note=measured_on(run), path=path)
-
-
-def replay_timeline(run: Run, *, path=None) -> Figure:
-    """below-the-floor cell 32, shared-buffers cell 8: the eager step's and the replay's timelines."""
-    preset, _ = preset_batch(run)
-    return timeline([run.timelines["eager"], run.timelines["graph replay"]],
-                    title=f"One decode token as the profiler saw it, {preset}",
-                    note=measured_on(run), path=path)
+def replay_bars(paths: dict[str, str]):
+    """A recipe: the eager step, then each {label: path} replayed (below-the-floor, shared-buffers, fast-card)."""
+    def draw(run: Run, *, path=None) -> Figure:
+        preset, batch = preset_batch(run)
+        bars = {eager_label(run): run.row("eager").timing, **{k: run.row(p).timing for k, p in paths.items()}}
+        return stacked_bar(bars, run.floor().floor_ms, title=f"One decode token, {preset}, batch {batch}",
+                           note=measured_on(run), path=path)
+    return draw
 
 
-# ---- fast-card --------------------------------------------------------------------------
-
-def fast_card_bars(run: Run, *, path=None) -> Figure:
-    """fast-card cell 12: eager, the graph replay and the fused replay."""
-    preset, batch = preset_batch(run)
-    bars = {eager_label(run): run.row("eager").timing, "graph replay": run.row("graph replay").timing,
-            "fused + graph": run.row("fused replay").timing}
-    return stacked_bar(bars, run.floor().floor_ms, title=f"One decode token, {preset}, batch {batch}",
-                       note=measured_on(run), path=path)
-
-
-def fast_card_timeline(run: Run, *, path=None) -> Figure:
-    """fast-card cell 12: the graph replay and the fused replay."""
-    preset, _ = preset_batch(run)
-    return timeline([run.timelines["graph replay"], run.timelines["fused replay"]],
-                    title=f"Two replays of one token, {preset}", note=measured_on(run), path=path)
+def timelines(keys: tuple[str, ...], title: str, **window):
+    """A recipe: the run's stored timelines of keys, top to bottom, under title (its {preset} filled in)."""
+    def draw(run: Run, *, path=None) -> Figure:
+        return timeline([run.timelines[k] for k in keys], title=title.format(preset=run.settings["preset"]),
+                        note=measured_on(run), path=path, **window)
+    return draw
 
 
 # ---- kernels ----------------------------------------------------------------------------
@@ -96,14 +81,6 @@ def kernels_bars(run: Run, bench: Run, *, path=None) -> Figure:
     fused_floor = {name: row.median_ms / row.x_floor for name, row in stored.items()}
     return stacked_bar(bars, run.floor().floor_ms, floors=fused_floor,
                        title=f"One decode token, {preset}, batch {batch}", note=measured_on(run), path=path)
-
-
-def kernels_timeline(run: Run, *, path=None) -> Figure:
-    """kernels cell 24: the book's kernels with PDL and without, the first 60 µs."""
-    preset, _ = preset_batch(run)
-    return timeline([run.timelines["triton replay"], run.timelines["triton replay, no PDL"]],
-                    min_us=0, max_us=60, title=f"The first layers of a token, {preset}, the book's kernels",
-                    note=measured_on(run), path=path)
 
 
 def kernels_gemv_sizes(run: Run, *, path=None) -> Figure:
@@ -151,13 +128,6 @@ def prefill_bars(run: Run, *, path=None) -> Figure:
                        floor_label="the floor: bytes ÷ bandwidth, or FLOPs ÷ FLOP/s", path=path)
 
 
-def prefill_timeline(run: Run, *, path=None) -> Figure:
-    """prefill cell 20: one eager prefill of the GPU branch's prompt length."""
-    return timeline([run.timelines["prefill"]], note=measured_on(run),
-                    title=f"One prefill of {PREFILL_TIMELINE_TOKENS} tokens, {run.settings['preset']}",
-                    path=path)
-
-
 # ---- serving ----------------------------------------------------------------------------
 
 def serving_bars(run: Run, *, path=None) -> Figure:
@@ -171,12 +141,6 @@ def serving_bars(run: Run, *, path=None) -> Figure:
         bar_floors += [floor_ms, floor_ms]
     return stacked_bar(bars, bar_floors, note=measured_on(run),
                        title=f"One decode step at every bucket, {preset}", path=path)
-
-
-def serving_timeline(run: Run, *, path=None) -> Figure:
-    """serving cell 16: a full bucket and the same bucket padded."""
-    return timeline([run.timelines["full bucket"], run.timelines["padded"]], note=measured_on(run),
-                    title=f"A full bucket and a padded one, {run.settings['preset']}", path=path)
 
 
 # ---- bigger-models ----------------------------------------------------------------------
@@ -232,23 +196,27 @@ class Recipe:
 
 
 FIGURES = (  # (chapter, figure, recipe, whether it also reads the stored bench)
-    ("below-the-floor", "stacked-bar", replay_bars, False),
-    ("below-the-floor", "timeline", replay_timeline, False),
+    ("below-the-floor", "stacked-bar", replay_bars({"graph replay": "graph replay"}), False),
+    ("below-the-floor", "timeline", timelines(("eager", "graph replay"), REPLAY_TITLE), False),
     ("bigger-models", "stacked-bar", bigger_models_bars, False),
     ("bigger-models", "timeline", bigger_models_timeline, False),
     ("bigger-models", "scaling", bigger_models_scaling, True),
-    ("fast-card", "stacked-bar", fast_card_bars, False),
-    ("fast-card", "timeline", fast_card_timeline, False),
+    ("fast-card", "stacked-bar", replay_bars({"graph replay": "graph replay", "fused + graph": "fused replay"}),
+     False),
+    ("fast-card", "timeline", timelines(("graph replay", "fused replay"), "Two replays of one token, {preset}"),
+     False),
     ("kernels", "stacked-bar", kernels_bars, True),
-    ("kernels", "timeline", kernels_timeline, False),
+    ("kernels", "timeline", timelines(("triton replay", "triton replay, no PDL"), "The first layers of a token, "
+                                      "{preset}, the book's kernels", min_us=0, max_us=60), False),
     ("kernels", "gemv-sizes", kernels_gemv_sizes, False),
     ("prefill", "stacked-bar", prefill_bars, False),
-    ("prefill", "timeline", prefill_timeline, False),
+    ("prefill", "timeline", timelines(("prefill",), f"One prefill of {PREFILL_TIMELINE_TOKENS} tokens, {{preset}}"),
+     False),
     ("prefill", "roofline", prefill_roofline, False),
     ("serving", "stacked-bar", serving_bars, False),
-    ("serving", "timeline", serving_timeline, False),
-    ("shared-buffers", "stacked-bar", replay_bars, False),
-    ("shared-buffers", "timeline", replay_timeline, False),
+    ("serving", "timeline", timelines(("full bucket", "padded"), "A full bucket and a padded one, {preset}"), False),
+    ("shared-buffers", "stacked-bar", replay_bars({"graph replay": "graph replay"}), False),
+    ("shared-buffers", "timeline", timelines(("eager", "graph replay"), REPLAY_TITLE), False),
 )
 RECIPES: dict[str, Recipe] = {
     f"{PREFIX}-{chapter}-{figure}": Recipe((f"{PREFIX}-{chapter}",) + ((BENCH,) if bench else ()), draw)

@@ -1,50 +1,48 @@
-"""Tools wing: the kernel sweep, sweep the book's Triton GEMVs over launch configs, then time the
-kernel step: `python -m floorlab sweep`.
+"""Tools wing: `python -m floorlab sweep`: the book's Triton GEMVs over launch configs, then the kernel step.
 
-For each preset's layer shapes (qwen3-0.6b and qwen3-8b) at batch 1 and 8 it times each GEMV
-(with the epilogue the step really runs) over a few configs, inside a CUDA graph of one launch
-per layer on distinct weights, so no weight sits in L2. Then it times triton_step with the
-winners (and variants: PDL released after the wait, attention splits) and model.decode_step,
-all graph-replayed, against the floor, and checks replay against eager bit for bit. It also
-times the bare GEMV against its size: alone, back to back, and chained with PDL. Last, the
-whole step at the bench's context against itself with one launch config changed at a time:
-the evidence behind floorlab.engine.kernels.default_config.
-Every variant runs in its own try/except: one failure prints and the sweep goes on. Every timed
-row whose bytes outgrow the device's last-level cache meets the book's floor test
-(roofline.is_below_floor): one faster than its bytes allow is marked failed, not reported, and any
-failed variant makes the command exit with status 1.
-`--tiny` runs the same code on a tiny shape (on a CPU in Triton's interpreter).
-
-The timing machinery it shares with the kernels chapter lives in engine.kernels.timing.
-
-The configurations it tries and the step timings are in tools.sweep_steps.
+Each preset's GEMVs are timed per config in a CUDA graph over every layer's weights (none sits in L2),
+then the step with the winners and with one launch config changed at a time: the evidence behind
+engine.kernels.default_config. A row faster than its bytes allow fails, and a failure exits 1.
+`--tiny` runs the same code on a tiny shape (on a CPU, in Triton's interpreter).
 """
 from __future__ import annotations
 
 import argparse
 import sys
 import time
-from collections.abc import Sequence
 
 import torch
+import torch.nn.functional as F
 
 from floorlab.core.bandwidth import measure_bandwidth
 from floorlab.core.device import describe_device
 from floorlab.core.files import file_problem, save_or_keep
 from floorlab.core.memory import check_fits
-from floorlab.core.numbers import whole_number
-from floorlab.core.shapes import PRESETS, get_shape
-from floorlab.engine.kernels import TINY, kernels_unavailable, pdl_supported
-from floorlab.engine.kernels.timing import SIZES, cache_bytes, free_memory, sweep_sizes
-from floorlab.tools.bench.cli import whole_arg
-from floorlab.tools.sweep_steps import (
-    check_size_rows,
-    config_text,
-    report_error,
-    sweep_gemvs,
-    time_step_variants,
-    time_steps,
+from floorlab.core.numbers import whole_number, whole_numbers
+from floorlab.core.roofline import BelowFloorError, achieved_gbps
+from floorlab.core.shapes import PRESETS, Qwen3Shape, get_shape
+from floorlab.engine.kernels import (
+    TINY,
+    GemvConfig,
+    default_config,
+    gemv_shapes,
+    kernels_unavailable,
+    pdl_supported,
+    shape_kwargs,
 )
+from floorlab.engine.kernels.timing import (
+    MAX_REL_ERR,
+    SIZE_WAYS,
+    SIZES,
+    cache_bytes,
+    check_timed,
+    free_memory,
+    gemv_case,
+    sweep_sizes,
+    time_per_call_ms,
+)
+from floorlab.tools.cli import whole_arg
+from floorlab.tools.sweep_steps import config_text, failed_row, report_error, time_step_variants, time_steps
 
 STEP_PRESETS, BATCHES, CONTEXT = ("qwen3-0.6b", "qwen3-8b"), (1, 8), 512
 
@@ -61,27 +59,125 @@ def preset_arg(text: str) -> str:
     return text
 
 
-def exit_status(result: dict) -> int:
-    """0 when every variant ran and passed the floor test, else 1."""
-    return 1 if result["errors"] else 0
-
-
-def _whole(value, name: str):
-    """value as a whole number >= 1, None left as None (the default)."""
-    return None if value is None else whole_number(value, name)
-
-
 def _check_args(batches, context, presets, repeats, limit) -> None:
     """ValueError for a run_sweep argument no sweep can use (the command line checks its flags alike)."""
     if batches is not None:
-        if isinstance(batches, (str, bytes)) or not isinstance(batches, Sequence) or not batches:
-            raise ValueError(f"batches must be a list of whole numbers >= 1, e.g. [1, 8], got {batches!r}")
-        for batch in batches:
-            whole_number(batch, "each of batches")
+        whole_numbers(batches, "batches", hint="pass batch sizes such as [1, 8]")
     for value, name in ((context, "context"), (repeats, "repeats"), (limit, "limit")):
-        _whole(value, name)
+        if value is not None:
+            whole_number(value, name)
     for preset in presets or ():
         get_shape(preset)
+
+
+def gemv_configs(name: str, batch: int, shape: Qwen3Shape, limit: int = 12):
+    """At most `limit` GemvConfigs to try for one GEMV at one batch, the default first."""
+    # (rows per program, block_k, warps, split_k, dot, tile_sums[, row_loop[, num_stages[, swap_ab[, fused_reduce]]]])
+    if batch <= 2:  # products in registers; small programs fit more per SM
+        grid = [(8, 1024, 4, 1, 0, 0, 1), (4, 1024, 2, 1, 0, 0, 1), (2, 1024, 1, 1, 0, 0, 1), (4, 4096, 8, 1, 0, 0, 1),
+                (2, 512, 1, 1, 0, 0), (2, 1024, 1, 1, 0, 1), (2, 1024, 2, 1, 0, 1), (4, 1024, 2, 1, 0, 1),
+                (4, 1024, 4, 1, 0, 1), (8, 512, 4, 1, 0, 1), (2, 2048, 2, 1, 0, 1), (4, 512, 4, 1, 0, 0),
+                (1, 1024, 1, 1, 0, 1), (4, 4096, 4, 1, 0, 0)]
+        if name == "lm_head":
+            grid = [(16, 256, 4, 1, 0, 0), (8, 1024, 4, 1, 0, 1), (16, 1024, 4, 1, 0, 1), (16, 512, 4, 1, 0, 1),
+                    (4, 1024, 2, 1, 0, 1), (32, 512, 8, 1, 0, 1), (8, 512, 4, 1, 0, 0), (16, 1024, 8, 1, 0, 1)]
+        if name in ("o_proj", "down"):
+            grid = grid[:8] + [(2, 1024, 1, 2, 0, 1), (4, 1024, 2, 2, 0, 1), (4, 4096, 4, 1, 0, 0)]
+    else:  # tensor-core tiles, the batch padded to 16 rows, or each weight tile met by one row at a time
+        # (swap_ab: the weight rows as the product's M, 64 rows and 4 warps for Hopper's warpgroup MMA)
+        grid = [(64, 128, 4, 8, 1, 0, 0, 1, 1), (64, 256, 4, 4, 1, 0, 0, 1, 1, 1),
+                (32, 256, 2, 1, 1, 0), (64, 256, 4, 2, 1, 0), (32, 128, 2, 1, 1, 0, 0, 6), (32, 64, 1, 1, 1, 0, 0, 4),
+                (64, 128, 4, 8, 1, 0, 0, 2, 1), (64, 128, 4, 4, 1, 0, 0, 3, 1), (64, 128, 4, 1, 1, 0, 0, 3, 1),
+                (64, 64, 4, 2, 1, 0, 0, 4, 1), (64, 64, 4, 1, 1, 0, 0, 4, 1), (64, 128, 4, 8, 1, 0, 0, 2, 1, 1),
+                (64, 128, 4, 4, 1, 0, 0, 3, 1, 1), (128, 128, 8, 1, 1, 0, 0, 3, 1)]
+        if name in ("o_proj", "down"):
+            grid = [(64, 128, 4, 16, 1, 0, 0, 1, 1), (64, 256, 4, 12, 1, 0, 0, 1, 1),
+                    (16, 128, 1, 8, 1, 0), (16, 128, 1, 4, 1, 0), (16, 128, 1, 8, 1, 0, 0, 3, 0, 1),
+                    (16, 128, 1, 4, 1, 0, 0, 3, 0, 1), (64, 64, 4, 4, 1, 0, 0, 4, 1), (64, 64, 4, 4, 1, 0, 0, 4, 1, 1),
+                    (64, 128, 4, 4, 1, 0, 0, 3, 1), (32, 128, 4, 4, 1, 0), (16, 64, 1, 16, 1, 0),
+                    (16, 256, 1, 4, 1, 0), (16, 512, 2, 1, 1, 0)]
+        if name == "lm_head":
+            grid = [(64, 128, 1, 1, 1, 0, 0, 4), (64, 64, 1, 1, 1, 0, 0, 5), (64, 64, 4, 1, 1, 0, 0, 4, 1),
+                    (64, 256, 4, 1, 1, 0, 0, 2, 1), (128, 64, 4, 1, 1, 0, 0, 4, 1), (64, 128, 2, 1, 1, 0),
+                    (128, 128, 8, 1, 1, 0), (32, 64, 1, 1, 1, 0), (4, 1024, 2, 1, 0, 0, 1)]
+    # SwiGLU needs each row's whole sum: gate_up splits K only with fused_reduce (its last split has them)
+    grid = [(r, max(32, k), w, s, bool(d), bool(t), bool(rest and rest[0]), rest[1] if len(rest) > 1 else 3,
+             len(rest) > 2 and bool(rest[2]), len(rest) > 3 and bool(rest[3]))
+            for r, k, w, s, d, t, *rest in grid
+            if s == 1 or name != "gate_up" or (len(rest) > 3 and rest[3])]
+    first = getattr(default_config(batch, **shape_kwargs(shape)), name)
+    configs = [first] + [c for c in (GemvConfig(*g) for g in grid) if c != first]
+    return configs[:limit]
+
+
+def sweep_gemvs(shape: Qwen3Shape, batches, *, device, dtype, read_gbps: float, copies: int, warmup: int,
+                repeats: int, limit: int, pdl_on: bool, errors: list,
+                floor_gbps: float | None = None) -> tuple[list[dict], dict]:
+    """Rows (one per GEMV, batch, config, PDL) and the best config per (GEMV, batch) by time.
+
+    A row timed below its floor (weight bytes at floor_gbps, default read_gbps) fails, never wins."""
+    rows, best = [], {}
+    floor_gbps = floor_gbps or read_gbps
+    for batch in batches:
+        early = default_config(batch, **shape_kwargs(shape)).early_launch  # PDL as the step launches it
+        for name, (n, k) in gemv_shapes(shape).items():
+            count = copies if name != "lm_head" else 1  # the head alone is far larger than L2
+            try:
+                weights, run, check = gemv_case(name, n, k, batch, count, device, dtype, early=early)
+            except Exception as err:  # noqa: BLE001 - e.g. out of memory: report and go on
+                report_error(errors, f"{name} b{batch} setup", err)
+                continue
+            nbytes = n * k * weights[0].element_size()
+
+            def timed(config, pdl: bool, what: str) -> dict:
+                """The row of config (or "torch") with PDL on or off: its error, then its time per call."""
+                row = {"gemv": name, "batch": batch, "n": n, "k": k, "bytes": nbytes, "pdl": pdl,
+                       "config": config if config == "torch" else config.to_dict()}
+                try:
+                    if config == "torch":
+                        x = torch.randn(batch, k, device=device, dtype=dtype)
+                        calls = [lambda w=w, x=x: F.linear(x, w) for w in weights]
+                        row["rel_err"] = 0.0
+                    else:
+                        if what != "pdl off":
+                            row["rel_err"] = check(config, pdl)
+                        calls = [lambda w=w: run(w, config, pdl) for w in weights]
+                    row["us"] = 1e3 * check_timed(time_per_call_ms(calls, device, warmup, repeats), nbytes,
+                                                  floor_gbps, device=device, working_bytes=nbytes * count)
+                    row["gbps"] = achieved_gbps(nbytes, row["us"] / 1e3)
+                    row["pct_read"] = 100 * row["gbps"] / read_gbps
+                    if "rel_err" in row:
+                        row["ok"] = row["rel_err"] <= MAX_REL_ERR
+                except Exception as err:  # noqa: BLE001
+                    row = failed_row(row, report_error(errors, f"{name} b{batch} {what}", err))
+                rows.append(row)
+                return row
+
+            done = {c: timed(c, pdl_on, config_text(c.to_dict())) for c in gemv_configs(name, batch, shape, limit)}
+            timed("torch", False, "torch")
+            good = {c: r for c, r in done.items() if r.get("ok")}
+            if good:
+                winner = min(good, key=lambda c: good[c]["us"])
+                best[(name, batch)] = winner
+                good[winner]["best"] = True
+                if pdl_on:  # the same config without PDL, to see what PDL buys
+                    timed(winner, False, "pdl off")
+            weights = None  # dropped before the next GEMV's are made
+            free_memory()
+    return rows, best
+
+
+def check_size_rows(rows: list[dict], floor_gbps: float, errors: list, *, device, copies: int) -> None:
+    """Mark each size-sweep row failed (in place) where a way of timing it beats its floor
+    ("alone" launches one weight, the other ways `copies`)."""
+    for i, row in enumerate(rows):
+        for way in SIZE_WAYS:
+            try:
+                check_timed(row[f"{way}_us"] / 1e3, row["bytes"], floor_gbps, device=device,
+                            working_bytes=row["bytes"] * (1 if way == "alone" else copies))
+            except BelowFloorError as err:
+                rows[i] = failed_row(row, report_error(errors, f"size sweep N={row['n']} {way}", err))
+                break
 
 
 def _line(head: str, row: dict, body) -> str:
@@ -137,7 +233,6 @@ def run_sweep(*, tiny: bool = False, batches=None, context: int | None = None, p
               repeats: int | None = None, limit: int = 12, skip_steps: bool = False,
               skip_variants: bool = False) -> dict:
     """Run the GEMV sweep and the step timings on this machine; returns the results dict (see format_table)."""
-
     _check_args(batches, context, presets, repeats, limit)
     device = sweep_device()
     why = kernels_unavailable(device)
@@ -206,7 +301,9 @@ def run_sweep(*, tiny: bool = False, batches=None, context: int | None = None, p
 
 
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m floorlab sweep", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="python -m floorlab sweep",
+                                     description="Sweep the book's Triton GEMVs over launch configs, then "
+                                                 "time the kernel step.")
     parser.add_argument("--out", help="write the results as JSON to this path")
     parser.add_argument("--tiny", action="store_true", help="a tiny shape (runs on a CPU with TRITON_INTERPRET=1)")
     parser.add_argument("--batches", type=whole_arg("--batches", 1, None, "1 or 8"), nargs="+",
@@ -235,7 +332,7 @@ def main(argv=None) -> int:
         where, note = save_or_keep(result, args.out)
         print(note or f"wrote {where}", file=sys.stderr if note else sys.stdout)
     print(f"done in {result['elapsed_s']:.0f} s")
-    return exit_status(result)
+    return 1 if result["errors"] else 0  # a variant failed, or beat its floor
 
 
 if __name__ == "__main__":

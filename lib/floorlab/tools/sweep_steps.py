@@ -1,5 +1,5 @@
-"""Tools wing: the kernel sweep's variants: the launch configurations each GEMV tries, the GEMV
-sweep, the whole step timed with the winners, and the step with one launch choice changed at a time.
+"""Tools wing: the kernel sweep's whole steps: the step timed with each GEMV's winning launch config,
+and with one launch choice changed at a time; and the rows' shared helpers (a failed row, its error).
 """
 from __future__ import annotations
 
@@ -8,146 +8,22 @@ import traceback
 from dataclasses import replace
 
 import torch
-import torch.nn.functional as F
 
-from floorlab.core.roofline import BelowFloorError, achieved_gbps, bytes_per_step, floor_ms
+from floorlab.core.roofline import BelowFloorError, bytes_per_step, floor_ms
 from floorlab.core.shapes import Qwen3Shape
 from floorlab.core.timing import time_ms
 from floorlab.engine.fused import relative_error
 from floorlab.engine.graphs import GraphRunner
-from floorlab.engine.kernels import (
-    GEMV_NAMES,
-    AttentionConfig,
-    GemvConfig,
-    default_config,
-    gemv_shapes,
-    shape_kwargs,
-    triton_step,
-)
-from floorlab.engine.kernels.timing import (
-    MAX_REL_ERR,
-    SIZE_WAYS,
-    check_timed,
-    free_memory,
-    gemv_case,
-    time_attention,
-    time_per_call_ms,
-)
+from floorlab.engine.kernels import GEMV_NAMES, AttentionConfig, GemvConfig, default_config, shape_kwargs, triton_step
+from floorlab.engine.kernels.timing import check_timed, free_memory, time_attention
 from floorlab.engine.model import build_model
 
 VARIANT_CONTEXT, VARIANT_MAX_CONTEXT = 32, 112  # the bench's prompt and cache: what the defaults serve
 ATTENTION_SPLITS = (1, 2, 4, 8, 16)
 
 
-def gemv_configs(name: str, batch: int, shape: Qwen3Shape, limit: int = 12):
-    """At most `limit` GemvConfigs to try for one GEMV at one batch, the default first."""
-
-    # (rows per program, block_k, warps, split_k, dot, tile_sums[, row_loop[, num_stages[, swap_ab[, fused_reduce]]]])
-    if batch <= 2:  # products in registers; small programs fit more per SM
-        grid = [(8, 1024, 4, 1, 0, 0, 1), (4, 1024, 2, 1, 0, 0, 1), (2, 1024, 1, 1, 0, 0, 1), (4, 4096, 8, 1, 0, 0, 1),
-                (2, 512, 1, 1, 0, 0), (2, 1024, 1, 1, 0, 1), (2, 1024, 2, 1, 0, 1), (4, 1024, 2, 1, 0, 1),
-                (4, 1024, 4, 1, 0, 1), (8, 512, 4, 1, 0, 1), (2, 2048, 2, 1, 0, 1), (4, 512, 4, 1, 0, 0),
-                (1, 1024, 1, 1, 0, 1), (4, 4096, 4, 1, 0, 0)]
-        if name == "lm_head":
-            grid = [(16, 256, 4, 1, 0, 0), (8, 1024, 4, 1, 0, 1), (16, 1024, 4, 1, 0, 1), (16, 512, 4, 1, 0, 1),
-                    (4, 1024, 2, 1, 0, 1), (32, 512, 8, 1, 0, 1), (8, 512, 4, 1, 0, 0), (16, 1024, 8, 1, 0, 1)]
-        if name in ("o_proj", "down"):
-            grid = grid[:8] + [(2, 1024, 1, 2, 0, 1), (4, 1024, 2, 2, 0, 1), (4, 4096, 4, 1, 0, 0)]
-    else:  # tensor-core tiles, the batch padded to 16 rows, or each weight tile met by one row at a time
-        # (swap_ab: the weight rows as the product's M, 64 rows and 4 warps for Hopper's warpgroup MMA)
-        grid = [(64, 128, 4, 8, 1, 0, 0, 1, 1), (64, 256, 4, 4, 1, 0, 0, 1, 1, 1),
-                (32, 256, 2, 1, 1, 0), (64, 256, 4, 2, 1, 0), (32, 128, 2, 1, 1, 0, 0, 6), (32, 64, 1, 1, 1, 0, 0, 4),
-                (64, 128, 4, 8, 1, 0, 0, 2, 1), (64, 128, 4, 4, 1, 0, 0, 3, 1), (64, 128, 4, 1, 1, 0, 0, 3, 1),
-                (64, 64, 4, 2, 1, 0, 0, 4, 1), (64, 64, 4, 1, 1, 0, 0, 4, 1), (64, 128, 4, 8, 1, 0, 0, 2, 1, 1),
-                (64, 128, 4, 4, 1, 0, 0, 3, 1, 1), (128, 128, 8, 1, 1, 0, 0, 3, 1)]
-        if name in ("o_proj", "down"):
-            grid = [(64, 128, 4, 16, 1, 0, 0, 1, 1), (64, 256, 4, 12, 1, 0, 0, 1, 1),
-                    (16, 128, 1, 8, 1, 0), (16, 128, 1, 4, 1, 0), (16, 128, 1, 8, 1, 0, 0, 3, 0, 1),
-                    (16, 128, 1, 4, 1, 0, 0, 3, 0, 1), (64, 64, 4, 4, 1, 0, 0, 4, 1), (64, 64, 4, 4, 1, 0, 0, 4, 1, 1),
-                    (64, 128, 4, 4, 1, 0, 0, 3, 1), (32, 128, 4, 4, 1, 0), (16, 64, 1, 16, 1, 0),
-                    (16, 256, 1, 4, 1, 0), (16, 512, 2, 1, 1, 0)]
-        if name == "lm_head":
-            grid = [(64, 128, 1, 1, 1, 0, 0, 4), (64, 64, 1, 1, 1, 0, 0, 5), (64, 64, 4, 1, 1, 0, 0, 4, 1),
-                    (64, 256, 4, 1, 1, 0, 0, 2, 1), (128, 64, 4, 1, 1, 0, 0, 4, 1), (64, 128, 2, 1, 1, 0),
-                    (128, 128, 8, 1, 1, 0), (32, 64, 1, 1, 1, 0), (4, 1024, 2, 1, 0, 0, 1)]
-    # SwiGLU needs each row's whole sum: gate_up splits K only with fused_reduce (its last split has them)
-    grid = [(r, max(32, k), w, s, bool(d), bool(t), bool(rest and rest[0]), rest[1] if len(rest) > 1 else 3,
-             len(rest) > 2 and bool(rest[2]), len(rest) > 3 and bool(rest[3]))
-            for r, k, w, s, d, t, *rest in grid
-            if s == 1 or name != "gate_up" or (len(rest) > 3 and rest[3])]
-    first = getattr(default_config(batch, **shape_kwargs(shape)), name)
-    configs = [first] + [c for c in (GemvConfig(*g) for g in grid) if c != first]
-    return configs[:limit]
-
-
-def sweep_gemvs(shape: Qwen3Shape, batches, *, device, dtype, read_gbps: float, copies: int, warmup: int,
-                repeats: int, limit: int, pdl_on: bool, errors: list,
-                floor_gbps: float | None = None) -> tuple[list[dict], dict]:
-    """Rows (one per GEMV, batch, config, PDL) and the best config per (GEMV, batch) by time.
-
-    A row timed below its floor (weight bytes at floor_gbps, default read_gbps) fails, never wins."""
-
-    rows, best = [], {}
-    floor_gbps = floor_gbps or read_gbps
-    for batch in batches:
-        early = default_config(batch, **shape_kwargs(shape)).early_launch  # PDL as the step launches it
-        for name, (n, k) in gemv_shapes(shape).items():
-            count = copies if name != "lm_head" else 1  # the head alone is far larger than L2
-            try:
-                weights, run, check = gemv_case(name, n, k, batch, count, device, dtype, early=early)
-            except Exception as err:  # noqa: BLE001 - e.g. out of memory: report and go on
-                report_error(errors, f"{name} b{batch} setup", err)
-                continue
-            nbytes = n * k * weights[0].element_size()
-            variants = [(c, pdl_on) for c in gemv_configs(name, batch, shape, limit)]
-            variants.append(("torch", False))
-            done = {}
-            for config, pdl in variants:
-                row = {"gemv": name, "batch": batch, "n": n, "k": k, "bytes": nbytes, "pdl": pdl,
-                       "config": config if config == "torch" else config.to_dict()}
-                try:
-                    if config == "torch":
-                        x = torch.randn(batch, k, device=device, dtype=dtype)
-                        calls = [lambda w=w, x=x: F.linear(x, w) for w in weights]
-                        row["rel_err"] = 0.0
-                    else:
-                        row["rel_err"] = check(config, pdl)
-                        calls = [lambda w=w, c=config, p=pdl: run(w, c, p) for w in weights]
-                    row["us"] = 1e3 * check_timed(time_per_call_ms(calls, device, warmup, repeats), nbytes,
-                                                  floor_gbps, device=device, working_bytes=nbytes * count)
-                    row["gbps"] = achieved_gbps(nbytes, row["us"] / 1e3)
-                    row["pct_read"] = 100 * row["gbps"] / read_gbps
-                    row["ok"] = row["rel_err"] <= MAX_REL_ERR
-                    if config != "torch":
-                        done[config] = row
-                except Exception as err:  # noqa: BLE001
-                    row = _failed(row, report_error(errors, f"{name} b{batch} {config_text(row['config'])}", err))
-                rows.append(row)
-            good = {c: r for c, r in done.items() if r["ok"]}
-            if good:
-                winner = min(good, key=lambda c: good[c]["us"])
-                best[(name, batch)] = winner
-                good[winner]["best"] = True
-                if pdl_on:  # the same config without PDL, to see what PDL buys
-                    row = {"gemv": name, "batch": batch, "n": n, "k": k, "bytes": nbytes, "pdl": False,
-                           "config": winner.to_dict()}
-                    try:
-                        calls = [lambda w=w: run(w, winner, False) for w in weights]
-                        row["us"] = 1e3 * check_timed(time_per_call_ms(calls, device, warmup, repeats), nbytes,
-                                                      floor_gbps, device=device, working_bytes=nbytes * count)
-                        row["gbps"] = achieved_gbps(nbytes, row["us"] / 1e3)
-                        row["pct_read"] = 100 * row["gbps"] / read_gbps
-                    except Exception as err:  # noqa: BLE001
-                        row = _failed(row, report_error(errors, f"{name} b{batch} pdl off", err))
-                    rows.append(row)
-            del weights
-            free_memory()
-    return rows, best
-
-
 def tuned_config(batch: int, best: dict, shape: Qwen3Shape, max_context: int):
     """default_config(batch) with every GEMV the sweep timed at this batch replaced by its best config."""
-
     config = default_config(batch, max_context=max_context, **shape_kwargs(shape))
     for name in GEMV_NAMES:
         if (name, batch) in best:
@@ -157,7 +33,6 @@ def tuned_config(batch: int, best: dict, shape: Qwen3Shape, max_context: int):
 
 def _per_batch(model, configs: dict, pdl: bool | None = None):
     """A step that runs triton_step with configs[B] for a batch of B rows."""
-
     steps = {b: triton_step(model, config=c, pdl=pdl) for b, c in configs.items()}
     return lambda tokens, positions: steps[tokens.shape[0]](tokens, positions)
 
@@ -176,7 +51,6 @@ def prefilled(model, batch: int, context: int) -> tuple[torch.Tensor, torch.Tens
 def time_steps(shape: Qwen3Shape, batches, context: int, *, device, dtype, floor_gbps: float, best: dict,
                warmup: int, repeats: int, errors: list) -> list[dict]:
     """Rows of plain and kernel steps at each batch: ms, x floor, and replay == eager on a GPU."""
-
     rows = []
     max_context = context + 8
     model = build_model(shape, device=device, dtype=dtype, max_batch=max(batches), max_context=max_context)
@@ -192,7 +66,6 @@ def time_steps(shape: Qwen3Shape, batches, context: int, *, device, dtype, floor
             steps[f"triton tuned, {splits} split{'s' if splits > 1 else ''}"] = _per_batch(model, split_configs)
     runners = {}
     if device.type == "cuda":
-
         for path, fn in steps.items():
             try:
                 runners[path] = GraphRunner(model, buckets=tuple(batches), step_fn=fn)
@@ -226,7 +99,7 @@ def time_steps(shape: Qwen3Shape, batches, context: int, *, device, dtype, floor
                                         moved, floor_gbps, device=device)
                 row["x_floor"] = row["ms"] / floor
             except Exception as err:  # noqa: BLE001
-                row = _failed(row, report_error(errors, f"{shape.name} b{batch} {path}", err))
+                row = failed_row(row, report_error(errors, f"{shape.name} b{batch} {path}", err))
             rows.append(row)
         try:
             attention = time_attention(model, configs[batch].attention, positions, warmup=warmup,
@@ -235,7 +108,7 @@ def time_steps(shape: Qwen3Shape, batches, context: int, *, device, dtype, floor
                         working_bytes=attention["bytes"] * shape.num_layers)  # one launch per layer
             rows.append(attention)
         except BelowFloorError as err:
-            rows.append(_failed(attention, report_error(errors, f"{shape.name} b{batch} attention", err)))
+            rows.append(failed_row(attention, report_error(errors, f"{shape.name} b{batch} attention", err)))
         except Exception as err:  # noqa: BLE001
             report_error(errors, f"{shape.name} b{batch} attention", err)
     del model, steps, runners
@@ -245,7 +118,6 @@ def time_steps(shape: Qwen3Shape, batches, context: int, *, device, dtype, floor
 
 def step_variants(shape: Qwen3Shape, batch: int, max_context: int, *, tiny: bool = False) -> list[tuple]:
     """(label, part changed, StepConfig): default_config, then one launch config changed at a time."""
-
     base = default_config(batch, max_context=max_context, **shape_kwargs(shape))
     g = GemvConfig
     if batch <= 2:
@@ -292,7 +164,6 @@ def time_step_variants(shape: Qwen3Shape, batches, *, device, dtype, floor_gbps:
 
     Each row holds ms, x floor, the ratio to the default's time in the same run, and replay == eager.
     """
-
     context, max_context = (12, 16) if tiny else (VARIANT_CONTEXT, VARIANT_MAX_CONTEXT)
     model = build_model(shape, device=device, dtype=dtype, max_batch=max(batches), max_context=max_context)
     rows = []
@@ -307,7 +178,6 @@ def time_step_variants(shape: Qwen3Shape, batches, *, device, dtype, floor_gbps:
             try:
                 step = triton_step(model, config=config)
                 if device.type == "cuda":
-
                     runner = GraphRunner(model, buckets=(batch,), step_fn=step)
                     runner.capture()
                     row["bit_identical"] = runner.check_bit_identical(tokens, positions)
@@ -321,7 +191,7 @@ def time_step_variants(shape: Qwen3Shape, batches, *, device, dtype, floor_gbps:
                 default_ms = default_ms or row["ms"]
                 row["vs_default"] = row["ms"] / default_ms
             except Exception as err:  # noqa: BLE001
-                row = _failed(row, report_error(errors, f"{shape.name} b{batch} {label}", err))
+                row = failed_row(row, report_error(errors, f"{shape.name} b{batch} {label}", err))
             rows.append(row)
     del model
     free_memory()
@@ -331,23 +201,10 @@ def time_step_variants(shape: Qwen3Shape, batches, *, device, dtype, floor_gbps:
 TIMED_KEYS = ("us", "gbps", "pct_read", "ms", "x_floor", "vs_default", "pct_floor_bw", "ok", "best")
 
 
-def _failed(row: dict, error: str) -> dict:
+def failed_row(row: dict, error: str) -> dict:
     """The row marked failed: its error, and none of the timings a failed row must not report."""
     kept = {k: v for k, v in row.items() if k not in TIMED_KEYS and not k.endswith(("_us", "_gbps", "_pct_read"))}
     return dict(kept, error=error)
-
-
-def check_size_rows(rows: list[dict], floor_gbps: float, errors: list, *, device, copies: int) -> None:
-    """Mark each size-sweep row failed (in place) where a way of timing it beats its floor
-    ("alone" launches one weight, the other ways `copies`)."""
-    for i, row in enumerate(rows):
-        for way in SIZE_WAYS:
-            try:
-                check_timed(row[f"{way}_us"] / 1e3, row["bytes"], floor_gbps, device=device,
-                            working_bytes=row["bytes"] * (1 if way == "alone" else copies))
-            except BelowFloorError as err:
-                rows[i] = _failed(row, report_error(errors, f"size sweep N={row['n']} {way}", err))
-                break
 
 
 def report_error(errors: list, what: str, err: Exception) -> str:

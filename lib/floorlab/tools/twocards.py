@@ -1,13 +1,6 @@
-"""Tools wing: `python -m floorlab twocards`: one card against the same step split over several
-ranks (tensor parallelism), measured in processes of its own, written as one Run (kind
-"twocards").
-
-The ranks start together (engine.ranks.run_ranks) and take turns: rank 0 alone first runs
-the book's single-process engine on all the cores or its one GPU; then each rank's
-bandwidth is measured alone and with every rank streaming at once; then every rank runs
-its shard: the all-reduce and the all_gather at the step's sizes, timed alone, then the
-whole split step, eager and (on CUDA) replayed from a CUDA graph, and its timeline
-(tools.twocards_rank). The parent, here, turns what they return into Rows against their floors.
+"""Tools wing: `python -m floorlab twocards`: one card against the same step split over several ranks
+(tensor parallelism). The ranks measure in processes of their own (tools.twocards_rank); the parent,
+here, turns what they return into one Run (kind "twocards") of Rows against their floors.
 """
 from __future__ import annotations
 
@@ -21,7 +14,7 @@ from pathlib import Path
 from floorlab.core import paths
 from floorlab.core.bandwidth import Bandwidths
 from floorlab.core.device import default_device, describe_device, device_slug
-from floorlab.core.files import folder_problem, save_or_keep
+from floorlab.core.files import folder_problem, save_or_keep, unwritable_folder
 from floorlab.core.memory import check_fits
 from floorlab.core.prose import sig
 from floorlab.core.roofline import decode_floor
@@ -48,7 +41,8 @@ from floorlab.engine.tensor_parallel import (
     message_bytes,
     rank_shape,
 )
-from floorlab.tools.bench.cli import unwritable, whole_arg
+from floorlab.tools.card import REPEATS, WARMUP
+from floorlab.tools.cli import whole_arg
 from floorlab.tools.twocards_rank import (
     BATCH,
     EAGER,
@@ -63,19 +57,11 @@ from floorlab.tools.twocards_rank import (
 
 KIND = "twocards"
 GPU_PRESETS = ("qwen3-0.6b", "qwen3-1.7b", "qwen3-4b", "qwen3-8b")
-WARMUP = {"cuda": 10, "cpu": 1}
-REPEATS = {"cuda": 50, "cpu": 5}
 COLLECTIVE_REPEATS = {"cuda": 100, "cpu": 20}
 NO_GRAPHS = "not measured: no CUDA GPU"
 JSON_NAME = "run.json"
 
 
-def split_name(shape, ranks: int) -> str:
-    """How rows and floors name one rank's share of the shape: '<preset>/tp<ranks>'."""
-    return rank_shape(shape, ranks).name
-
-
-# ---- the parent: check, start the ranks, turn what they return into a Run ----------------------
 class DoesNotFitError(ValueError):
     """No shape asked for fits the memory of this machine's devices."""
 
@@ -91,8 +77,7 @@ def plan(device: str | None = None, *, ranks: int = 2, presets=None, warmup: int
     if device == "cpu":  # the ranks share the host's memory: all shards at once, or one card
         for shape in shapes:
             fits = [host_fit(shape, ranks, max_batch=BATCH, max_context=MAX_CONTEXT),
-                    check_fits(shape, "cpu", max_batch=BATCH,
-                                                        max_context=MAX_CONTEXT)]
+                    check_fits(shape, "cpu", max_batch=BATCH, max_context=MAX_CONTEXT)]
             if not all(f.ok for f in fits):
                 skipped[shape.name] = [f.message() for f in fits if not f.ok]
         if len(skipped) == len(shapes):
@@ -138,7 +123,7 @@ def assemble(results: list[dict], settings: dict, *, elapsed_s: float | None = N
                  "presets": {}}
     for name in settings["presets"]:
         shape = shape_named(name)
-        split = split_name(shape, ranks)
+        split = rank_shape(shape, ranks).name  # '<preset>/tp<ranks>'
         floors = [decode_floor(s, batch=BATCH, prompt_tokens=PROMPT_TOKENS, bandwidths=bw,
                                cache_tokens=MAX_CONTEXT)
                   for s, bw in ((shape, card_bw), (rank_shape(shape, ranks), alone[0]))]
@@ -262,8 +247,8 @@ def main(argv=None) -> int:
         parser.error(str(err))
     if out is None:
         out = Path(paths.RESULTS_DIR) / f"twocards-{device_slug(describe_device(settings['device']))}"
-        if unwritable(out):
-            parser.error(f"{out}: {unwritable(out)}; pass --out with a folder you can write to")
+        if problem := unwritable_folder(out):
+            parser.error(f"{out}: {problem}; pass --out with a folder you can write to")
     print(f"starting {settings['ranks']} ranks ({settings['backend']}) for "
           f"{', '.join(settings['presets'])}; the run is written to {out} when it ends", flush=True)
     try:

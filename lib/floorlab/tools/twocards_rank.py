@@ -1,12 +1,9 @@
-"""Tools wing: what each rank of `python -m floorlab twocards` measures, in the processes
-engine.ranks.run_ranks starts: rank 0 alone first runs one card's step (eager, and replayed on
-CUDA); then each rank's bandwidth alone and with every rank streaming at once; then each rank's
-shard: its collectives at the step's sizes, its split step eager and replayed, and timelines.
-Each rank returns a JSON-able dict, which tools.twocards turns into a Run.
+"""Tools wing: what each rank of `python -m floorlab twocards` measures, in its own process: rank 0
+alone runs one card's step; then each rank's bandwidth alone and all at once; then each rank's shard
+(its collectives, its split step eager and replayed, timelines). Each returns a JSON-able dict.
 """
 from __future__ import annotations
 
-import gc
 import time
 
 import torch
@@ -19,6 +16,7 @@ from floorlab.core.shapes import Qwen3Shape, get_shape
 from floorlab.core.timelines import steady_timeline
 from floorlab.core.timing import StepTimes, time_with_issue
 from floorlab.engine.graphs import GraphRunner
+from floorlab.engine.kernels.timing import free_memory
 from floorlab.engine.model import build_model, prefill_random
 from floorlab.engine.ranks import (
     ALL_GATHER,
@@ -46,18 +44,8 @@ def shape_named(name: str) -> Qwen3Shape:
     return SHAPES[name] if name in SHAPES else get_shape(name)
 
 
-def _release(device) -> None:
-    gc.collect()
-    if torch.device(device).type == "cuda":
-        torch.cuda.empty_cache()
-
-
 def _times(times: StepTimes | None) -> dict | None:
     return None if times is None else times.to_dict()
-
-
-def _threads(count: int) -> None:
-    torch.set_num_threads(max(1, int(count)))
 
 def measure_rank(rank: int, ranks: int, settings: dict) -> dict:
     """Everything rank `rank` measures, as a JSON-able dict (see the module's docstring)."""
@@ -87,15 +75,15 @@ def measure_rank(rank: int, ranks: int, settings: dict) -> dict:
     with torch.no_grad():
         dist.barrier(group=control)
         if rank == 0:  # one card: the engine of every chapter, alone on the machine or its GPU
-            _threads(threads * ranks)
+            torch.set_num_threads(max(1, threads * ranks))
             out["bandwidth_card"] = measure_bandwidths(dev, **BANDWIDTH[dev.type]).to_dict()
             for shape in shapes:
                 if not skipped[shape.name]:
                     out["presets"][shape.name] = {"card": _measure_card(shape, dev, warmup, repeats)}
-                    _release(dev)
+                    free_memory()
         dist.barrier(group=control)
         lap("one card")
-        _threads(threads)
+        torch.set_num_threads(max(1, threads))
         # each GPU's own bandwidth, the others waiting; a CPU's ranks share the card's memory
         out["bandwidth_alone"] = out.get("bandwidth_card")
         for turn in range(1, ranks) if dev.type == "cuda" else ():
@@ -112,7 +100,7 @@ def measure_rank(rank: int, ranks: int, settings: dict) -> dict:
                 continue
             entry["split"] = _measure_split(shape, rank, ranks, dev, control, warmup, repeats,
                                             settings["collective_repeats"], entry.get("card"))
-            _release(dev)
+            free_memory()
             lap(shape.name)
     return out
 

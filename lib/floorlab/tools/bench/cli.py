@@ -8,16 +8,16 @@ from pathlib import Path
 
 from floorlab.core import paths
 from floorlab.core.device import describe_device, device_slug
-from floorlab.core.files import file_problem, unwritable_folder
+from floorlab.core.files import file_problem
 from floorlab.core.runs import Run
 from floorlab.core.shapes import PRESETS
+from floorlab.tools.cli import whole_arg
 
 from .run import kept_partial, partial_path, run_bench
-from .settings import (CPU_PRESETS, CPU_REPEATS, DEFAULT_CONTEXT, GPU_PRESETS, GPU_REPEATS,
-                       MAX_BATCH, MAX_CONTEXT)
+from .settings import CPU_PRESETS, CPU_REPEATS, DEFAULT_CONTEXT, GPU_PRESETS, GPU_REPEATS, MAX_BATCH, MAX_CONTEXT
 from .table import format_table
 
-unwritable = unwritable_folder  # the name other commands import
+UNREADABLE = (ValueError, KeyError, TypeError, AttributeError, OSError)
 
 
 def default_out_path(device_facts: dict) -> Path:
@@ -25,30 +25,9 @@ def default_out_path(device_facts: dict) -> Path:
     return Path(paths.FIGURES_DIR) / f"bench-{device_slug(device_facts)}.json"
 
 
-def _list_arg(text: str) -> list[str]:
-    return [item for item in re.split(r"[,\s]+", text.strip()) if item]
-
-
-def whole_arg(label: str, lowest: int, highest: int | None, example: str):
-    """An argparse type: a whole number from lowest to highest, or an error saying so."""
-    def parse(text: str) -> int:
-        try:
-            value = int(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(
-                f"{label} must be a whole number such as {example}, got {text!r}") from None
-        if value < lowest or (highest is not None and value > highest):
-            bound = f"from {lowest} to {highest}" if highest is not None else f">= {lowest}"
-            raise argparse.ArgumentTypeError(f"{label} must be {bound}, got {value}")
-        return value
-    return parse
-
-
-_batch = whole_arg(f"batch sizes (the largest graph bucket is {MAX_BATCH})", 1, MAX_BATCH, "1 or 8")
-
-
-def _batch_arg(text: str) -> list[int]:
-    return [_batch(item) for item in _list_arg(text)]
+def _items(texts) -> list[str]:
+    """Names or numbers given apart or joined by commas ('1,8' or 1 8)."""
+    return [item for text in texts for item in re.split(r"[,\s]+", text.strip()) if item]
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -56,17 +35,16 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="python -m floorlab bench",
         description="Measure bandwidth, floors and every decode path; print a table, write JSON.")
+    batch = whole_arg(f"batch sizes (the largest graph bucket is {MAX_BATCH})", 1, MAX_BATCH, "1 or 8")
     parser.add_argument("--presets", nargs="+", metavar="NAME",
                         help=f"model shapes (default on a GPU: {' '.join(GPU_PRESETS)}; on the CPU: "
                              f"{' '.join(CPU_PRESETS)}); known: {', '.join(PRESETS)}")
-    parser.add_argument("--batches", nargs="+", type=_batch_arg, metavar="B",
+    parser.add_argument("--batches", nargs="+", type=lambda text: [batch(b) for b in _items([text])], metavar="B",
                         help="batch sizes (default on a GPU: 1 8; on the CPU: 1)")
-    parser.add_argument("--context", type=whole_arg("context", 1, MAX_CONTEXT, "32"),
-                        default=DEFAULT_CONTEXT,
+    parser.add_argument("--context", type=whole_arg("context", 1, MAX_CONTEXT, "32"), default=DEFAULT_CONTEXT,
                         help=f"prompt tokens already in the cache (default {DEFAULT_CONTEXT})")
     parser.add_argument("--repeats", type=whole_arg("repeats", 1, None, "30"),
-                        help=f"timed steps per row (default {GPU_REPEATS} on a GPU, "
-                             f"{CPU_REPEATS} on the CPU)")
+                        help=f"timed steps per row (default {GPU_REPEATS} on a GPU, {CPU_REPEATS} on the CPU)")
     parser.add_argument("--out", type=Path, help="JSON path (default figures/bench-<device>.json)")
     parser.add_argument("--skip-transformers", action="store_true",
                         help="leave out the transformers rows and the parity check")
@@ -88,63 +66,55 @@ def parse_args(argv=None) -> argparse.Namespace:
     parser = build_parser()
     args = parser.parse_args(argv)
     if args.presets:
-        names = [n for item in args.presets for n in _list_arg(item)]
-        unknown = [n for n in names if n not in PRESETS]
-        if unknown or not names:
+        args.presets = _items(args.presets)
+        unknown = [n for n in args.presets if n not in PRESETS]
+        if unknown or not args.presets:
             what = f"unknown preset {', '.join(map(repr, unknown))}" if unknown else "no preset given"
             parser.error(f"{what}; known presets: {', '.join(PRESETS)} "
                          "(pass one or more, e.g. --presets qwen3-0.6b qwen3-8b)")
-        args.presets = names
     for flag in ("transformers_for", "tuned_fused_for"):
-        names = getattr(args, flag)
-        if not names:
-            continue
-        names = [n for item in names for n in _list_arg(item)]
-        measured = args.presets or (PRESETS if flag == "transformers_for" else GPU_PRESETS)
-        stray = [n for n in names if n not in measured]
-        if stray:
-            parser.error(f"--{flag.replace('_', '-')} names {', '.join(stray)}, which this run does not measure; "
-                         f"pick from {', '.join(measured)}")
-        setattr(args, flag, names)
+        if getattr(args, flag):
+            names = _items(getattr(args, flag))
+            measured = args.presets or (PRESETS if flag == "transformers_for" else GPU_PRESETS)
+            stray = [n for n in names if n not in measured]
+            if stray:
+                parser.error(f"--{flag.replace('_', '-')} names {', '.join(stray)}, which this run does not "
+                             f"measure; pick from {', '.join(measured)}")
+            setattr(args, flag, names)
     if args.batches:
         args.batches = sorted({b for group in args.batches for b in group})
         if not args.batches:
             parser.error("--batches got no batch size; pass one or more, e.g. --batches 1 8")
-    if args.out is not None and args.out.is_dir():
-        parser.error(f"--out {args.out} is a folder; pass a file path such as {args.out / 'bench.json'}")
-    if args.out is not None and args.out.suffix != ".json":
-        parser.error(f"--out {args.out} should end in .json, e.g. {args.out.with_suffix('.json')}")
-    if args.out is not None and args.out.exists() and not args.out.is_file():
-        parser.error(f"--out {args.out} is not a regular file; pass a path to a .json file")
+    out = args.out
+    if out is not None and out.is_dir():
+        parser.error(f"--out {out} is a folder; pass a file path such as {out / 'bench.json'}")
+    if out is not None and out.suffix != ".json":
+        parser.error(f"--out {out} should end in .json, e.g. {out.with_suffix('.json')}")
+    if out is not None and out.exists() and not out.is_file():
+        parser.error(f"--out {out} is not a regular file; pass a path to a .json file")
     return args
-
-
-def _load(path: Path) -> Run:
-    try:
-        run = Run.load(path)
-        if not all(isinstance(part, dict) for part in (run.facts, run.settings, run.device)):
-            raise ValueError("its facts, settings or device are not tables")
-        return run
-    except (ValueError, KeyError, TypeError, AttributeError, OSError) as err:
-        raise SystemExit(f"--resume: {path} holds no bench run this book can read ({type(err).__name__}: "
-                         f"{err}); run again without --resume (the new run replaces it once it has "
-                         "finished as many presets), or move it aside first") from None
 
 
 def _run_to_resume(out: Path) -> Run:
     """The partial run kept beside out (or at out itself, where older runs kept it), or an exit saying why none."""
     partial = partial_path(out)
-    if partial.is_file():
-        return _load(partial)
-    if out.is_file():
-        run = _load(out)
-        if run.facts.get("partial"):
-            return run
+    path = partial if partial.is_file() else out if out.is_file() else None
+    if path is None:
+        raise SystemExit(f"--resume: no partial bench run at {partial}; start one without --resume (and the same "
+                         "--out), then resume it with the same flags")
+    try:
+        run = Run.load(path)
+        if not all(isinstance(part, dict) for part in (run.facts, run.settings, run.device)):
+            raise ValueError("its facts, settings or device are not tables")
+    except UNREADABLE as err:
+        raise SystemExit(f"--resume: {path} holds no bench run this book can read ({type(err).__name__}: "
+                         f"{err}); run again without --resume (the new run replaces it once it has "
+                         "finished as many presets), or move it aside first") from None
+    if path == out and not run.facts.get("partial"):
         raise SystemExit(f"--resume: the bench run at {out} is complete and no partial run is kept beside it "
                          f"({partial}), so there is nothing to resume; run again without --resume to measure "
                          f"anew ({out} is replaced only when the new run ends), or pass another --out")
-    raise SystemExit(f"--resume: no partial bench run at {partial}; start one without --resume (and the same "
-                     "--out), then resume it with the same flags")
+    return run
 
 
 def main(argv=None) -> int:

@@ -1,10 +1,6 @@
-"""Tools wing: what holds a path above its floor: each GEMV's own bandwidth, kernels per layer, GPU
-busy and idle.
-
-Each GEMV is timed with its weights from all layers replayed back to back in one
-CUDA graph, so its time is the kernels' own and no cache holds the weights. The
-steady timeline of each engine path gives GPU busy and idle µs and what each
-kernel costs beyond its share of the floor's bytes (overhead_us_per_kernel).
+"""Tools wing: what holds a path above its floor: each GEMV's own bandwidth (every layer's weights
+back to back in one CUDA graph, so no cache holds them), and from each engine path's steady timeline
+its kernels, GPU busy and idle µs and what each kernel costs beyond its bytes.
 """
 from __future__ import annotations
 
@@ -96,8 +92,7 @@ def measure_limits(engine, case: Case, rows: list[Row]) -> tuple[dict, dict[str,
 
 
 def triton_kernel_table(engine, case: Case) -> list[dict] | dict:
-    """The book's kernels of one layer, each timed over every layer (engine.kernels.layer_kernel_rows),
-    as the run stores them (KernelRow.to_dict), or {"error": ...}."""
+    """The book's kernels of one layer, each timed over every layer, as the run stores them, or {"error": ...}."""
     try:
         _, _, positions = engine.data[case.batch]
         rows = layer_kernel_rows(engine.model, positions, read_gbps=case.floor.bandwidth_gbps,

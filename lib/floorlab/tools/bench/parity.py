@@ -1,11 +1,7 @@
-"""Tools wing: parity against a float32 reference: is the engine's bf16 no farther from it than
-transformers' bf16?
+"""Tools wing: parity: is the engine's bf16 no farther from a float32 reference than transformers' bf16?
 
-Two bf16 models that each round differently disagree with each other by the sum
-of their errors, so comparing the engine with transformers' bf16 logits blames
-the engine for both. Both bf16 models are compared instead with transformers'
-model in float32 holding the same weights; the engine in float32 must match that
-reference closely, since there only the order of operations differs.
+Two bf16 models disagree by the sum of their rounding errors, so each is compared with transformers
+in float32 holding the same weights instead; the engine in float32 must match that closely.
 """
 from __future__ import annotations
 
@@ -16,7 +12,7 @@ from floorlab.engine.fused import relative_error
 from floorlab.engine.hf import HFDecoder
 from floorlab.engine.model import Qwen3Decoder
 
-from .inputs import decode_logits
+from .rows import decode_logits
 
 BF16_MARGIN = 1.25  # the engine's bf16 may be this much farther from float32 than transformers' bf16
 FP32_TOLERANCE = 1e-3  # engine float32 vs transformers float32, relative L2
@@ -24,17 +20,12 @@ MEMORY_MARGIN = 1.1  # free GPU memory a float32 copy needs, over its weight byt
 METRIC = "L2 norm of the logit difference over the L2 norm of the float32 reference's logits"
 
 
-def float32_bytes(shape) -> int:
-    """Bytes of one float32 copy of the shape's weights."""
-    return shape.weight_bytes(4)
-
-
 def memory_shortfall(shape, device, copies: int = 1) -> str:
     """'' when `copies` float32 copies of the weights fit on the device, else a sentence saying why not."""
     device = torch.device(device)
     if device.type != "cuda":
         return ""
-    need = copies * float32_bytes(shape) * MEMORY_MARGIN
+    need = copies * shape.weight_bytes(4) * MEMORY_MARGIN  # float32 weights
     free = free_bytes(device)  # the book's one answer to "how much is free"
     if free is None or free >= need:
         return ""

@@ -1,13 +1,9 @@
 """Tools wing: the whole bench in one process: bandwidths, floors, then each preset's paths, limits
-and parity.
+and parity, as one Run (kind "bench").
 
-The run is a floorlab.core.runs.Run (kind "bench"). After every preset it is written
-beside save_to, at partial_path(save_to), with facts["partial"] true; only the finished
-run replaces save_to, so a run that stops never costs the one there before. A partial
-run can be resumed (resume_from): its finished presets are kept, the rest are measured,
-and the floors keep its bandwidth once this machine has measured the same within 3%.
-A partial run is never replaced by one that has finished fewer presets. Where a file
-cannot be written, it is kept in a temporary folder that a message names.
+Until it ends, the run is written after every preset to partial_path(save_to), marked partial; only
+the finished run replaces save_to. A partial run can be resumed: its finished presets are kept, and
+their floors too once this card measures the same bandwidth within 3%.
 """
 from __future__ import annotations
 
@@ -26,12 +22,12 @@ from floorlab.core.progress import Stages
 from floorlab.core.roofline import decode_floor
 from floorlab.core.runs import Run, run_stamp
 from floorlab.engine.hf import HFDecoder
+from floorlab.engine.kernels.timing import free_memory
 
 from . import parity
-from .engine import measure_engine
-from .inputs import decode_logits, free_memory
+from .engine import FUSED, TUNED, measure_engine
 from .limits import measure_limits, triton_kernel_table
-from .rows import Case, Rows, error_text
+from .rows import Case, Rows, decode_logits, error_text
 from .settings import DEFAULT_CONTEXT, HF_PATHS, PATHS, Settings, make_settings
 from .targets import evaluate_targets
 from .transformers_paths import measure_transformers
@@ -73,13 +69,9 @@ def run_bench(presets=None, batches=None, context: int = DEFAULT_CONTEXT, *,
               resume_from: Run | None = None) -> Run:
     """Measure every path for every preset (a name or a Qwen3Shape) and batch; returns the Run.
 
-    Defaults: qwen3-0.6b and qwen3-8b at batch 1 and 8, 5 warm-up and 30 timed steps on
-    a GPU; qwen3-0.6b at batch 1 with 1 and 5 on the CPU, where graph rows are absent.
-    tuned_fused_for: presets that also get the fused step compiled with Inductor's tuning.
-    save_to: the finished run's JSON; until the run ends it is written to partial_path(save_to)
-    after every preset (and when it stops), and save_to is left as it was.
-    resume_from: a partial bench Run made with the same settings on the same kind of card
-    (Run.load of its JSON); its finished presets are kept and only the others are measured.
+    Defaults: qwen3-0.6b and qwen3-8b at batch 1 and 8 on a GPU, qwen3-0.6b at batch 1 on the CPU.
+    save_to: the finished run's JSON (left as it was until the run ends); resume_from: a partial
+    bench Run of the same settings on the same kind of card, whose finished presets are kept.
     """
     settings = make_settings(presets, batches, context, repeats=repeats, warmup=warmup,
                              device=device, skip_transformers=skip_transformers,
@@ -225,14 +217,14 @@ def _measure_preset(shape, cases: dict[int, Case], settings: Settings, rows: Row
     stage(f"{shape.name}: parity, bf16 logits")
     data = engine.data[first.batch]
     bf16 = {"engine": decode_logits(engine.model, data)}
-    for prefix, (step, _) in engine.compiled.items():  # the fused step, and the tuned one where built
-        bf16[prefix.replace(" ", "_")] = decode_logits(engine.model, data, step)
+    for prefix in (FUSED, TUNED):  # the fused step, and the tuned one where built
+        if prefix in engine.built:
+            bf16[prefix.replace(" ", "_")] = decode_logits(engine.model, data, engine.built[prefix][0])
     model = engine.model
     del engine  # its graphs and compiled step
     _reset_compiled(settings)
     stage(f"{shape.name}: build transformers")
     try:
-
         hf = HFDecoder.from_decoder(model)
     except Exception as err:
         for case in cases.values():
@@ -260,7 +252,7 @@ def _measure_preset(shape, cases: dict[int, Case], settings: Settings, rows: Row
 
 
 def _reset_compiled(settings: Settings) -> None:
-    """Drop compiled code that holds the model, then hand its memory back."""
+    """Drop compiled code, which holds the model, then hand its memory back."""
     if settings.on_cuda or settings.compile_on_cpu:
         torch._dynamo.reset()
     free_memory()

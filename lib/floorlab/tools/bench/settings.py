@@ -1,8 +1,5 @@
-"""Tools wing: what one bench run measures: presets, batches, context and step counts, checked once.
-
-Every bad value is refused here with a message that says how to fix it, so the
-command line and run_bench() refuse the same things in the same words.
-"""
+"""Tools wing: what one bench run measures (presets, batches, context and step counts), checked once,
+so the command line and run_bench() refuse the same things in the same words."""
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -11,18 +8,15 @@ import torch
 
 from floorlab.core.device import resolve_device
 from floorlab.core.memory import HEADROOM_BYTES, model_bytes
+from floorlab.core.numbers import whole_number
 from floorlab.core.plan import CardPlan, card_plan
 from floorlab.core.shapes import Qwen3Shape, get_shape
 from floorlab.core.timelines import STEADY_STEPS
 from floorlab.core.timing import SETTLE_MAX_CALLS
 
-GPU_PRESETS = ("qwen3-0.6b", "qwen3-8b")
-CPU_PRESETS = ("qwen3-0.6b",)
-GPU_BATCHES = (1, 8)
-CPU_BATCHES = (1,)
-DEFAULT_CONTEXT = 32
-MAX_BATCH = 16
-MAX_CONTEXT = 8192
+GPU_PRESETS, CPU_PRESETS = ("qwen3-0.6b", "qwen3-8b"), ("qwen3-0.6b",)
+GPU_BATCHES, CPU_BATCHES = (1, 8), (1,)
+DEFAULT_CONTEXT, MAX_BATCH, MAX_CONTEXT = 32, 16, 8192
 GPU_WARMUP, GPU_REPEATS = 5, 30
 CPU_WARMUP, CPU_REPEATS = 1, 5
 # decode calls a row makes beyond warm-up and repeats: a CPU settling, a launch count,
@@ -37,7 +31,7 @@ PATHS = ENGINE_PATHS + HF_PATHS
 
 @dataclass(frozen=True)
 class Settings:
-    """One run's checked settings: shapes, batch sizes, prompt tokens, warm-up and timed steps."""
+    """One run's checked settings."""
 
     shapes: tuple[Qwen3Shape, ...]
     batches: tuple[int, ...]
@@ -54,18 +48,13 @@ class Settings:
 
     @property
     def on_cuda(self) -> bool:
-        """True when the run measures a CUDA GPU."""
         return self.device.type == "cuda"
 
     @property
     def cache_tokens(self) -> int:
-        """Static cache slots per row the models are built with: context plus a slot per call, in 16s.
-
-        transformers' StaticCache writes each call at its own running count, whatever
-        position it is given, so every decode call of a row takes a fresh slot.
-        """
-        needed = self.context + 1 + self.warmup + self.repeats + EXTRA_CALLS
-        return -(-needed // 16) * 16
+        """Cache slots per row, in 16s: context plus a slot per call, since transformers' StaticCache
+        writes each call at its own running count, whatever position it is given."""
+        return -(-(self.context + 1 + self.warmup + self.repeats + EXTRA_CALLS) // 16) * 16
 
     def to_dict(self) -> dict:
         """Plain dict, ready for JSON (Run.settings)."""
@@ -88,25 +77,21 @@ class Settings:
         """Why the tuned fused rows are left out for preset, or '' when they run."""
         if preset in self.tuned_fused_for:
             return ""
-        return ("not asked for: Inductor's tuning takes minutes per batch size; "
-                f"pass --tuned-fused-for {preset}")
+        return f"not asked for: Inductor's tuning takes minutes per batch size; pass --tuned-fused-for {preset}"
 
 
 def _presets_in(names, shapes, what: str) -> tuple[str, ...]:
-    """names as a tuple after checking that each is a preset this run measures."""
-    names = tuple(names)
+    """names, each a preset this run measures, else a ValueError naming the stray ones."""
     stray = [p for p in names if p not in {s.name for s in shapes}]
     if stray:
         raise ValueError(f"{what} names {', '.join(stray)}, which this run does not measure; "
                          f"pick from {', '.join(s.name for s in shapes)}")
-    return names
+    return tuple(names)
 
 
 def default_presets(device: torch.device, batches, context: int = DEFAULT_CONTEXT) -> tuple[str, ...]:
-    """GPU_PRESETS whose weights and cache fit the card's whole memory with headroom; a line says which not.
-
-    (A 16 GB card holds the 0.6B but not the 8B, whose bf16 weights alone are 16.4 GB.)
-    """
+    """GPU_PRESETS whose weights and cache fit the card's whole memory with headroom (a 16 GB card holds
+    the 0.6B, not the 8B's 16.4 GB of bf16 weights); a line says which are left out."""
     total = torch.cuda.get_device_properties(device).total_memory
     kept = []
     for name in GPU_PRESETS:
@@ -120,11 +105,9 @@ def default_presets(device: torch.device, batches, context: int = DEFAULT_CONTEX
     return tuple(kept) or GPU_PRESETS[:1]
 
 
-def _whole(value, name: str, lowest: int, highest: int | None, hint: str) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value < lowest or (
-            highest is not None and value > highest):
-        bound = f"from {lowest} to {highest}" if highest is not None else f">= {lowest}"
-        raise ValueError(f"{name} must be a whole number {bound}, got {value!r}; {hint}")
+def _at_most(value: int, highest: int, name: str, hint: str) -> int:
+    if value > highest:
+        raise ValueError(f"{name} must be a whole number from 1 to {highest}, got {value}; {hint}")
     return value
 
 
@@ -132,7 +115,7 @@ def make_settings(presets=None, batches=None, context: int = DEFAULT_CONTEXT, *,
                   repeats: int | None = None, warmup: int | None = None, device=None,
                   skip_transformers: bool = False, skip_fused: bool = False,
                   compile_on_cpu: bool = False, transformers_for=None, tuned_fused_for=()) -> Settings:
-    """Checked Settings; None picks the defaults of the device (GPU: 0.6B and 8B at b1, b8)."""
+    """Checked Settings; None picks the device's defaults (GPU: 0.6B and 8B at b1, b8)."""
     device = resolve_device(device)
     if device.type == "cuda" and device.index is None:
         device = torch.device("cuda", torch.cuda.current_device())
@@ -141,24 +124,23 @@ def make_settings(presets=None, batches=None, context: int = DEFAULT_CONTEXT, *,
     if presets is None:
         presets = default_presets(device, batches, context) if on_cuda else CPU_PRESETS
     if not presets or not batches:
-        raise ValueError("pass at least one preset and one batch size, e.g. "
-                         "presets=['qwen3-0.6b'], batches=[1]")
+        raise ValueError("pass at least one preset and one batch size, e.g. presets=['qwen3-0.6b'], batches=[1]")
     shapes = tuple(get_shape(p) for p in presets)
     if transformers_for is not None:
         transformers_for = _presets_in(transformers_for, shapes, "transformers_for")
-    tuned_fused_for = _presets_in(tuned_fused_for or (), shapes, "tuned_fused_for")
-    for b in batches:
-        _whole(b, "every batch size", 1, MAX_BATCH, "the largest graph bucket is "
-               f"{MAX_BATCH}; pass sizes such as 1 or 8")
-    _whole(context, "context", 1, MAX_CONTEXT, "it counts the prompt tokens already in the cache")
+    bucket = f"the largest graph bucket is {MAX_BATCH}; pass sizes such as 1 or 8"
+    batches = [_at_most(whole_number(b, "every batch size", hint=bucket), MAX_BATCH, "every batch size", bucket)
+               for b in batches]
+    prompt = "it counts the prompt tokens already in the cache"
+    context = _at_most(whole_number(context, "context", hint=prompt), MAX_CONTEXT, "context", prompt)
     if repeats is not None:
-        _whole(repeats, "repeats", 1, None, "it counts the timed steps per row")
+        repeats = whole_number(repeats, "repeats", hint="it counts the timed steps per row")
     if warmup is not None:
-        _whole(warmup, "warmup", 0, None, "it counts the untimed steps before a row is timed")
+        warmup = whole_number(warmup, "warmup", at_least=0, hint="it counts the untimed steps before a row is timed")
     return Settings(
         shapes=shapes, batches=tuple(sorted(set(batches))), context=context,
         warmup=warmup if warmup is not None else (GPU_WARMUP if on_cuda else CPU_WARMUP),
-        repeats=repeats or (GPU_REPEATS if on_cuda else CPU_REPEATS), device=device,
-        plan=card_plan(device),
+        repeats=repeats or (GPU_REPEATS if on_cuda else CPU_REPEATS), device=device, plan=card_plan(device),
         skip_transformers=skip_transformers, skip_fused=skip_fused, compile_on_cpu=compile_on_cpu,
-        transformers_for=transformers_for, tuned_fused_for=tuned_fused_for)
+        transformers_for=transformers_for, tuned_fused_for=_presets_in(tuned_fused_for or (), shapes,
+                                                                       "tuned_fused_for"))

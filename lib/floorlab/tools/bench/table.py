@@ -2,7 +2,7 @@
 parity, limits, targets."""
 from __future__ import annotations
 
-from floorlab.core.prose import wrap
+from floorlab.core.prose import COLUMN, wrap
 from floorlab.core.runs import Row, Run
 from floorlab.core.summary import paths_table, preset_size
 from floorlab.engine.kernels import format_layer_table
@@ -86,23 +86,23 @@ def format_table(run: Run) -> str:
             lines.append(f"  the book's kernels, {preset} b{facts.get('batch', '?')}, each over every layer:")
             lines += ["    " + line for line in format_layer_table(facts["triton_kernels"],
                                                                   facts.get("num_layers", 1)).splitlines()]
-    lines += ["", "targets:"]
+    return "\n".join(lines + _target_lines(run, limits))
+
+
+def _target_lines(run: Run, limits: dict, indent: str = "  ", width: int | None = None) -> list[str]:
+    """'targets:', then each target's verdict, value and the cause of a miss (wrapped to width when given)."""
+    lines = ["", "targets:"]
     for t in evaluate_targets(run.rows, limits):
         value = "" if t["value"] is None else f": {t['value']:.2f}"
-        note = f" ({t['note']})" if t["note"] else ""
-        lines.append(f"  {VERDICTS[t['passed']]} {t['target']}{value}{note}")
-    return "\n".join(lines)
+        line = f"{indent}{VERDICTS[t['passed']]} {t['target']}{value}" + (f" ({t['note']})" if t["note"] else "")
+        lines.append(wrap(line, width) if width else line)
+    return lines
 
 
 def format_summary(run: Run, *, batch: int = 1, paths=None, targets: bool = True) -> str:
     """paths_table of the run at one batch size, then the targets with the cause of every miss
     (unless targets is False), wrapped to the page's column."""
-    lines = [paths_table(run, batch=batch, paths=paths)]
+    table = paths_table(run, batch=batch, paths=paths)
     if not targets:
-        return "\n".join(lines)
-    lines += ["", "targets:"]
-    for t in evaluate_targets(run.rows, run.facts.get("limits", {})):
-        value = "" if t["value"] is None else f": {t['value']:.2f}"
-        note = f" ({t['note']})" if t["note"] else ""
-        lines.append(wrap(f"{VERDICTS[t['passed']]} {t['target']}{value}{note}"))
-    return "\n".join(lines)
+        return table
+    return "\n".join([table] + _target_lines(run, run.facts.get("limits", {}), indent="", width=COLUMN))

@@ -113,60 +113,50 @@ def race_cause(row: Row, rival: Row) -> str:
     return "; ".join(c for c in causes if c)
 
 
+def _judged(target: str, preset: str, batch: int, path: str, limit: float, needed, judge, absent: str = "") -> dict:
+    """The target's row of the run: judge() -> (value, passed, why missed) once every needed (row, path)
+    was measured, else why not (absent, or the first one missing)."""
+    head = {"target": target, "preset": preset, "batch": batch, "path": path, "limit": limit}
+    missing = next(((row, name) for row, name in needed if row is None or not row.measured), None)
+    if absent or missing is not None:
+        return dict(head, value=None, passed=None, note=absent or _missing(*missing))
+    value, passed, why = judge()
+    return dict(head, value=value, passed=passed, note="" if passed else f"missed: {why}")
+
+
 def evaluate_targets(rows: list[Row], limits: dict[str, dict] | None = None) -> list[dict]:
     """Each target's value, passed (None when not measured) and a note: the cause of a miss, or why absent."""
     limits = limits or {}
     out = []
     for preset, batch, path, most in FLOOR_TARGETS:
         row = _find(rows, preset, batch, path)
-        target = {"target": f"{preset} b{batch}: {path} <= {most}x the floor", "preset": preset,
-                  "batch": batch, "path": path, "limit": most, "value": None, "passed": None}
-        if row is None or not row.measured:
-            target["note"] = _missing(row, path)
-        else:
-            target.update(value=row.x_floor, passed=row.x_floor <= most)
-            target["note"] = "" if target["passed"] else (
-                f"missed: {row.x_floor:.2f}x; {floor_cause(row, limits.get(preset))}")
-        out.append(target)
+        out.append(_judged(f"{preset} b{batch}: {path} <= {most}x the floor", preset, batch, path, most,
+                           [(row, path)], lambda: (row.x_floor, row.x_floor <= most,
+                                                   f"{row.x_floor:.2f}x; {floor_cause(row, limits.get(preset))}")))
     for preset, path, batch, most in BATCH_TARGETS:
         row, single = _find(rows, preset, batch, path), _find(rows, preset, 1, path)
-        target = {"target": f"{preset}: {path} at batch {batch} <= {most}x its batch-1 time", "preset": preset,
-                  "batch": batch, "path": path, "limit": most, "value": None, "passed": None}
-        if row is None or not row.measured or single is None or not single.measured:
-            bad = (row, path) if row is None or not row.measured else (single, path)
-            target["note"] = _missing(*bad)
-        else:
-            ratio = row.median_ms / single.median_ms
-            target.update(value=ratio, passed=ratio <= most)
-            target["note"] = "" if target["passed"] else (
-                f"missed: {row.median_ms:.3f} ms against {single.median_ms:.3f} ms at batch 1; "
-                f"{_kernels(row)}{batch_cause(limits.get(preset), batch)}")
-        out.append(target)
+        out.append(_judged(
+            f"{preset}: {path} at batch {batch} <= {most}x its batch-1 time", preset, batch, path, most,
+            [(row, path), (single, path)], lambda: (
+                row.median_ms / single.median_ms, row.median_ms / single.median_ms <= most,
+                f"{row.median_ms:.3f} ms against {single.median_ms:.3f} ms at batch 1; "
+                f"{_kernels(row)}{batch_cause(limits.get(preset), batch)}")))
     for preset, least in GEMV_TARGETS:
+        target = f"{preset} b1: each of the book's layer GEMVs >= {least:.0f}% of the read bandwidth"
         kernels = limits.get(preset, {}).get("triton_kernels")
-        target = {"target": f"{preset} b1: each of the book's layer GEMVs >= {least:.0f}% of the read bandwidth",
-                  "preset": preset, "batch": 1, "path": "triton kernels", "limit": least, "value": None,
-                  "passed": None}
         if not isinstance(kernels, list):
-            target["note"] = (kernels or {}).get("error", "the per-kernel table was not measured in this run")
-        else:
-            gemvs = [k for k in kernel_rows(kernels) if k.kernel in LAYER_GEMVS]
-            target.update(value=min(k.pct_read for k in gemvs),
-                          passed=all(k.pct_read >= least for k in gemvs))
-            target["note"] = "" if target["passed"] else "missed: " + ", ".join(
-                f"{k.kernel} {k.pct_read:.0f}%" for k in gemvs) + _without_wait(gemvs)
-        out.append(target)
+            why = (kernels or {}).get("error", "the per-kernel table was not measured in this run")
+            out.append(_judged(target, preset, 1, "triton kernels", least, [], None, absent=why))
+            continue
+        gemvs = [k for k in kernel_rows(kernels) if k.kernel in LAYER_GEMVS]
+        out.append(_judged(target, preset, 1, "triton kernels", least, [], lambda: (
+            min(k.pct_read for k in gemvs), all(k.pct_read >= least for k in gemvs),
+            ", ".join(f"{k.kernel} {k.pct_read:.0f}%" for k in gemvs) + _without_wait(gemvs))))
     for preset, batch, path, rival_path in RACE_TARGETS:
         row, rival = _find(rows, preset, batch, path), _find(rows, preset, batch, rival_path)
-        target = {"target": f"{preset} b{batch}: {path} faster than {rival_path}", "preset": preset,
-                  "batch": batch, "path": path, "limit": 1.0, "value": None, "passed": None}
-        if row is None or not row.measured or rival is None or not rival.measured:
-            bad = (row, path) if row is None or not row.measured else (rival, rival_path)
-            target["note"] = _missing(*bad)
-        else:
-            ratio = row.median_ms / rival.median_ms
-            target.update(value=ratio, passed=ratio < 1.0)
-            target["note"] = "" if target["passed"] else (
-                f"missed: {ratio:.2f}x {rival_path}'s time; {race_cause(row, rival)}")
-        out.append(target)
+        out.append(_judged(f"{preset} b{batch}: {path} faster than {rival_path}", preset, batch, path, 1.0,
+                           [(row, path), (rival, rival_path)], lambda: (
+                               row.median_ms / rival.median_ms, row.median_ms < rival.median_ms,
+                               f"{row.median_ms / rival.median_ms:.2f}x {rival_path}'s time; "
+                               f"{race_cause(row, rival)}")))
     return out

@@ -1,5 +1,5 @@
-"""Tools wing: transformers' Qwen3ForCausalLM with the engine's weights, three ways: eager, CUDA
-graph, compiled."""
+"""Tools wing: transformers' Qwen3ForCausalLM with the engine's weights, three ways: eager, replayed
+from a CUDA graph, and compiled."""
 from __future__ import annotations
 
 import time
@@ -7,13 +7,12 @@ import time
 import torch
 
 from floorlab.engine.graphs import GraphRunner
+from floorlab.engine.kernels.timing import free_memory
 
-from .inputs import decode_inputs, free_memory, prefill, sync
-from .rows import Case, Rows, measure_graph_row
+from .rows import Case, Rows, decode_inputs, measure_graph_row, prefill
 from .settings import Settings
 
-NO_COMPILE_GRAPHS = ("CUDA graphs need a CUDA GPU (mode='reduce-overhead' is torch.compile "
-                     "with CUDA graphs)")
+NO_COMPILE_GRAPHS = "CUDA graphs need a CUDA GPU (mode='reduce-overhead' is torch.compile with CUDA graphs)"
 COMPILE_CALLS = 3  # compile, then Inductor's graph warm-up and recording
 
 
@@ -47,12 +46,8 @@ def measure_transformers(hf, cases: dict[int, Case], settings: Settings, rows: R
 
 
 def _graph_row(rows: Rows, case: Case, hf, data, eager):
-    """transformers' decode step replayed by floorlab's GraphRunner, checked from fresh prefills.
-
-    Runs in inference mode: transformers' cache tensors are inference tensors, which
-    may be reset (and the graph's inputs written) only there.
-    """
-
+    """transformers' step replayed by the book's GraphRunner, checked from fresh prefills, in inference
+    mode: transformers' cache tensors may be reset (and the graph's inputs written) only there."""
     with torch.inference_mode():
         prefill(hf, data[0])  # transformers' cache is sized by the batch of the last prefill
         runner = GraphRunner(hf, buckets=(case.batch,))
@@ -66,12 +61,8 @@ def _graph_row(rows: Rows, case: Case, hf, data, eager):
 
 
 def compile_hf(hf):
-    """transformers' decode step under torch.compile(mode="reduce-overhead", fullgraph=True).
-
-    The compiled function is decode_step's body without its inference-mode decorator
-    (the compiler refuses to enter inference mode inside a graph); the caller runs it
-    in inference mode, where transformers' cache tensors live.
-    """
+    """transformers' decode step under torch.compile(mode="reduce-overhead", fullgraph=True): its body
+    without the inference-mode decorator, which a graph cannot enter; the caller runs it in inference mode."""
     body = getattr(type(hf).decode_step, "__wrapped__", None)
     if body is None:
         fn = hf.decode_step
@@ -91,6 +82,6 @@ def _compile_row(rows: Rows, case: Case, compiled, tokens, positions):
     start = time.perf_counter()
     for _ in range(COMPILE_CALLS):
         step()
-    sync(case.device)
+    torch.cuda.synchronize(case.device)  # a compiled graph runs on a CUDA GPU alone
     return rows.measure(case, "hf compile", step, compile_s=time.perf_counter() - start,
                         note=f"compile_s: first {COMPILE_CALLS} calls (compile, warm-up, record)")
