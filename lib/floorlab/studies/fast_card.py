@@ -63,9 +63,9 @@ def stored_runs(prefix: str = "h200-") -> dict[str, Run]:
     return found
 
 
-def stored_spread(path_names, *, preset: str, batch: int, prefix: str = "h200-") -> StoredSpread:
+def stored_spread(path_names, *, preset: str, batch: int) -> StoredSpread:
     """How the median of one path (its chapter and bench names) moved across a card's stored runs."""
-    rows = {name: row for name, run in stored_runs(prefix).items()
+    rows = {name: row for name, run in stored_runs().items()
             if (row := first_row(run, path_names, preset, batch)) is not None}
     if not rows:
         raise ValueError(f"no stored run measured {path_names} for {preset} at batch {batch}")
@@ -80,7 +80,6 @@ class PathDifference:
     what: str
     chapter: Timing
     bench: Timing
-    unit: str = "ms"
 
     @property
     def comparison(self) -> Comparison:
@@ -103,7 +102,7 @@ class PathDifference:
     def line(self) -> str:
         verdict = self.comparison.verdict("apart", "apart", "within the spreads")
         return (f"{self.what:<14} {sig(self.chapter.median_ms):>9} {sig(self.bench.median_ms):>9}"
-                f" {self.unit:<3} {'+' if self.change >= 0 else '-'}{sig(abs(self.change) * 100) + '%':>6}  {verdict}")
+                f" ms  {'+' if self.change >= 0 else '-'}{sig(abs(self.change) * 100) + '%':>6}  {verdict}")
 
 
 def floor_timing(run: Run, preset: str, batch: int) -> Timing:

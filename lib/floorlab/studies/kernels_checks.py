@@ -9,10 +9,10 @@ TARGET_MULTIPLE = 1.5  # challenge 1: the replay at this multiple of its floor
 ROWS_PER_PROGRAM = 32  # challenge 2: output rows per program on the tensor cores
 
 
-def layer_budget_us(floor_ms: float, num_layers: int, multiple: float = TARGET_MULTIPLE) -> float:
-    """µs a layer's kernels may take beyond their bytes for the step to run at multiple × its floor
+def layer_budget_us(floor_ms: float, num_layers: int) -> float:
+    """µs a layer's kernels may take beyond their bytes for the step to run at TARGET_MULTIPLE × its floor
     (the output head's kernels taken as free beyond their bytes)."""
-    return (multiple - 1) * floor_ms * 1e3 / num_layers
+    return (TARGET_MULTIPLE - 1) * floor_ms * 1e3 / num_layers
 
 
 def check_layer_budget(my_us, *, floor_ms: float, num_layers: int) -> str:
@@ -24,14 +24,14 @@ def check_layer_budget(my_us, *, floor_ms: float, num_layers: int) -> str:
                "the whole step's budget, not one layer's": layer_budget_us(floor_ms, 1)})
 
 
-def programs(rows: int, rows_per_program: int = ROWS_PER_PROGRAM) -> int:
-    """Programs of a GEMV with `rows` output rows, without a split."""
-    return -(-int(rows) // rows_per_program)
+def programs(rows: int) -> int:
+    """Programs of a GEMV with `rows` output rows, ROWS_PER_PROGRAM each, without a split."""
+    return -(-int(rows) // ROWS_PER_PROGRAM)
 
 
-def least_split_k(rows: int, sm_count: int, rows_per_program: int = ROWS_PER_PROGRAM) -> int:
+def least_split_k(rows: int, sm_count: int) -> int:
     """The smallest split of K that gives each of sm_count SMs at least one program."""
-    return -(-int(sm_count) // programs(rows, rows_per_program))
+    return -(-int(sm_count) // programs(rows))
 
 
 def check_split_k(my_split_k, *, rows: int, sm_count: int) -> str:
