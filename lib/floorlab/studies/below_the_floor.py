@@ -26,10 +26,9 @@ from floorlab.engine.buckets import bucket_for
 OPS_TOLERANCE = 0.15  # an op count within 15% of the profiler's counts as the same count
 
 
-def whole_table_bytes(shape, batch: int, visible_tokens: int, dtype_bytes: int = 2) -> int:
-    """Bytes a step would read counting its untied input table whole (the slip), not only its rows."""
-    return (shape.weight_bytes(dtype_bytes)
-            + int(batch) * int(visible_tokens) * shape.kv_bytes_per_token(dtype_bytes))
+def whole_table_bytes(shape, batch: int, visible_tokens: int) -> int:
+    """Bytes a bf16 step would read counting its untied input table whole (the slip), not only its rows."""
+    return shape.weight_bytes() + int(batch) * int(visible_tokens) * shape.kv_bytes_per_token()
 
 
 def other_bandwidth(bandwidths) -> tuple[str, float]:
