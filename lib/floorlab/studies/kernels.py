@@ -29,14 +29,12 @@ from floorlab.engine.measure import source_for
 
 @dataclass(frozen=True)
 class StoredSweep:
-    """The stored kernel sweep (python -m floorlab sweep, kept as lib/floorlab/reference/<name>.json)."""
+    """What the chapter reads of the stored kernel sweep (python -m floorlab sweep, kept as reference/<name>.json)."""
     name: str
     device: dict
     batches: tuple[int, ...]
-    context: int
     floor_gbps: float  # the bandwidth every step row is floored with
     size_rows: list[dict]  # sweep_sizes rows
-    gemv_rows: list[dict]  # one per GEMV, batch and config timed
     step_rows: list[dict]  # whole steps
     variant_rows: list[dict]  # whole steps with one launch setting changed from the default
     best_configs: dict[str, dict]  # '<preset> <gemv> b<batch>': the fastest GemvConfig, as a dict
@@ -56,9 +54,9 @@ class StoredSweep:
 
 def stored_sweep(name: str = "h200-kernel-sweep") -> StoredSweep:
     data = reference_json(name)
-    return StoredSweep(name=name, device=data["device"], batches=tuple(data["batches"]), context=data["context"],
-                       floor_gbps=data["floor_gbps"], size_rows=data["size_rows"], gemv_rows=data["gemv_rows"],
-                       step_rows=data["step_rows"], variant_rows=data["variant_rows"], best_configs=data["best"])
+    return StoredSweep(name=name, device=data["device"], batches=tuple(data["batches"]), floor_gbps=data["floor_gbps"],
+                       size_rows=data["size_rows"], step_rows=data["step_rows"], variant_rows=data["variant_rows"],
+                       best_configs=data["best"])
 
 
 # Llama-3.2-1B-Instruct's public config: 16 layers, hidden 2048, 32 query and 8 KV heads of 64,

@@ -71,8 +71,11 @@ def stream_shapes(lengths: Iterable[int], buckets: Iterable[int] | None = None) 
     """Distinct prompt shapes of a stream, and the buckets (powers of two unless given) and extra
     tokens padding takes."""
     lengths = whole_numbers(lengths, "lengths", hint="pass prompt lengths in tokens, e.g. prompt_stream(1000)")
-    buckets = (powers_of_two(max(lengths)) if buckets is None else tuple(whole_numbers(
-        buckets, "buckets", hint="pass bucket sizes in tokens, e.g. (256, 1024, 8192), or None for powers of two")))
+    if buckets is None:
+        buckets = powers_of_two(max(lengths))
+    else:
+        hint = "pass bucket sizes in tokens, e.g. (256, 1024, 8192), or None for powers of two"
+        buckets = tuple(whole_numbers(buckets, "buckets", hint=hint))
     used = {bucket_for(n, buckets) for n in lengths}
     return StreamShapes(len(lengths), min(lengths), max(lengths), len(set(lengths)), len(used),
                         padded_share(lengths, buckets))
