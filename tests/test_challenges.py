@@ -227,15 +227,28 @@ def test_the_per_launch_check_names_each_wrong_division():
 def test_the_padding_check_names_the_copy_bandwidth():
     read, copy = 4291.0, 4250.0  # within 1% of each other, as on the stored H200 run
     answer = below_the_floor.padding_answer(batch=5, buckets=(1, 2, 4, 8), kv_bytes_per_token=114_688,
-                                            cache_tokens=128, bandwidth_gbps=read, launch_saving_ms=7.06)
-    wrong = below_the_floor.padding_wrongs(answer, other_bandwidth=("copy", copy), eager_ms=9.14)
+                                            cache_tokens=128, bandwidth_gbps=read, launch_saving_ms=7.06,
+                                            other_bandwidth=("copy", copy), eager_ms=9.14)
     with_copy = 7.06e-3 * copy * 1e9 / (3 * 114_688)
-    verdict = below_the_floor.check_padding(3, with_copy, answer, wrong=wrong)
+    verdict = below_the_floor.check_padding(3, with_copy, answer)
     assert verdict.startswith("not yet") and "copy bandwidth" in verdict, verdict
     every_row = 7.06e-3 * read * 1e9 / (8 * 114_688)
-    assert "every row of the bucket" in below_the_floor.check_padding(3, every_row, answer, wrong=wrong)
+    assert "every row of the bucket" in below_the_floor.check_padding(3, every_row, answer)
     printed = 7.06e-3 * 4291 * 1e9 / (3 * 114_688)  # from the digits the prompt prints
-    assert below_the_floor.check_padding(3, printed, answer, wrong=wrong).startswith("right")
+    assert below_the_floor.check_padding(3, printed, answer).startswith("right")
+
+
+def test_the_bandwidth_the_floor_did_not_use_is_the_other_measured_one():
+    bandwidths = _bandwidths(copy_gbps=4250.0, read_gbps=4291.0)
+    assert below_the_floor.other_bandwidth(bandwidths) == ("copy", 4250.0)
+    assert below_the_floor.other_bandwidth(_bandwidths(copy_gbps=900.0, read_gbps=800.0)) == ("read", 800.0)
+
+
+def _bandwidths(*, copy_gbps: float, read_gbps: float):
+    from floorlab.core.bandwidth import Bandwidth, Bandwidths
+
+    return Bandwidths(copy=Bandwidth("copy", copy_gbps, copy_gbps, copy_gbps, 1, "stand-in"),
+                      read=Bandwidth("read", read_gbps, read_gbps, read_gbps, 1, "stand-in"))
 
 
 def test_the_8b_check_names_the_whole_table_the_copy_bandwidth_and_an_unscaled_gap():

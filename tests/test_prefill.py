@@ -37,6 +37,7 @@ from floorlab.studies.prefill import (
     padded_share,
     powers_of_two,
     prompt_stream,
+    random_prompt,
     stored_contexts,
     stored_sweep,
     stream_shapes,
@@ -177,6 +178,22 @@ def test_stream_shapes_count_distinct_prompts_and_buckets():
     shapes = stream_shapes([16, 16, 17, 100, 1000])
     assert (shapes.requests, shapes.distinct, shapes.buckets_used) == (5, 4, 4)
     assert shapes.padded_share == pytest.approx((16 + 16 + 32 + 128 + 1024) / 1149 - 1)
+
+
+@pytest.mark.parametrize("call, name, fix", [
+    (lambda: kv_share(None), "floor", "fl.decode_floor"),
+    (lambda: kv_share({"batch": 1}), "floor", "fl.decode_floor"),
+    (lambda: stream_shapes([16, 0, 32]), "lengths", "prompt lengths in tokens"),
+    (lambda: stream_shapes("16 32"), "lengths", "prompt lengths in tokens"),
+    (lambda: stream_shapes([16, 32], buckets=[64, 2.5]), "buckets", "bucket sizes in tokens"),
+    (lambda: random_prompt(None, 4), "model", "fl.build_model"),
+    (lambda: random_prompt(build_model(TINY, max_batch=1, max_context=8), 0), "prompt_tokens", "in tokens"),
+    (lambda: random_prompt(build_model(TINY, max_batch=1, max_context=8), 4, seed=-1), "seed", "seed the prompt"),
+])
+def test_the_stream_and_prompt_helpers_refuse_a_bad_argument_by_name_and_say_the_fix(call, name, fix):
+    with pytest.raises(ValueError, match=name) as refused:
+        call()
+    assert fix in str(refused.value)
 
 
 # ---- measurements on a tiny model ------------------------------------------------------

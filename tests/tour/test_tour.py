@@ -43,7 +43,7 @@ FUNCTIONS = ("floor_ms", "fmt_ms", "fmt_gbps", "wrap", "get_shape", "decode_floo
              "measure_bandwidths", "describe_device", "card_plan", "reference_run", "reference_figure", "Run.load",
              "Run.from_dict", "show_source", "stacked_bar", "timeline", "check_number", "worked_answer",
              "kernels.beyond_per_layer_us", "kernels.gemv_shapes", "serving_stream.request_stream",
-             "prefill_checks.fixed_cost_answer")
+             "prefill_checks.fixed_cost_answer", "prefill.kv_share", "prefill.stream_shapes", "prefill.random_prompt")
 
 
 @pytest.mark.parametrize("name", FUNCTIONS)

@@ -8,6 +8,7 @@ import sys
 import threading
 from functools import partial
 from pathlib import Path
+from types import SimpleNamespace
 
 import torch
 
@@ -56,7 +57,7 @@ def library(work: Path) -> list[Case]:
     from floorlab.core.bandwidth import Bandwidth, Bandwidths
     from floorlab.core.runs import Run
     from floorlab.engine.kernels import gemv_shapes
-    from floorlab.studies import kernels, prefill_checks, serving_stream
+    from floorlab.studies import kernels, prefill, prefill_checks, serving_stream
 
     shape = _tiny_shape()
     bw = Bandwidths(
@@ -236,7 +237,24 @@ def library(work: Path) -> list[Case]:
     cases += each_argument(
         "library", "kernels.gemv_shapes", gemv_shapes, {"shape": shape}, {"shape": [None, 3, "nope"]}
     )
-    # prefill.kv_share, stream_shapes and random_prompt check no arguments yet
+    cases += each_argument(
+        "library", "prefill.kv_share", prefill.kv_share, {"floor": floor}, {"floor": [None, 3, "nope", {}, []]}
+    )
+    cases += each_argument(
+        "library",
+        "prefill.stream_shapes",
+        prefill.stream_shapes,
+        {"lengths": [16, 16, 100]},
+        {"lengths": [[], [0], [2.5], ["16"], "16", None, 3], "buckets": [[], [0], [2.5], "128", 3, [4]]},
+    )
+    stand_in = SimpleNamespace(device=torch.device("cpu"), shape=shape)  # what random_prompt reads of a model
+    cases += each_argument(
+        "library",
+        "prefill.random_prompt",
+        prefill.random_prompt,
+        {"model": stand_in, "prompt_tokens": 4},
+        {"model": [None, 3, "qwen3-0.6b"], "prompt_tokens": BAD_WHOLE, "seed": [-1, 2.5, "0", None, NAN]},
+    )
     cases += each_argument(
         "library",
         "serving_stream.request_stream",

@@ -1,9 +1,6 @@
-"""Studies wing: what only the first chapter, "Below the floor", needs: its first three challenges
-(the fourth, the buffer-reuse bug, is below_the_floor_detector), and the sentence that sets the
-profiled step against the timed one.
-
-Each check returns a one-line verdict and refuses the plausible wrong quantities by name; each
-answer works the challenge through in numbers taken from the run the reader just made.
+"""Studies wing: the first chapter's first three challenges (the fourth is below_the_floor_detector)
+and the sentence that sets the profiled step against the timed one. Each check refuses the
+plausible wrong quantities by name; each answer works in the reader's own numbers.
 """
 from __future__ import annotations
 
@@ -29,36 +26,26 @@ from floorlab.engine.buckets import bucket_for
 OPS_TOLERANCE = 0.15  # an op count within 15% of the profiler's counts as the same count
 
 
-def whole_table_bytes(shape, batch: int, visible_tokens: int, dtype_bytes: int = 2) -> int:
-    """Bytes a step would read with its whole input table: every weight plus the visible KV cache
-    (the slip of counting an untied table whole, though a step gathers only its rows)."""
-    return (shape.weight_bytes(dtype_bytes)
-            + int(batch) * int(visible_tokens) * shape.kv_bytes_per_token(dtype_bytes))
+def whole_table_bytes(shape, batch: int, visible_tokens: int) -> int:
+    """Bytes a bf16 step would read counting its untied input table whole (the slip), not only its rows."""
+    return shape.weight_bytes() + int(batch) * int(visible_tokens) * shape.kv_bytes_per_token()
 
 
-def other_bandwidth(bandwidths, floor) -> tuple[str, float]:
-    """(kind, GB/s) of the measured bandwidth the floor did not divide by."""
-    measured = bandwidths.as_gbps()
-    if floor.bandwidth_kind not in measured or len(measured) != 2:
-        raise ValueError(f"expected a copy and a read bandwidth with the floor's "
-                         f"{floor.bandwidth_kind!r} among them, got {sorted(measured)}")
-    kind = next(k for k in measured if k != floor.bandwidth_kind)
-    return kind, measured[kind]
+def other_bandwidth(bandwidths) -> tuple[str, float]:
+    """(kind, GB/s) of the measured bandwidth the floor does not divide by."""
+    kind = "read" if bandwidths.floor_kind == "copy" else "copy"
+    return kind, bandwidths.as_gbps()[kind]
 
-
-# The timeline's profiled step against the timed one.
 
 def profiled_against_timed(timeline: Timeline, timed: Timing) -> str:
-    """Two sentences: whether the profiled step came out longer or shorter than the same step timed
-    without the profiler, and whether that lies outside the timed p10-p90 band (timing.compare)."""
+    """Whether the profiled step came out longer or shorter than the timed ones, beyond their spread."""
     profiled_ms = timeline.profiled_ms
     if profiled_ms <= 0:
         return f"The profiler recorded no {timeline.label} step to set against the timed one."
-    versus = compare(Timing.from_samples([profiled_ms]), timed)
     head = (f"The profiled {timeline.label} step took {fmt_ms(profiled_ms)}, against a timed "
             f"median of {fmt_ms(timed.median_ms)} ({{ratio}})")
     band = f"{sig(timed.p10_ms)}-{sig(timed.p90_ms)} ms"
-    return versus.verdict(
+    return compare(Timing.from_samples([profiled_ms]), timed).verdict(
         f"{head}: longer, beyond the timed steps' p10-p90 band ({band}). The likeliest cost is the "
         "profiler's own, recording every call.",
         f"{head}: shorter, below even the timed steps' p10-p90 band ({band}). A profiler cannot "
@@ -74,12 +61,10 @@ def profiled_against_timed(timeline: Timeline, timed: Timing) -> str:
 def check_ops_per_layer(ops_per_layer, my_per_launch_us, my_is_dispatch, *, gap_ms: float,
                         num_layers: int, counted_per_layer: float, dispatch: bool,
                         eager_ms: float | None = None, host_us: float | None = None) -> str:
-    """Verdict on the reader's op count per layer, the per-launch division and the dispatch verdict.
+    """Verdict on the op count per layer, the per-launch division and the dispatch verdict.
 
-    dispatch is this run's own verdict (roofline.gap_verdict(...) == "dispatch"); eager_ms, the
-    whole step, lets the check name the answer that divides the step instead of the gap; host_us is
-    this host's measured µs per tiny launch (host.Host.dispatch), the price the hint points to.
-    """
+    dispatch is this run's own verdict (roofline.gap_verdict); eager_ms names the slip of dividing
+    the whole step; host_us is this host's measured µs per tiny launch, the price the hint cites."""
     if ops_per_layer is None or my_per_launch_us is None or my_is_dispatch is None:
         return NOT_ATTEMPTED
     ops = read_number(ops_per_layer, "my_ops_per_layer")
@@ -101,8 +86,7 @@ def check_ops_per_layer(ops_per_layer, my_per_launch_us, my_is_dispatch, *, gap_
     if refused := refusal(read_number(my_per_launch_us, "my_per_launch_us"), expected_us, rel=0.05,
                           wrong=wrong, hint=hint, name="my_per_launch_us"):
         return refused
-    is_dispatch = read_bool(my_is_dispatch, "my_gap_is_dispatch")
-    if is_dispatch != dispatch:
+    if read_bool(my_is_dispatch, "my_gap_is_dispatch") != dispatch:
         return (f"not yet: compare {expected_us:.1f} µs with {_dispatch_cost(host_us)}, and with "
                 "the issue and busy times above, and decide again.")
     what = "dispatch" if dispatch else "more than dispatch can explain"
@@ -110,7 +94,7 @@ def check_ops_per_layer(ops_per_layer, my_per_launch_us, my_is_dispatch, *, gap_
 
 
 def _dispatch_cost(host_us: float | None) -> str:
-    """What a launch costs, as a sentence names it: this host's measured price, or the seed's lead."""
+    """What a launch costs: this host's measured price, or the laptop study's lead."""
     if host_us is not None:
         return f"the {sig(host_us)} µs this host was measured to pay per tiny launch"
     return (f"the {DISPATCH_US[0]:.0f}-{DISPATCH_US[1]:.0f} µs the laptop study quoted for an "
@@ -123,20 +107,14 @@ def answer_ops_per_layer(*, gap_ms: float, num_layers: int, counted_per_layer: f
     """The worked answer to challenge 1, from the measured counts and this run's verdict."""
     launches = round(counted_per_layer * num_layers)
     us = per_launch_us(gap_ms, launches)
-    lines = [
-        f"The profiler counted {counted_per_layer:.1f} kernels per layer, "
-        f"{launches} per step over {num_layers} layers.",
-        f"gap ÷ launches = {gap_ms:.2f} ms ÷ {launches} = {us:.1f} µs per launch.",
-    ]
-    cost = _dispatch_cost(host_us)
-    if dispatch:
-        lines.append(f"Set beside {cost}, and with the host busy "
-                     "issuing for most of the step, the gap is dispatch "
-                     "(my_gap_is_dispatch = True).")
-    else:
-        lines.append(f"Set beside {cost}, and with the operators "
-                     "busy for most of the step, something besides dispatch is in the gap: "
-                     "operators that run below streaming bandwidth (my_gap_is_dispatch = False).")
+    verdict = ("the host busy issuing for most of the step, the gap is dispatch "
+               "(my_gap_is_dispatch = True)." if dispatch else
+               "the operators busy for most of the step, something besides dispatch is in the gap: "
+               "operators that run below streaming bandwidth (my_gap_is_dispatch = False).")
+    lines = [f"The profiler counted {counted_per_layer:.1f} kernels per layer, "
+             f"{launches} per step over {num_layers} layers.",
+             f"gap ÷ launches = {gap_ms:.2f} ms ÷ {launches} = {us:.1f} µs per launch.",
+             f"Set beside {_dispatch_cost(host_us)}, and with {verdict}"]
     if issue_ms is not None:
         lines.append(f"Cross-check: the host needed {issue_ms:.2f} ms to issue one step, "
                      f"against {eager_ms:.2f} ms for the whole step.")
@@ -147,8 +125,8 @@ def answer_ops_per_layer(*, gap_ms: float, num_layers: int, counted_per_layer: f
 
 @dataclass
 class PaddingAnswer:
-    """What padding costs a replay, as GraphRunner pads: each padded row runs token 0 at position 0,
-    and the masked attention reads every slot of its cache row, whatever the position."""
+    """Padding as GraphRunner pads (each padded row reads its whole cache row), the cache length at
+    which those reads cost what the graph saves, and the lengths plausible slips give (wrong)."""
     batch: int
     bucket: int
     padded_rows: int
@@ -157,60 +135,43 @@ class PaddingAnswer:
     padded_ms: float
     launch_saving_ms: float
     breakeven_cache_tokens: int
-    bandwidth_gbps: float = 0.0
-    kv_bytes_per_token: int = 0
+    wrong: dict[str, float] = field(default_factory=dict)
 
 
 def padding_answer(*, batch: int, buckets, kv_bytes_per_token: int, cache_tokens: int,
-                   bandwidth_gbps: float, launch_saving_ms: float) -> PaddingAnswer:
-    """Padded rows for `batch`, their KV reads per step, and the cache length at which those
-    reads cost as much as the launches the graph saves."""
+                   bandwidth_gbps: float, launch_saving_ms: float,
+                   other_bandwidth: tuple[str, float] | None = None,
+                   eager_ms: float | None = None) -> PaddingAnswer:
+    """Padded rows for batch and their break-even cache length; other_bandwidth ((kind, GB/s) the
+    floor did not use) and eager_ms (the whole step, taken for the saving) name two slips."""
     bucket = bucket_for(batch, buckets)
     if bucket is None:
         raise ValueError(f"batch {batch} is above the largest bucket {max(buckets)}; "
                          "pick a batch no larger than the largest bucket.")
     rows = bucket - batch
-    per_slot = rows * kv_bytes_per_token
-    padded_bytes = per_slot * cache_tokens
-    breakeven = int(launch_saving_ms / floor_ms(per_slot, bandwidth_gbps)) if rows else 0
-    return PaddingAnswer(batch, bucket, rows, cache_tokens, padded_bytes,
-                         floor_ms(padded_bytes, bandwidth_gbps), launch_saving_ms, breakeven,
-                         bandwidth_gbps, kv_bytes_per_token)
 
+    def breakeven(saving_ms: float, rows_: int, gbps: float = bandwidth_gbps) -> float:
+        return saving_ms / floor_ms(rows_ * kv_bytes_per_token, gbps)
 
-def padding_wrongs(expected: PaddingAnswer, *, other_bandwidth: tuple[str, float] | None = None,
-                   eager_ms: float | None = None) -> dict[str, float]:
-    """Break-even cache lengths a reader reaches by a plausible slip, by the slip's name.
-
-    other_bandwidth is (kind, GB/s) of the bandwidth the floor did not use; eager_ms is the
-    whole eager step, which a reader may take for what the graph saves."""
-    rows, gbps = expected.padded_rows, expected.bandwidth_gbps
-    if not rows:
-        return {}
-
-    def breakeven(saving_ms: float, rows_: int, bandwidth_gbps: float) -> float:
-        return saving_ms / floor_ms(rows_ * expected.kv_bytes_per_token, bandwidth_gbps)
-
-    wrongs = {
-        "every row of the bucket instead of the padded ones":
-            breakeven(expected.launch_saving_ms, expected.bucket, gbps),
-        "the batch's own rows instead of the padded ones":
-            breakeven(expected.launch_saving_ms, expected.batch, gbps),
-        "the whole eager step instead of what the graph saves":
-            None if eager_ms is None else breakeven(eager_ms, rows, gbps),
-    }
-    if other_bandwidth is not None:
-        kind, other_gbps = other_bandwidth
-        wrongs[f"the {kind} bandwidth instead of the one printed"] = breakeven(
-            expected.launch_saving_ms, rows, other_gbps)
-    return plausible_wrongs(expected.breakeven_cache_tokens, wrongs)
+    padded_bytes = rows * kv_bytes_per_token * cache_tokens
+    answer = PaddingAnswer(batch, bucket, rows, cache_tokens, padded_bytes, floor_ms(padded_bytes, bandwidth_gbps),
+                           launch_saving_ms, int(breakeven(launch_saving_ms, rows)) if rows else 0)
+    if rows:
+        wrong = {"every row of the bucket instead of the padded ones": breakeven(launch_saving_ms, bucket),
+                 "the batch's own rows instead of the padded ones": breakeven(launch_saving_ms, batch),
+                 "the whole eager step instead of what the graph saves":
+                     None if eager_ms is None else breakeven(eager_ms, rows)}
+        if other_bandwidth is not None:
+            kind, other_gbps = other_bandwidth
+            wrong[f"the {kind} bandwidth instead of the one printed"] = breakeven(launch_saving_ms, rows,
+                                                                                  other_gbps)
+        answer.wrong = plausible_wrongs(answer.breakeven_cache_tokens, wrong)
+    return answer
 
 
 @checked
-def check_padding(padded_rows, breakeven_cache_tokens, expected: PaddingAnswer, *,
-                  wrong: dict[str, float] | None = None) -> str:
-    """Verdict on the reader's padded-row count and break-even cache length; wrong names the
-    break-even lengths of plausible slips (padding_wrongs), so they are refused by name."""
+def check_padding(padded_rows, breakeven_cache_tokens, expected: PaddingAnswer) -> str:
+    """Verdict on the padded-row count and the break-even cache length (slips refused by name)."""
     if padded_rows is None or breakeven_cache_tokens is None:
         return NOT_ATTEMPTED
     if read_number(padded_rows, "my_padded_rows") != expected.padded_rows:
@@ -219,7 +180,7 @@ def check_padding(padded_rows, breakeven_cache_tokens, expected: PaddingAnswer, 
     hint = ("each padded row reads every slot of its KV-cache row; find the cache length at "
             "which those reads take as long as the launches the graph saves.")
     if refused := refusal(read_number(breakeven_cache_tokens, "my_breakeven_cache_tokens"),
-                          expected.breakeven_cache_tokens, rel=0.10, wrong=wrong, hint=hint,
+                          expected.breakeven_cache_tokens, rel=0.10, wrong=expected.wrong, hint=hint,
                           name="my_breakeven_cache_tokens", what="length"):
         return refused
     return (f"right: {expected.padded_rows} padded rows; padding costs more than the graph "
@@ -248,13 +209,8 @@ def scale_answer(*, name: str, bytes_per_step: int, bandwidth_gbps: float,
                  dispatch: bool, whole_table_bytes: int | None = None,
                  other_bandwidth: tuple[str, float] | None = None,
                  small_num_layers: int | None = None) -> ScaleAnswer:
-    """Floor and per-op gap of a shape whose op count scales with its layers.
-
-    dispatch is this run's verdict on its own gap (roofline.gap_verdict). The optional inputs
-    name the slips the check refuses: whole_table_bytes (the step's bytes with the whole input
-    table), other_bandwidth ((kind, GB/s) the floor did not use) and small_num_layers (the
-    layers of the model the ops were counted on, for a gap left unscaled).
-    """
+    """Floor and per-op gap of a shape whose op count scales with its layers; the optional inputs
+    name slips: the whole input table, the other bandwidth, a gap left at small_num_layers."""
     launches = round(kernels_per_layer * num_layers)
     floor = floor_ms(bytes_per_step, bandwidth_gbps)
     gap = launches * per_launch_us / 1000.0
@@ -278,7 +234,7 @@ def scale_answer(*, name: str, bytes_per_step: int, bandwidth_gbps: float,
 
 @checked
 def check_scale(my_floor_ms, my_launch_fraction, expected: ScaleAnswer) -> str:
-    """Verdict on the reader's floor and gap fraction for the larger shape."""
+    """Verdict on the floor and the gap's share of a token for the larger shape."""
     if my_floor_ms is None or my_launch_fraction is None:
         return NOT_ATTEMPTED
     floor_hint = (f"the floor is the bytes {expected.name} streams per step (an untied input "
@@ -309,13 +265,11 @@ def answer_scale(small_name: str, small_fraction: float, big: ScaleAnswer, *,
              f"{big.name}: floor {sig(big.floor_ms)} ms, gap {sig(big.gap_ms)} ms over "
              f"{big.launches} ops, {big.launch_fraction:.0%} of the token.",
              f"The bytes grow {sig(big.bytes_per_step / small_bytes)}×, the ops only "
-             f"{sig(layer_ratio)}×, so the fixed per-op cost is a smaller share of a big model."]
-    if big.dispatch:
-        lines.append("Here that cost is dispatch, which graphs remove: small models at small "
-                     "batch, the interactive end of serving, gain most from them.")
-    else:
-        lines.append("On this machine, though, the per-op cost is not dispatch: the operators "
-                     "themselves run below the streaming bandwidth, and a slow operator grows "
-                     "with the bytes it moves, so this fixed-cost estimate understates the 8B "
-                     "gap. Graphs would not remove it; faster operators would.")
+             f"{sig(layer_ratio)}×, so the fixed per-op cost is a smaller share of a big model.",
+             "Here that cost is dispatch, which graphs remove: small models at small batch, the "
+             "interactive end of serving, gain most from them." if big.dispatch else
+             "On this machine, though, the per-op cost is not dispatch: the operators themselves run "
+             "below the streaming bandwidth, and a slow operator grows with the bytes it moves, so "
+             "this fixed-cost estimate understates the 8B gap. Graphs would not remove it; faster "
+             "operators would."]
     return "\n".join(lines)

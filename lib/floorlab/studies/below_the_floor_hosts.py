@@ -1,9 +1,6 @@
-"""Studies wing: the first chapter's story of one card on different hosts, read from whatever stored
-runs of that card exist (the package's, and a folder that FLOORLAB_REFERENCE_DIR names).
-
-The eager step is paced by the host that issues it; a graph replay is one launch, so its time is
-the card's own. Every stored run of a card that measured both at one configuration shows how
-much each moved; the sentences are chosen by the book's one comparison rule (timing.compare).
+"""Studies wing: one card on different hosts, from every stored run of it (the package's and
+FLOORLAB_REFERENCE_DIR's). The host paces the eager step; a replay is one launch, the card's own
+time. The sentences are chosen by the book's one comparison rule (timing.compare).
 """
 from __future__ import annotations
 
@@ -25,7 +22,6 @@ def first_row(run: Run, names, preset: str, batch: int) -> Row | None:
 @dataclass
 class StoredStep:
     """One stored run's eager step and graph replay of the same configuration."""
-
     name: str  # the stored file's name, e.g. 'h200-serving'
     run: Run
     eager: Row
@@ -33,13 +29,11 @@ class StoredStep:
 
     @property
     def host(self) -> str:
-        """The host CPU the run recorded, or that it recorded none."""
         return str(self.run.host) if self.run.host else "not recorded"
 
 
 def same_card(prefix: str = "h200-", *, preset: str = "qwen3-0.6b", batch: int = 1) -> list[StoredStep]:
-    """Every stored run named prefix* that timed both the eager step and its replay, slowest eager
-    step last."""
+    """Every stored run named prefix* that timed both the eager step and its replay, slowest last."""
     steps = []
     for path, run in every_stored_run(prefix, other_hosts=True).items():
         eager, replay = (first_row(run, names, preset, batch) for names in (EAGER_PATHS, GRAPH_PATHS))
@@ -51,17 +45,15 @@ def same_card(prefix: str = "h200-", *, preset: str = "qwen3-0.6b", batch: int =
 @dataclass
 class HostsStory:
     """The same card's stored runs side by side: how far the eager step and the replay moved."""
-
     steps: list[StoredStep]
 
     def _apart(self, what: str) -> tuple[float, bool]:
-        """(slowest ÷ fastest median, whether those two differ beyond their spreads) of a path."""
+        """(slowest ÷ fastest median of a path, whether they differ beyond their spreads)."""
         rows = sorted((getattr(s, what) for s in self.steps), key=lambda r: r.median_ms)
         versus = compare(rows[-1], rows[0])
         return versus.ratio, versus.meaningful
 
     def table(self) -> str:
-        """One line per stored run: its name, date, eager step, replay and host CPU."""
         lines = [f"{'stored run':<22} {'date':<10} {'eager':>9} {'replay':>9}  host CPU"]
         for s in self.steps:
             lines.append(f"{s.name[:22]:<22} {str(s.run.stamp.get('date', ''))[:10]:<10} "
@@ -77,31 +69,31 @@ class HostsStory:
         days = len({str(s.run.stamp.get("date", ""))[:10] for s in self.steps})
         eager, eager_apart = self._apart("eager")
         replay, replay_apart = self._apart("replay")
-        low, high = (f(self.steps, key=lambda s: s.eager.median_ms).eager.median_ms for f in (min, max))
+        low, high = (f(s.eager.median_ms for s in self.steps) for f in (min, max))
         head = (f"The book's {len(self.steps)} stored runs of the {card}, made in separate processes on "
                 f"{days} day{'s' if days > 1 else ''}, put the eager step between {fmt_ms(low)} and "
                 f"{fmt_ms(high)}, {fmt_times(eager)} apart; the replay's fastest and slowest are "
                 f"{fmt_times(replay)} apart.")
         if not eager_apart:
-            said = (" The eager steps agree within their spreads, so these runs cannot show what a "
+            said = ("The eager steps agree within their spreads, so these runs cannot show what a "
                     "host does to the eager step.")
         elif not replay_apart:
-            said = (" The eager steps differ beyond their spreads and the replays do not: the replay "
+            said = ("The eager steps differ beyond their spreads and the replays do not: the replay "
                     "no longer depends on the host that issues it.")
         elif eager > replay:
-            said = (" Both moved beyond their spreads, the eager step by more: the host paces the "
+            said = ("Both moved beyond their spreads, the eager step by more: the host paces the "
                     "eager step, while a replay is one launch and the card's own time.")
         else:
-            said = (" The replay moved as much as the eager step: something besides the host "
+            said = ("The replay moved as much as the eager step: something besides the host "
                     "changed between these runs.")
-        return head + said + " " + self.hosts_note()
+        return f"{head} {said} {self.hosts_note()}"
 
     def hosts_note(self) -> str:
         """Which runs recorded their host CPU, and what that leaves unknown."""
-        known = {s.host for s in self.steps if s.run.host}
-        count = sum(1 for s in self.steps if s.run.host)
-        if not count:
+        recorded = [s.host for s in self.steps if s.run.host]
+        if not recorded:
             return ("None of them recorded its host CPU (they were stored before the book did), "
                     "so these runs cannot say how many hosts they came from.")
-        return (f"{count} of the {len(self.steps)} recorded their host CPU, {len(known)} "
-                f"different: {'; '.join(sorted(known))}.")
+        known = sorted(set(recorded))
+        return (f"{len(recorded)} of the {len(self.steps)} recorded their host CPU, {len(known)} "
+                f"different: {'; '.join(known)}.")

@@ -1,10 +1,5 @@
-"""Studies wing: what only the chapter "The floor on a fast card" needs: how far the stored runs
-agree, and its challenges' answers with the plausible wrong ones named.
-
-The stored H200 runs (lib/floorlab/reference/h200-*.json) time the same 0.6B step many times
-over, in separate processes; stored_spread reads how much each path moved between them, and
-bench_against_chapter sets the bench's run beside the chapter's, path by path, by the book's
-one comparison rule (timing.compare).
+"""Studies wing: the chapter "The floor on a fast card": how far the stored runs of one card agree,
+the bench's run beside the chapter's (by timing.compare), and its challenges' plausible slips.
 """
 from __future__ import annotations
 
@@ -13,7 +8,7 @@ from dataclasses import dataclass
 from floorlab.core.checks import plausible_wrongs
 from floorlab.core.prose import fmt_ms, fmt_times, sig
 from floorlab.core.roofline import bytes_per_step, crossover_gbps, floor_ms, kernels_per_layer_budget, predicted_ms
-from floorlab.core.runs import Run, reference_dirs, reference_names, reference_run
+from floorlab.core.runs import Run, every_stored_run, reference_dirs
 from floorlab.core.timing import Band, Comparison, Timing, compare
 from floorlab.studies.below_the_floor import whole_table_bytes
 from floorlab.studies.below_the_floor_hosts import EAGER_PATHS, GRAPH_PATHS, first_row  # noqa: F401 (the chapter's names)
@@ -23,38 +18,32 @@ SHARED_PATHS = (("eager step", "eager", "plain eager"), ("graph replay", "graph 
                 ("fused replay", "fused replay", "fused graph"))
 
 
-# How much one path moves between the stored runs of one card.
-
 @dataclass
 class StoredSpread:
-    """The medians one path reached in each stored run (ms, by run name), and the smallest share
-    of its step the host spent issuing it."""
+    """One path's median in each stored run of a card (ms, by run name), and the least share of
+    its step the host spent issuing it."""
     medians_ms: dict[str, float]
     least_issue_share: float | None
 
     @property
     def low_ms(self) -> float:
-        """The lowest median among the runs, in ms."""
         return min(self.medians_ms.values())
 
     @property
     def high_ms(self) -> float:
-        """The highest median among the runs, in ms."""
         return max(self.medians_ms.values())
 
     @property
     def ratio(self) -> float:
-        """Highest median over lowest."""
         return self.high_ms / self.low_ms
 
     def line(self, what: str) -> str:
-        """One printed line: the range, its ratio and the number of runs."""
         return (f"{what:<14} {fmt_ms(self.low_ms)} to {fmt_ms(self.high_ms)} "
                 f"({fmt_times(self.ratio)} between them) over {len(self.medians_ms)} stored runs")
 
 
 def steadier_sentence(eager: StoredSpread, graph: StoredSpread) -> str:
-    """Which path's median moved more across the stored runs (highest over lowest), in words."""
+    """Which path's median moved more across the stored runs, in words."""
     return compare(Band.exact(eager.ratio), Band.exact(graph.ratio)).verdict(
         f"The replay moved less, {fmt_times(graph.ratio)} against eager's {fmt_times(eager.ratio)}, "
         "so this chapter reasons from what moves least: the replay, and the time the host needs "
@@ -64,24 +53,19 @@ def steadier_sentence(eager: StoredSpread, graph: StoredSpread) -> str:
 
 
 def stored_runs(prefix: str = "h200-") -> dict[str, Run]:
-    """Every stored reference run whose name starts with prefix, by name; files that are not
-    runs in the book's layout (a sweep's raw table) are left out."""
-    found = {}
-    for name in reference_names(prefix):
-        try:
-            found[name] = reference_run(name)
-        except ValueError:  # stored in another layout: not a Run
-            continue
+    """Every stored run named prefix*, by name (the first folder's copy); raw tables are left out."""
+    found: dict[str, Run] = {}
+    for path, run in every_stored_run(prefix).items():
+        found.setdefault(path.stem, run)
     if not found:
         where = " or ".join(map(str, reference_dirs()))
         raise FileNotFoundError(f"no stored run named {prefix}*.json in {where}")
     return found
 
 
-def stored_spread(path_names, *, preset: str, batch: int, prefix: str = "h200-") -> StoredSpread:
-    """How the median of one path (named as in path_names: chapter and bench names) moved across
-    the stored runs of one card."""
-    rows = {name: row for name, run in stored_runs(prefix).items()
+def stored_spread(path_names, *, preset: str, batch: int) -> StoredSpread:
+    """How the median of one path (its chapter and bench names) moved across a card's stored runs."""
+    rows = {name: row for name, run in stored_runs().items()
             if (row := first_row(run, path_names, preset, batch)) is not None}
     if not rows:
         raise ValueError(f"no stored run measured {path_names} for {preset} at batch {batch}")
@@ -90,29 +74,24 @@ def stored_spread(path_names, *, preset: str, batch: int, prefix: str = "h200-")
                         min(shares) if shares else None)
 
 
-# The bench's run beside the chapter's.
-
 @dataclass
 class PathDifference:
-    """One quantity in two runs of one card: its median in each, and whether they differ."""
+    """One quantity in two runs of one card: the chapter's timing and the bench's."""
     what: str
     chapter: Timing
     bench: Timing
-    unit: str = "ms"
 
     @property
     def comparison(self) -> Comparison:
-        """compare(bench, chapter): the ratio of medians, meaningful when the bands are apart."""
         return compare(self.bench, self.chapter)
 
     @property
     def change(self) -> float:
-        """The bench's median over the chapter's, less one (a fraction; negative when lower)."""
+        """The bench's median over the chapter's, less one (negative when lower)."""
         return self.comparison.ratio - 1
 
     def says(self) -> str:
-        """A clause for a sentence: how far apart, which way, and whether beyond the spreads
-        (timing.compare's three outcomes)."""
+        """A clause: how far apart, which way, and whether beyond the spreads."""
         share = f"{sig(abs(self.change) * 100)}%"
         way = "higher" if self.change > 0 else "lower"
         return self.comparison.verdict(
@@ -121,26 +100,22 @@ class PathDifference:
             f"the {self.what} is {share} {way} in the bench's run, within the two runs' spreads")
 
     def line(self) -> str:
-        """One printed line: both medians, the change and whether the spreads tell them apart."""
         verdict = self.comparison.verdict("apart", "apart", "within the spreads")
         return (f"{self.what:<14} {sig(self.chapter.median_ms):>9} {sig(self.bench.median_ms):>9}"
-                f" {self.unit:<3} {'+' if self.change >= 0 else '-'}{sig(abs(self.change) * 100) + '%':>6}  {verdict}")
+                f" ms  {'+' if self.change >= 0 else '-'}{sig(abs(self.change) * 100) + '%':>6}  {verdict}")
 
 
 def floor_timing(run: Run, preset: str, batch: int) -> Timing:
-    """A run's floor as a Timing in ms: the median from the floor's bandwidth, p10 and p90 from
-    that bandwidth's p90 and p10, so two runs' floors can be compared by the one rule."""
+    """A run's floor as a Timing in ms, its band from its bandwidth's p90 and p10."""
     floor = run.floor(preset, batch)
     measured = getattr(run.bandwidths, floor.bandwidth_kind)
     fast, slow = (floor_ms(floor.bytes_per_step, g) for g in (measured.p90_gbps, measured.p10_gbps))
     return Timing(median_ms=floor.floor_ms, p10_ms=fast, p90_ms=slow, min_ms=fast, max_ms=slow)
 
 
-def bench_against_chapter(bench: Run, chapter: Run, *, preset: str, batch: int
-                          ) -> list[PathDifference]:
+def bench_against_chapter(bench: Run, chapter: Run, *, preset: str, batch: int) -> list[PathDifference]:
     """The floor and every path both runs measured, the chapter's run against the bench's."""
-    found = [PathDifference("floor", floor_timing(chapter, preset, batch),
-                            floor_timing(bench, preset, batch))]
+    found = [PathDifference("floor", floor_timing(chapter, preset, batch), floor_timing(bench, preset, batch))]
     for what, ours, theirs in SHARED_PATHS:
         mine, other = chapter.find(ours, preset, batch), bench.find(theirs, preset, batch)
         if mine is not None and other is not None:
@@ -149,65 +124,51 @@ def bench_against_chapter(bench: Run, chapter: Run, *, preset: str, batch: int
 
 
 def differences_table(differences: list[PathDifference]) -> str:
-    """The differences as printed lines under a header."""
     head = f"{'':<14} {'chapter':>9} {'bench':>9} {'':<3} {'change':>7}"
     return "\n".join([head] + [d.line() for d in differences])
 
 
 def noisy_rows(run: Run, *, batch: int) -> list[str]:
-    """A noise note for each measured row at this batch whose p10-p90 band is wider than a
-    quarter of its median."""
+    """A noise note for each measured row at this batch whose timing is noisy."""
     return [row.timing.noise_note(f"{row.path} ({row.preset})") for row in run.rows
             if row.batch == batch and row.measured and row.timing.noisy]
 
 
-# Challenges: each expected answer with the plausible wrong ones, by name.
+# Challenges: each expected answer's plausible wrong ones, by name.
 
-def _per_kernel_us(ms: float, card_floor_ms: float | None, kernels: int) -> float:
-    """µs per kernel of ms, less the floor when one is given."""
-    return (ms - (card_floor_ms or 0.0)) * 1e3 / kernels
+def _overhead_slips(*, kernels: int, busy_ms: float, profiled_ms: float, card_floor_ms: float) -> dict[str, float]:
+    """µs per kernel that two slips give, from the plain replay's GPU busy time and profiled step."""
+    return {"the GPU busy time per kernel instead of its cost beyond the bytes": busy_ms * 1e3 / kernels,
+            "the whole profiled step instead of the GPU busy time": (profiled_ms - card_floor_ms) * 1e3 / kernels}
 
 
 def crossover_wrongs(*, bytes_per_step: int, kernels: int, overhead_us: float, busy_ms: float,
-                     profiled_ms: float, card_floor_ms: float, fused_kernels: int
-                     ) -> dict[str, float]:
-    """Crossover bandwidths (GB/s) that plausible slips give: busy_ms and profiled_ms are the
-    plain replay's GPU busy time and profiled step."""
-    right = crossover_gbps(bytes_per_step, kernels, overhead_us)
-    return plausible_wrongs(right, {
-        "the GPU busy time per kernel instead of its cost beyond the bytes":
-            crossover_gbps(bytes_per_step, kernels, _per_kernel_us(busy_ms, None, kernels)),
-        "the whole profiled step instead of the GPU busy time":
-            crossover_gbps(bytes_per_step, kernels,
-                           _per_kernel_us(profiled_ms, card_floor_ms, kernels)),
-        "the fused step's kernel count instead of the plain replay's":
-            crossover_gbps(bytes_per_step, fused_kernels, overhead_us),
-    })
+                     profiled_ms: float, card_floor_ms: float, fused_kernels: int) -> dict[str, float]:
+    """Crossover bandwidths (GB/s) that plausible slips give."""
+    slips = _overhead_slips(kernels=kernels, busy_ms=busy_ms, profiled_ms=profiled_ms, card_floor_ms=card_floor_ms)
+    wrong = {slip: crossover_gbps(bytes_per_step, kernels, us) for slip, us in slips.items()}
+    wrong["the fused step's kernel count instead of the plain replay's"] = crossover_gbps(
+        bytes_per_step, fused_kernels, overhead_us)
+    return plausible_wrongs(crossover_gbps(bytes_per_step, kernels, overhead_us), wrong)
 
 
 def budget_wrongs(*, card_floor_ms: float, overhead_us: float, num_layers: int, busy_ms: float,
                   profiled_ms: float, kernels: int) -> dict[str, float]:
-    """Kernel budgets per layer that plausible slips give (busy_ms and profiled_ms as above)."""
-    right = kernels_per_layer_budget(card_floor_ms, 2.0, overhead_us, num_layers)
-    return plausible_wrongs(right, {
-        "twice the floor as the time for fixed costs instead of the floor once more":
-            kernels_per_layer_budget(card_floor_ms, 3.0, overhead_us, num_layers),
-        "the GPU busy time per kernel instead of its cost beyond the bytes":
-            kernels_per_layer_budget(card_floor_ms, 2.0, _per_kernel_us(busy_ms, None, kernels),
-                                     num_layers),
-        "the whole profiled step instead of the GPU busy time":
-            kernels_per_layer_budget(card_floor_ms, 2.0,
-                                     _per_kernel_us(profiled_ms, card_floor_ms, kernels),
-                                     num_layers),
-        "the budget of the whole step instead of one layer's":
-            kernels_per_layer_budget(card_floor_ms, 2.0, overhead_us, 1),
-    })
+    """Kernel budgets per layer that plausible slips give."""
+    def budget(multiple: float = 2.0, us: float = overhead_us, layers: int = num_layers) -> float:
+        return kernels_per_layer_budget(card_floor_ms, multiple, us, layers)
+
+    slips = _overhead_slips(kernels=kernels, busy_ms=busy_ms, profiled_ms=profiled_ms, card_floor_ms=card_floor_ms)
+    wrong = {"twice the floor as the time for fixed costs instead of the floor once more": budget(3.0)}
+    wrong.update({slip: budget(us=us) for slip, us in slips.items()})
+    wrong["the budget of the whole step instead of one layer's"] = budget(layers=1)
+    return plausible_wrongs(budget(), wrong)
 
 
 @dataclass
 class BigMultiple:
-    """The fixed-cost model's fused replay of a bigger shape, as a multiple of its floor, and
-    the multiples that plausible slips give."""
+    """The fixed-cost model's fused replay of a bigger shape, as a multiple of its floor, and the
+    multiples that plausible slips give."""
     floor_ms: float
     kernels: int
     multiple: float

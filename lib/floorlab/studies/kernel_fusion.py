@@ -1,9 +1,6 @@
-"""Studies wing: attention and o_proj as two kernels or as one, from a stored comparison.
-
-The comparison (python -m floorlab.tools.fusion on a CUDA card) replays the kernel step with
-today's two kernels and with attention fused into o_proj at a few program sizes, in one run.
-This module reads the stored run and pairs, for each preset and batch, the two-kernel path
-with the fastest fused variant.
+"""Studies wing: attention and o_proj as two kernels or as one, from a stored comparison
+(python -m floorlab.tools.fusion): for each preset and batch, the two-kernel step beside the
+fastest fused variant.
 """
 from __future__ import annotations
 
@@ -17,7 +14,6 @@ TWO_KERNELS = "two kernels"
 @dataclass(frozen=True)
 class FusionPair:
     """One preset and batch: the two-kernel row, the fastest fused row and every fused row, as stored."""
-
     preset: str
     batch: int
     two: dict
@@ -38,14 +34,12 @@ class FusionPair:
 @dataclass(frozen=True)
 class StoredFusion:
     """A stored comparison: its card, date and pairs."""
-
     name: str
     device: str
     date: str
     pairs: tuple[FusionPair, ...]
 
     def pair(self, preset: str, batch: int) -> FusionPair:
-        """The pair of one preset and batch; raises ValueError naming the ones stored."""
         for p in self.pairs:
             if (p.preset, p.batch) == (preset, batch):
                 return p
@@ -53,7 +47,6 @@ class StoredFusion:
                          f"{[(p.preset, p.batch) for p in self.pairs]}")
 
     def says(self) -> str:
-        """Where the numbers come from, for a printed line."""
         return f"stored run {self.name!r}, {self.device}, {self.date}"
 
     def lines(self) -> list[str]:

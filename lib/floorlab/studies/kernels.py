@@ -1,9 +1,7 @@
-"""Studies wing: the chapter "Kernels": the book's GEMV timed against its size and one layer's
-kernels timed one by one, here or from the stored run; the kernels' parity with the plain step,
-the stored sweep, and the published results the chapter sets its own beside (ANCHORS).
-
-The timing machinery the chapter shares with the kernel sweep (`python -m floorlab sweep`) and
-the bench lives beside the kernels, in engine.kernels.timing and engine.kernels.layer_rows.
+"""Studies wing: the chapter "Kernels": the GEMV timed against its size, one layer's kernels one by
+one (here, or from the stored run), their parity with the plain step, the stored sweep, and the
+published results the chapter sets beside its own (ANCHORS). The timing machinery lives in
+engine.kernels.
 """
 from __future__ import annotations
 
@@ -31,22 +29,18 @@ from floorlab.engine.measure import source_for
 
 @dataclass(frozen=True)
 class StoredSweep:
-    """The stored kernel sweep (python -m floorlab sweep, kept as lib/floorlab/reference/<name>.json)."""
-
+    """What the chapter reads of the stored kernel sweep (python -m floorlab sweep, kept as reference/<name>.json)."""
     name: str
     device: dict
     batches: tuple[int, ...]
-    context: int
     floor_gbps: float  # the bandwidth every step row is floored with
     size_rows: list[dict]  # sweep_sizes rows
-    gemv_rows: list[dict]  # one per GEMV, batch and config timed
     step_rows: list[dict]  # whole steps
     variant_rows: list[dict]  # whole steps with one launch setting changed from the default
     best_configs: dict[str, dict]  # '<preset> <gemv> b<batch>': the fastest GemvConfig, as a dict
 
     @property
     def device_name(self) -> str:
-        """The card the sweep ran on, e.g. 'NVIDIA H200'."""
         return self.device["name"]
 
     def best(self, preset: str, gemv: str, batch: int) -> dict:
@@ -59,11 +53,10 @@ class StoredSweep:
 
 
 def stored_sweep(name: str = "h200-kernel-sweep") -> StoredSweep:
-    """The stored sweep lib/floorlab/reference/<name>.json, read into a StoredSweep."""
     data = reference_json(name)
-    return StoredSweep(name=name, device=data["device"], batches=tuple(data["batches"]), context=data["context"],
-                       floor_gbps=data["floor_gbps"], size_rows=data["size_rows"], gemv_rows=data["gemv_rows"],
-                       step_rows=data["step_rows"], variant_rows=data["variant_rows"], best_configs=data["best"])
+    return StoredSweep(name=name, device=data["device"], batches=tuple(data["batches"]), floor_gbps=data["floor_gbps"],
+                       size_rows=data["size_rows"], step_rows=data["step_rows"], variant_rows=data["variant_rows"],
+                       best_configs=data["best"])
 
 
 # Llama-3.2-1B-Instruct's public config: 16 layers, hidden 2048, 32 query and 8 KV heads of 64,
@@ -75,7 +68,6 @@ RESULTS_URL = "https://github.com/msaroufim/megakernels-vs-cuda-graphs/blob/main
 @dataclass(frozen=True)
 class Anchor:
     """One published batch-1 decode result, as its source states it: the step in µs, on what."""
-
     label: str
     source_url: str
     model: str
@@ -87,10 +79,9 @@ class Anchor:
 
     def floor_us(self, bandwidth_gbps: float | None = None) -> float:
         """weight_bytes over the source's bandwidth, or over bandwidth_gbps where it states none (µs)."""
-        gbps = self.bandwidth_gbps or bandwidth_gbps
-        if gbps is None or gbps <= 0:
-            raise ValueError(f"{self.label}: its source states no bandwidth, so pass bandwidth_gbps (GB/s above 0) "
-                             f"measured on a {self.card}, got {bandwidth_gbps!r}")
+        gbps = positive_number(self.bandwidth_gbps or bandwidth_gbps, "bandwidth_gbps",
+                               hint=f"{self.label}: its source states no bandwidth, so pass bandwidth_gbps "
+                                    f"measured on a {self.card}")
         return self.weight_bytes / (gbps * 1e3)
 
     def beyond_us_per_layer(self, bandwidth_gbps: float | None = None) -> float:
@@ -98,11 +89,9 @@ class Anchor:
         return (self.step_us - self.floor_us(bandwidth_gbps)) / self.layers
 
     def arithmetic(self, bandwidth_gbps: float | None = None) -> str:
-        """The floor and the µs beyond it per layer, as arithmetic."""
-        gbps = self.bandwidth_gbps or bandwidth_gbps
         floor = self.floor_us(bandwidth_gbps)
-        return (f"{sig(self.weight_bytes / 1e9)} GB ÷ {sig(gbps)} GB/s = {sig(floor)} µs; "
-                f"({sig(self.step_us)} − {sig(floor)}) ÷ {self.layers} layers = "
+        return (f"{sig(self.weight_bytes / 1e9)} GB ÷ {sig(self.bandwidth_gbps or bandwidth_gbps)} GB/s = "
+                f"{sig(floor)} µs; ({sig(self.step_us)} − {sig(floor)}) ÷ {self.layers} layers = "
                 f"{sig(self.beyond_us_per_layer(bandwidth_gbps))} µs per layer")
 
 
@@ -119,8 +108,7 @@ ANCHORS = (
 def beyond_per_layer_us(step_ms: float, floor_ms: float, num_layers: int) -> float:
     """(step_ms - floor_ms) * 1000 / num_layers: µs per layer beyond the bytes."""
     step_ms, floor_ms = positive_number(step_ms, "step_ms"), positive_number(floor_ms, "floor_ms")
-    num_layers = whole_number(num_layers, "num_layers")
-    return (step_ms - floor_ms) * 1e3 / num_layers
+    return (step_ms - floor_ms) * 1e3 / whole_number(num_layers, "num_layers")
 
 
 def noise_notes(timings: dict) -> str:
@@ -131,12 +119,8 @@ def noise_notes(timings: dict) -> str:
 
 
 def size_sweep_here(device, shape: Qwen3Shape, *, read_gbps: float, reference: str):
-    """(rows, source): the size sweep on this GPU; on a CPU, the stored run's rows.
-
-    On a CPU the same code first runs in Triton's interpreter on two tiny sizes (where Triton
-    is installed), which checks the launches but times nothing worth drawing.
-    """
-
+    """(rows, source): the size sweep on this GPU; on a CPU the stored run's rows, after the same
+    code has run in Triton's interpreter on two tiny sizes (where Triton is installed)."""
     source = source_for(device, reference)
     if source.here:
         config = default_config(1, **shape_kwargs(shape)).qkv
@@ -152,7 +136,6 @@ def size_sweep_here(device, shape: Qwen3Shape, *, read_gbps: float, reference: s
 
 def layer_kernels_here(model, positions: torch.Tensor, *, read_gbps: float, reference: str):
     """(rows, source): layer_kernel_rows on this GPU; on a CPU, the stored run's rows, as KernelRows."""
-
     source = source_for(model.embed.device, reference)
     if source.here:
         return layer_kernel_rows(model, positions, read_gbps=read_gbps, warmup=3, repeats=20), source
@@ -160,11 +143,8 @@ def layer_kernels_here(model, positions: torch.Tensor, *, read_gbps: float, refe
 
 
 def parity_with_plain(model, tokens: torch.Tensor, positions: torch.Tensor) -> float:
-    """Relative error of the kernels' logits against model.decode_step from the same cache.
-
-    The KV cache is left as the plain step leaves it (both steps write the same position).
-    """
-
+    """Relative error of the kernels' logits against model.decode_step from the same cache, which is
+    left as the plain step leaves it."""
     k0, v0 = model.k_cache.clone(), model.v_cache.clone()
     expected = model.decode_step(tokens, positions).float()
     k1, v1 = model.k_cache.clone(), model.v_cache.clone()
@@ -174,4 +154,3 @@ def parity_with_plain(model, tokens: torch.Tensor, positions: torch.Tensor) -> f
     model.k_cache.copy_(k1)
     model.v_cache.copy_(v1)
     return relative_error(got, expected)
-

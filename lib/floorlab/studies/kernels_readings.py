@@ -1,9 +1,5 @@
-"""Studies wing: what the kernels chapter's runs say, as its sentences.
-
-The book's kernels against the published results, against the library's GEMVs in a plain
-replay, and a layer's time beyond its bytes against the whole replay's: each chosen by
-timing.compare, with words for one way, the other way and "this run cannot tell".
-"""
+"""Studies wing: what the kernels chapter's runs say, each sentence chosen by timing.compare, with
+words for one way, the other and "this run cannot tell"."""
 from __future__ import annotations
 
 from floorlab.core.prose import fmt_times
@@ -37,8 +33,7 @@ def against_plain(own, plain) -> str:
 
 
 def distance_share(layer_beyond_us: float, num_layers: int, row, floor_ms: float) -> str:
-    """What share of the replay's distance from its floor the profiled layers' time beyond their
-    bytes accounts for, in words: most of it, or less."""
+    """What share of the replay's distance from its floor the layers' time beyond their bytes is."""
     gap = beyond_band(row, floor_ms, num_layers)
     half = Band(gap.median / 2, gap.low / 2, gap.high / 2)
     return compare(Band.exact(layer_beyond_us), half).verdict(
@@ -48,6 +43,6 @@ def distance_share(layer_beyond_us: float, num_layers: int, row, floor_ms: float
 
 
 def share_of_card(gbps: float, card_gbps: float) -> str:
-    """'less than half of', 'more than half of' or 'about half of': a kernel's rate against the card's."""
+    """'more than half of', 'less than half of' or 'half of': a kernel's rate against the card's."""
     return compare(Band.exact(gbps), Band.exact(card_gbps / 2)).verdict(
         "more than half of", "less than half of", "half of")

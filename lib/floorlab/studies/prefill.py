@@ -1,12 +1,12 @@
 """Studies wing: the chapter "Prefill against decode": prompts timed against the roofline, why
-prefill is not graphed, and decode at longer contexts. The arithmetic (FLOPs, intensity,
-knees) lives in core.intensity.
+prefill is not graphed, and decode at longer contexts. The arithmetic lives in core.intensity.
 """
 from __future__ import annotations
 
 import math
 import random
 from dataclasses import dataclass
+from functools import partial
 from typing import Iterable
 
 import torch
@@ -24,6 +24,7 @@ from floorlab.core.intensity import (
     roofline_knee_tokens,
 )
 from floorlab.core.memory import fits_bytes
+from floorlab.core.numbers import instance, whole_number, whole_numbers, with_attributes
 from floorlab.core.progress import progress_bar
 from floorlab.core.prose import fmt_gbps, fmt_ms, sig
 from floorlab.core.roofline import Floor, decode_floor, prefill_bytes
@@ -58,7 +59,6 @@ def powers_of_two(longest: int) -> tuple[int, ...]:
 @dataclass
 class StreamShapes:
     """What a stream of prompts asks of CUDA graphs: its distinct shapes and padded buckets."""
-
     requests: int
     shortest: int
     longest: int
@@ -68,9 +68,14 @@ class StreamShapes:
 
 
 def stream_shapes(lengths: Iterable[int], buckets: Iterable[int] | None = None) -> StreamShapes:
-    """Distinct prompt shapes of a stream, and the buckets (powers of two) and extra tokens padding takes."""
-    lengths = [int(n) for n in lengths]
-    buckets = tuple(buckets) if buckets is not None else powers_of_two(max(lengths))
+    """Distinct prompt shapes of a stream, and the buckets (powers of two unless given) and extra
+    tokens padding takes."""
+    lengths = whole_numbers(lengths, "lengths", hint="pass prompt lengths in tokens, e.g. prompt_stream(1000)")
+    if buckets is None:
+        buckets = powers_of_two(max(lengths))
+    else:
+        hint = "pass bucket sizes in tokens, e.g. (256, 1024, 8192), or None for powers of two"
+        buckets = tuple(whole_numbers(buckets, "buckets", hint=hint))
     used = {bucket_for(n, buckets) for n in lengths}
     return StreamShapes(len(lengths), min(lengths), max(lengths), len(set(lengths)), len(used),
                         padded_share(lengths, buckets))
@@ -91,7 +96,6 @@ def padded_share(lengths: Iterable[int], buckets: Iterable[int]) -> float:
 @dataclass
 class PrefillPoint:
     """One timed prefill of prompt_tokens at batch 1 on a path ("eager" or "graph replay")."""
-
     path: str
     prompt_tokens: int
     timing: Timing
@@ -100,17 +104,14 @@ class PrefillPoint:
 
     @property
     def ms_per_token(self) -> float:
-        """Median prefill time in ms over the prompt's tokens."""
         return self.timing.median_ms / self.prompt_tokens
 
     @property
     def tflops(self) -> float:
-        """TFLOP/s the median prefill reached."""
         return achieved_tflops(self.flops, self.timing.median_ms)
 
     @property
     def flops_per_byte(self) -> float:
-        """Arithmetic intensity in FLOPs per byte of the prefill's floor."""
         return intensity(self.flops, self.bytes_moved)
 
     def per_token(self) -> Timing:
@@ -118,31 +119,30 @@ class PrefillPoint:
         return Timing.from_samples([s / self.prompt_tokens for s in self.timing.samples_ms])
 
     def to_dict(self) -> dict:
-        """Plain dict, ready for JSON."""
-        return {"path": self.path, "prompt_tokens": self.prompt_tokens, "timing": self.timing.to_dict(),
-                "flops": self.flops, "bytes_moved": self.bytes_moved}
+        return {**vars(self), "timing": self.timing.to_dict()}
 
     @classmethod
     def from_dict(cls, data: dict) -> "PrefillPoint":
-        """Rebuild from to_dict() output."""
         return cls(path=data["path"], prompt_tokens=int(data["prompt_tokens"]), timing=Timing.from_dict(data["timing"]),
                    flops=int(data["flops"]), bytes_moved=int(data["bytes_moved"]))
 
 
 def random_prompt(model, prompt_tokens: int, *, seed: int = 0) -> torch.Tensor:
     """A seeded random prompt [1, prompt_tokens] on the model's device."""
+    with_attributes(model, "model", ("device", "shape"), hint="pass the model fl.build_model returns")
+    prompt_tokens = whole_number(prompt_tokens, "prompt_tokens", hint="pass the prompt's length in tokens, e.g. 16")
+    seed = whole_number(seed, "seed", at_least=0, hint="pass a whole number to seed the prompt, e.g. 0")
     gen = torch.Generator(device=model.device).manual_seed(seed)
-    return torch.randint(0, model.shape.vocab_size, (1, int(prompt_tokens)), device=model.device, generator=gen)
+    return torch.randint(0, model.shape.vocab_size, (1, prompt_tokens), device=model.device, generator=gen)
 
 
 def measure_prefill(model, prompt_tokens: Iterable[int], *, warmup: int, repeats: int,
                     graphs: bool = False, progress: str | None = None) -> list[PrefillPoint]:
     """Time model.prefill at each prompt length (batch 1), eagerly or replayed as a CUDA graph.
 
-    graphs=True captures one graph per length, times its replay and frees it before the next: a lab
-    instrument that takes the host out, not how a server runs prefill. Lengths the device has no
-    memory for are left out (prefill_workspace_bytes, fits)."""
-    lengths = [int(n) for n in prompt_tokens]
+    graphs=True captures, times and frees one graph per length: a lab instrument that takes the host
+    out, not how a server runs prefill. Lengths the device has no memory for are left out."""
+    lengths = whole_numbers(prompt_tokens, "prompt_tokens", hint="pass prompt lengths in tokens, e.g. (1, 4, 16)")
     too_long = [n for n in lengths if n > model.max_context]
     if too_long:
         raise ValueError(f"prompts of {too_long} tokens do not fit in max_context="
@@ -150,16 +150,11 @@ def measure_prefill(model, prompt_tokens: Iterable[int], *, warmup: int, repeats
     if graphs and model.device.type != "cuda":
         raise ValueError("graphs=True needs the model on a CUDA device; on a CPU time it eagerly")
     dtype_bytes = torch.empty((), dtype=model.dtype).element_size()
-    items = progress_bar(lengths, label=progress, total=len(lengths)) if progress else lengths
     points = []
-    for n in items:
+    for n in progress_bar(lengths, label=progress, total=len(lengths)) if progress else lengths:
         if not fits_bytes(prefill_workspace_bytes(model.shape, n, dtype_bytes), model.device, share=MEMORY_SHARE):
             continue
-        prompt = random_prompt(model, n)
-
-        def call(prompt=prompt):
-            return model.prefill(prompt)
-
+        call = partial(model.prefill, random_prompt(model, n))
         if graphs:
             graph = capture_graph(call, warmup=warmup)[0]  # its output is not needed
             timing = time_ms(graph.replay, warmup=1, repeats=repeats, device=model.device)
@@ -189,12 +184,9 @@ def stored_rate(run) -> MatmulRate:
 
 @dataclass
 class Knees:
-    """Where a sweep's prefill turns compute-bound, predicted two ways and observed, in tokens.
-
-    roofline_tokens assumes a one-token step costs its floor; fixed_cost_tokens uses what the sweep's
-    shortest prompt really cost (step_ms); observed_tokens is None when time per token was still
-    falling at the sweep's longest prompt."""
-
+    """Where a sweep's prefill turns compute-bound, in tokens: predicted from the roofline (a
+    one-token step at its floor), from the shortest prompt's real cost (step_ms), and observed
+    (None while time per token still fell at the longest prompt)."""
     path: str
     roofline_tokens: int
     step_ms: float
@@ -210,7 +202,6 @@ class Knees:
         return f"from about {self.observed_tokens:,.0f} tokens"
 
     def summary(self) -> str:
-        """A few printed lines: the two predictions, then the observation."""
         return "\n".join([
             f"{self.path}: expected near {self.roofline_tokens:,} tokens (the roofline's knee),",
             f"  or near {self.fixed_cost_tokens:,} tokens with the shortest prompt's "
@@ -220,7 +211,6 @@ class Knees:
         ] + ([f"  {self.step_note}"] if self.step_note else []))
 
     def to_dict(self) -> dict:
-        """Plain dict, ready for JSON."""
         return dict(vars(self))
 
 
@@ -267,7 +257,6 @@ def noise_lines(timings: list[tuple[str, Timing]]) -> list[str]:
 @dataclass
 class ContextPoint:
     """A decode step timed at a context: its floor and its measured Row."""
-
     floor: Floor
     row: Row
 
@@ -278,21 +267,19 @@ class ContextPoint:
 
     @property
     def kv_share(self) -> float:
-        """The KV cache's share of the floor's bytes."""
         return kv_share(self.floor)
 
     def to_dict(self) -> dict:
-        """Plain dict, ready for JSON."""
         return {"floor": self.floor.to_dict(), "row": self.row.to_dict()}
 
     @classmethod
     def from_dict(cls, data: dict) -> "ContextPoint":
-        """Rebuild from to_dict() output."""
         return cls(floor=Floor.from_dict(data["floor"]), row=Row.from_dict(data["row"]))
 
 
 def kv_share(floor: Floor) -> float:
     """The KV cache's share of a decode floor's bytes."""
+    instance(floor, Floor, "floor", hint="pass the Floor that fl.decode_floor returns")
     return floor.batch * floor.visible_tokens * floor.kv_bytes_per_token / floor.bytes_per_step
 
 
@@ -311,28 +298,20 @@ def format_contexts(points: list[ContextPoint]) -> str:
     return "\n".join(lines + noise_lines([(f"context {p.context_tokens}", p.row.timing) for p in points]))
 
 
-def decode_memory_bytes(shape, context_tokens: int, dtype_bytes: int = 2) -> int:
-    """Bytes a decode twin at that context needs beyond the model: a second set of weights while it
-    is made (freed once it shares the model's), and a one-row cache of that length."""
-    return shape.weight_bytes(dtype_bytes) + context_tokens * shape.kv_bytes_per_token(dtype_bytes)
-
-
 def measure_decode_contexts(model, contexts: Iterable[int], *, bandwidths, warmup: int, repeats: int,
                             graphs: bool = False, progress: str | None = None) -> list[ContextPoint]:
-    """Time one decode step (batch 1) at each context, with a cache of exactly that length.
+    """Time one decode step (batch 1) at the last slot of a cache of exactly each context's length.
 
-    Each context gets a twin of the model (with_context: same weights, its own cache); the
-    step decodes at the last slot. graphs=True replays the step as a CUDA graph. Contexts
-    the device has no memory for are left out (see fits)."""
+    Each context gets a twin of the model (with_context: same weights, its own cache); graphs=True
+    replays the step as a CUDA graph. Contexts the device has no memory for are left out: the twin
+    needs a second set of weights while it is made and a one-row cache of that length."""
     device = resolve_device(model.device)
     dtype_bytes = torch.empty((), dtype=model.dtype).element_size()
-    contexts = [int(c) for c in contexts]
-    if any(c < 1 for c in contexts):
-        raise ValueError(f"contexts must be whole numbers >= 1, got {contexts}")
-    items = progress_bar(contexts, label=progress, total=len(contexts)) if progress else contexts
+    contexts = whole_numbers(contexts, "contexts", hint="pass context lengths in tokens, e.g. (128, 1024)")
     points = []
-    for context in items:
-        if not fits_bytes(decode_memory_bytes(model.shape, context, dtype_bytes), device, share=MEMORY_SHARE):
+    for context in progress_bar(contexts, label=progress, total=len(contexts)) if progress else contexts:
+        needed = model.shape.weight_bytes(dtype_bytes) + context * model.shape.kv_bytes_per_token(dtype_bytes)
+        if not fits_bytes(needed, device, share=MEMORY_SHARE):
             continue
         twin = with_context(model, context)
         tokens = torch.ones(1, dtype=torch.long, device=device)
@@ -342,19 +321,13 @@ def measure_decode_contexts(model, contexts: Iterable[int], *, bandwidths, warmu
         if graphs:
             runner = GraphRunner(twin, buckets=(1,))
             runner.capture()
-
-            def step():
-                return runner.step(tokens, positions)
+            call = runner.step
         else:
-            runner = None
-
-            def step():
-                return twin.decode_step(tokens, positions)
-
-        path = "graph replay" if graphs else "eager"
-        row = measure_path(path, step, floor, warmup=warmup, repeats=repeats, device=device)
+            call = twin.decode_step
+        row = measure_path("graph replay" if graphs else "eager", partial(call, tokens, positions), floor,
+                           warmup=warmup, repeats=repeats, device=device)
         points.append(ContextPoint(floor, row))
-        twin = runner = step = None
+        twin = runner = call = None  # this context's cache goes before the next one is made
         if device.type == "cuda":
             torch.cuda.empty_cache()
     return points

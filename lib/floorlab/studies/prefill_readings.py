@@ -1,8 +1,5 @@
-"""Studies wing: what the prefill chapter's runs say, as its sentences.
-
-Decode at several contexts read as a line, eager prefill against its replay, and the two knee
-predictions: each sentence about how measured numbers relate is chosen by timing.compare, with
-words for one way, the other, and "this run cannot tell". A line that does not rise with the
+"""Studies wing: what the prefill chapter's runs say, each sentence chosen by timing.compare, with
+words for one way, the other and "this run cannot tell". A line that does not rise with the
 context says so in words; it never prints a negative price or an infinite rate.
 """
 from __future__ import annotations
@@ -21,7 +18,6 @@ class ContextCost:
     """A decode step's median time against its context as a line, fixed_ms + per_token_us × n; the
     rate it reads the cache at (None when the line does not rise), its largest miss (a share), and
     compare(longest, shortest) as `change`."""
-
     fixed_ms: float
     per_token_us: float
     cache_gbps: float | None
@@ -32,6 +28,11 @@ class ContextCost:
     def apart(self) -> bool:
         """True when the longest and the shortest context's steps differ beyond their spreads."""
         return self.change.meaningful
+
+    @property
+    def rises(self) -> Comparison:
+        """The price of a token of context against none."""
+        return compare(Band.exact(self.per_token_us), Band.exact(0.0))
 
 
 def context_cost(points) -> ContextCost:
@@ -45,9 +46,7 @@ def context_cost(points) -> ContextCost:
 def context_lines(points, bandwidth_gbps: float) -> tuple[ContextCost, list[str]]:
     """The line through the steps, and the lines that print it as arithmetic."""
     cost = context_cost(points)
-    kv_bytes = points[0].floor.kv_bytes_per_token
-    rises = compare(Band.exact(cost.per_token_us), Band.exact(0.0))
-    lines = [rises.verdict(
+    lines = [cost.rises.verdict(
         f"  a line through them: {sig(cost.fixed_ms)} ms + {sig(abs(cost.per_token_us))} µs × "
         f"context, its largest miss {cost.worst_fit:.0%}",
         "  a line through them does not rise with the context: the longer contexts ran no "
@@ -59,9 +58,9 @@ def context_lines(points, bandwidth_gbps: float) -> tuple[ContextCost, list[str]
         "so the line measures the load)",
         "  (the ends differ by less than their spreads, so the line says little)"))
     if cost.cache_gbps is not None:
-        lines.append(f"  a token of context: {kv_bytes:,} B in {sig(cost.per_token_us)} µs = "
-                     f"{fmt_gbps(cost.cache_gbps)}, {cost.cache_gbps / bandwidth_gbps:.0%} of the "
-                     "bandwidth")
+        lines.append(f"  a token of context: {points[0].floor.kv_bytes_per_token:,} B in "
+                     f"{sig(cost.per_token_us)} µs = {fmt_gbps(cost.cache_gbps)}, "
+                     f"{cost.cache_gbps / bandwidth_gbps:.0%} of the bandwidth")
     return cost, [line for line in lines if line]
 
 
@@ -74,9 +73,8 @@ def context_reading(points, cost: ContextCost | None, bandwidth_gbps: float, whe
     if cost is None:
         return f"{where}, only one context fitted, so there is no line to draw."
     a, b = points[0], points[-1]
-    ends = f"{a.context_tokens:,} and {b.context_tokens:,} tokens"
     no_rise = "A line through the steps does not rise, so this run sees no cost per token of context."
-    price = compare(Band.exact(cost.per_token_us), Band.exact(0.0)).verdict(
+    price = cost.rises.verdict(
         f"Each token of context adds {sig(cost.per_token_us)} µs, which reads its cache at "
         f"{fmt_gbps(cost.cache_gbps or 1.0)}, {(cost.cache_gbps or 0.0) / bandwidth_gbps:.0%} of "
         "the bandwidth the floor assumes.", no_rise, no_rise)
@@ -84,16 +82,15 @@ def context_reading(points, cost: ContextCost | None, bandwidth_gbps: float, whe
         "a longer context takes the step further from its floor.",
         "a longer context takes the step closer to its floor.",
         "within the spreads, the same distance from its floor.")
-    grows = (f"{where}, the multiple of the floor goes from {fmt_times(a.row.x_floor)} at "
-             f"{a.context_tokens:,} tokens to {fmt_times(b.row.x_floor)} at {b.context_tokens:,}: "
-             f"{further} {price}")
     return cost.change.verdict(
-        grows,
+        f"{where}, the multiple of the floor goes from {fmt_times(a.row.x_floor)} at "
+        f"{a.context_tokens:,} tokens to {fmt_times(b.row.x_floor)} at {b.context_tokens:,}: "
+        f"{further} {price}",
         f"{where}, the step at {b.context_tokens:,} tokens ran faster than at {a.context_tokens:,}, "
         "beyond the spreads, though it reads more cache: the machine's load changed between the "
         "timings, so this run cannot price a token of context.",
-        f"{where}, the steps at {ends} differ by less than their spreads, so they cannot say how "
-        "the step changes with the context.")
+        f"{where}, the steps at {a.context_tokens:,} and {b.context_tokens:,} tokens differ by less "
+        "than their spreads, so they cannot say how the step changes with the context.")
 
 
 def cache_verdict(evidence: list[tuple[ContextCost | None, float | None, str]]) -> str:
@@ -132,12 +129,10 @@ def converge_reading(eager, graphed, where: str) -> str:
     """Eager prefill against its replay at the sweep's shortest and longest prompts."""
     if not eager or not graphed:
         return ""
+    one = f"an eager prefill of {eager[0].prompt_tokens} token"
     short = compare(eager[0], graphed[0]).verdict(
-        f"an eager prefill of {eager[0].prompt_tokens} token takes {{ratio}} as long as its replay",
-        f"an eager prefill of {eager[0].prompt_tokens} token takes only {{ratio}} as long as its "
-        "replay",
-        f"an eager prefill of {eager[0].prompt_tokens} token and its replay differ by less than "
-        "their spreads")
+        f"{one} takes {{ratio}} as long as its replay", f"{one} takes only {{ratio}} as long as its replay",
+        f"{one} and its replay differ by less than their spreads")
     long = compare(eager[-1], graphed[-1]).verdict(
         "it takes {ratio} as long.", "it takes only {ratio} as long.",
         "the two differ by less than their spreads.")
@@ -147,13 +142,12 @@ def converge_reading(eager, graphed, where: str) -> str:
 def knee_reading(ratios: dict, knees) -> tuple[str, str]:
     """(agreement, attention) from knee ratios: whether the matrix products alone predict the
     fixed-cost knee to within AGREE, and what attention adds."""
-    agree = abs(ratios["straight"] / ratios["step"] - 1) < AGREE
-    grows = ("Its FLOPs grow with the square of the prompt, from "
-             f"{ratios['at_roof']:.0%} of a prefill's at {knees.roofline_tokens:,} tokens to "
-             f"{ratios['at_fixed']:.0%} at {knees.fixed_cost_tokens:,}, so the arithmetic "
-             "overtakes a large fixed cost sooner than a straight line would.")
-    if agree:
-        return "close to", "Attention makes the difference. " + grows
+    if abs(ratios["straight"] / ratios["step"] - 1) < AGREE:
+        return "close to", (
+            "Attention makes the difference. Its FLOPs grow with the square of the prompt, from "
+            f"{ratios['at_roof']:.0%} of a prefill's at {knees.roofline_tokens:,} tokens to "
+            f"{ratios['at_fixed']:.0%} at {knees.fixed_cost_tokens:,}, so the arithmetic "
+            "overtakes a large fixed cost sooner than a straight line would.")
     return "still far from", (
         f"So on this machine more than attention parts them: at {knees.fixed_cost_tokens:,} "
         f"tokens attention is {ratios['at_fixed']:.0%} of a prefill's FLOPs, and predictions this "
