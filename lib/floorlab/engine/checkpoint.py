@@ -85,20 +85,14 @@ def read_index(folder: Path) -> dict[str, str] | None:
     if not isinstance(weight_map, dict) or not weight_map:
         raise CheckpointError(f"{path} has no weight_map of tensor names to shard files; restore the index "
                               "save_pretrained writes, or remove it beside a single model.safetensors")
-    for tensor, shard in weight_map.items():
-        check_shard_name(shard, path, tensor)
+    for tensor, shard in weight_map.items():  # a plain .safetensors name inside the folder, nothing else
+        if (not isinstance(shard, str) or not shard.endswith(".safetensors") or "\\" in shard
+                or PurePosixPath(shard).is_absolute() or ".." in PurePosixPath(shard).parts):
+            raise CheckpointError(
+                f"{path} maps {tensor} to {shard!r}, which is not a .safetensors file inside "
+                f"{path.parent}; shard names must be plain relative names (no '..', no absolute paths), "
+                "so restore the index save_pretrained wrote")
     return weight_map
-
-
-def check_shard_name(shard, index: Path, tensor: str = "") -> None:
-    """Refuse a shard name that is not a .safetensors file inside the checkpoint folder."""
-    bad = (not isinstance(shard, str) or not shard.endswith(".safetensors") or "\\" in shard
-           or PurePosixPath(shard).is_absolute() or ".." in PurePosixPath(shard).parts)
-    if bad:
-        raise CheckpointError(
-            f"{index} maps {tensor or 'a tensor'} to {shard!r}, which is not a .safetensors file inside "
-            f"{index.parent}; shard names must be plain relative names (no '..', no absolute paths), "
-            "so restore the index save_pretrained wrote")
 
 
 def checkpoint_files(folder: Path, weight_map: dict[str, str] | None) -> list[Path]:
