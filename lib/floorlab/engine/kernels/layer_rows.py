@@ -98,6 +98,7 @@ def layer_kernel_rows(model, positions: torch.Tensor, *, read_gbps: float, warmu
         "down": lambda w, pdl: launch_gemv(act, w.down, outs["hidden"], config=config.down,
                                            residual=outs["hidden"], pdl=pdl, counts=counts),
     }
+
     def us(calls) -> float:
         return 1e3 * time_per_call_ms(calls, device, warmup, repeats)
 
