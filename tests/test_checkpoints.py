@@ -16,7 +16,7 @@ from floorlab.core.shapes import (
     Qwen3Shape,
     shape_from_hf_config,
 )
-from floorlab.engine.weights import INDEX_NAME, CheckpointError, load_pretrained
+from floorlab.engine.checkpoint import INDEX_NAME, CheckpointError, load_pretrained
 
 MAX_REL_ERR = 1e-4
 

@@ -8,7 +8,7 @@ import torch
 from floorlab.engine.hf import HFDecoder
 from floorlab.engine.model import build_model
 from floorlab.core.shapes import PRESETS, NotQwen3Error, Qwen3Shape, UnknownPresetError, get_shape, shape_from_hf_config
-from floorlab.engine.weights import CheckpointError, load_pretrained
+from floorlab.engine.checkpoint import CheckpointError, load_pretrained
 
 TINY = Qwen3Shape(64, 128, 1, 4, 2, 16, 100, True, name="tiny")
 

@@ -1,9 +1,8 @@
-"""Engine wing: batch buckets and padding, shared by the graph runner and its eager stand-in.
+"""Engine wing: batch buckets and padding, shared by the graph runner and its eager twin.
 
-Graphs have fixed shapes, so a runner keeps one per bucket (1, 2, 4, 8, 16 by default), pads a
-live batch up to the nearest bucket, and runs eagerly above the largest one. Padding rows are
-real rows: they write the KV cache of rows the live batch does not use, so every padded step
-runs inside keep_padding_rows, which puts those cache values back afterwards.
+Graphs have fixed shapes, so a runner keeps one per bucket (1, 2, 4, 8, 16 by default), pads a live
+batch up to the nearest bucket, and runs eagerly above the largest one. Padding rows are real rows:
+they write the KV cache of rows the live batch does not use, so keep_padding_rows puts those back.
 """
 from __future__ import annotations
 
@@ -14,6 +13,7 @@ from typing import Callable, Iterable, Iterator
 
 import torch
 
+from floorlab.core.numbers import whole_number, whole_numbers
 from floorlab.engine.inputs import check_decode_inputs, resolved_device
 
 DEFAULT_BUCKETS = (1, 2, 4, 8, 16)
@@ -28,47 +28,23 @@ class EagerFallbackWarning(UserWarning):
 
 
 class SharedBufferError(RuntimeError):
-    """In debug mode: a second caller reached a runner's static buffers while a first still held them."""
+    """A second caller reached a runner's static buffers while a first still held them."""
 
 
 def check_buckets(buckets: Iterable[int], max_batch: int | None = None) -> tuple[int, ...]:
-    """Return the buckets sorted and de-duplicated; raises ValueError saying how to fix a bad one."""
-    try:
-        items = list(buckets)
-    except TypeError:
-        raise ValueError(
-            f"buckets must be a sequence of positive ints such as (1, 2, 4, 8, 16), got {buckets!r}"
-        ) from None
-    if not items:
-        raise ValueError("buckets is empty; pass at least one batch size, e.g. (1, 2, 4, 8, 16)")
-    for b in items:
-        if isinstance(b, bool) or not isinstance(b, int) or b < 1:
-            raise ValueError(
-                f"every bucket must be a positive int, got {b!r} in {tuple(items)!r}; "
-                "pass batch sizes such as (1, 2, 4, 8, 16)"
-            )
-    ordered = tuple(sorted(set(items)))
+    """The buckets sorted and de-duplicated; a ValueError saying how to fix a bad one."""
+    ordered = tuple(sorted(set(whole_numbers(buckets, "buckets", hint="pass batch sizes such as (1, 2, 4, 8, 16)"))))
     if max_batch is not None and ordered[-1] > max_batch:
         raise ValueError(
             f"the largest bucket ({ordered[-1]}) is above the model's max_batch ({max_batch}); "
-            f"build the model with max_batch >= {ordered[-1]} or pass smaller buckets"
-        )
+            f"build the model with max_batch >= {ordered[-1]} or pass smaller buckets")
     return ordered
 
 
 def bucket_for(batch: int, buckets: Iterable[int]) -> int | None:
-    """Return the smallest bucket >= batch, or None when batch is above the largest bucket."""
-    if isinstance(batch, bool) or not isinstance(batch, int) or batch < 1:
-        raise ValueError(f"batch must be a positive int, got {batch!r}")
-    fitting = [b for b in buckets if b >= batch]
-    return min(fitting) if fitting else None
-
-
-def padding_waste(batch: int, buckets: Iterable[int]) -> int:
-    """Return the padded rows (bucket - batch) a graph replay computes for nothing; 0 above the
-    largest bucket (eager)."""
-    bucket = bucket_for(batch, buckets)
-    return 0 if bucket is None else bucket - batch
+    """The smallest bucket >= batch, or None when batch is above the largest bucket."""
+    batch = whole_number(batch, "batch", hint="a batch counts rows")
+    return min((b for b in buckets if b >= batch), default=None)
 
 
 @contextmanager
@@ -104,27 +80,27 @@ def keep_padding_rows(model, batch: int, bucket: int):
 class BucketRunner:
     """What every runner shares: the buckets, the bucket a batch pads to, eager above them.
 
-    `model` needs decode_step(tokens[B], positions[B]) -> logits[B, V], max_batch,
-    device and shape.vocab_size; `step_fn` replaces model.decode_step. A subclass
-    says how a padded bucket runs (_run_bucket); borrow() and step() do the rest.
-    debug=True fills the output with NaN after each copy-out and raises
-    SharedBufferError when two callers overlap (see borrow()).
+    `model` needs decode_step(tokens[B], positions[B]) -> logits[B, V], max_batch and device
+    (shape.vocab_size and max_context bound the inputs where it has them); `step_fn` replaces
+    model.decode_step. A subclass says how a padded bucket runs (_run_bucket). guard=True refuses
+    a second caller while a first is inside a step (SharedBufferError); debug=True does too and
+    fills the lent output with NaN as each borrow() ends.
     """
 
     path_name = "bucket"
 
     def __init__(self, model, buckets: Iterable[int] = DEFAULT_BUCKETS, *,
-                 step_fn: StepFn | None = None, debug: bool = False):
+                 step_fn: StepFn | None = None, debug: bool = False, guard: bool = False):
         self.model = model
         self.buckets = check_buckets(buckets, model.max_batch)
         self.step_fn: StepFn = step_fn if step_fn is not None else model.decode_step
         self.debug = bool(debug)
-        self._guard = threading.Lock()
-        self._holder: str | None = None  # the thread holding the static buffers (debug mode)
+        self._stepping = threading.Lock() if guard or debug else None
+        self._holder: str | None = None  # the thread inside a step
         # the model's device, or host tensors, which a step copies in
         self.input_devices = tuple(dict.fromkeys((resolved_device(model.device), torch.device("cpu"))))
-        self.input_limits = (getattr(getattr(model, "shape", None), "vocab_size", None),
-                             getattr(model, "max_context", None))  # (vocab_size, max_context); None: unbounded
+        self.vocab_size = getattr(getattr(model, "shape", None), "vocab_size", None)  # None: unbounded
+        self.max_context = getattr(model, "max_context", None)
         self.last_path: str | None = None
         self.last_padding: int = 0
 
@@ -134,12 +110,8 @@ class BucketRunner:
         return self.buckets[-1]
 
     def bucket_for(self, batch: int) -> int | None:
-        """Return the smallest bucket >= batch, or None above the largest bucket."""
+        """The smallest bucket >= batch, or None above the largest bucket."""
         return bucket_for(batch, self.buckets)
-
-    def padding_waste(self, batch: int) -> int:
-        """Return the padding rows (bucket - batch) a step at this batch computes; 0 when it runs eagerly."""
-        return padding_waste(batch, self.buckets)
 
     def step(self, tokens: torch.Tensor,
              positions: torch.Tensor) -> torch.Tensor:
@@ -165,7 +137,7 @@ class BucketRunner:
         arriving while the first holds the buffers gets SharedBufferError.
         """
         batch = self.check_inputs(tokens, positions)
-        bucket = self.bucket_for(batch)
+        bucket = next((b for b in self.buckets if b >= batch), None)
         self._enter()
         held = None
         try:
@@ -196,39 +168,36 @@ class BucketRunner:
         raise NotImplementedError
 
     def check_inputs(self, tokens: torch.Tensor, positions: torch.Tensor) -> int:
-        """Return the batch B after engine.inputs.check_decode_inputs against the model's limits.
-
-        Host tensors are accepted as well as the model's device (a step copies them in);
-        their values are checked there, before the copy, so a float id is never truncated.
-        """
-        return check_decode_inputs(tokens, positions, vocab_size=self.input_limits[0], device=self.input_devices,
-                                   max_batch=self.model.max_batch, max_context=self.input_limits[1])
+        """The batch B after engine.inputs.check_decode_inputs; host tensors are taken too (a step
+        copies them in), their values checked before the copy, so a float id is never truncated."""
+        return check_decode_inputs(tokens, positions, vocab_size=self.vocab_size, device=self.input_devices,
+                                   max_batch=self.model.max_batch, max_context=self.max_context)
 
     def _enter(self) -> None:
-        """In debug mode, claim the static buffers for this thread, or raise SharedBufferError."""
-        if not self.debug:
+        """Claim the static buffers for one step, or raise SharedBufferError while another caller is inside one.
+
+        A non-blocking lock taken on the host, outside any replay, so it costs nothing a replay measures."""
+        if self._stepping is None:
             return
         me = threading.current_thread().name
-        with self._guard:
-            if self._holder is not None:
-                raise SharedBufferError(
-                    f"{me} reached this runner's static buffers while {self._holder} still "
-                    "holds them, so one caller would replay the other's inputs; give each "
-                    "thread or stream its own runner, or take a lock around every step")
-            self._holder = me
+        if not self._stepping.acquire(blocking=False):
+            raise SharedBufferError(
+                f"{me} stepped this runner while {self._holder} was inside a step, so one would replay "
+                "the other's inputs and read its logits; give each thread or stream its own runner, or "
+                "take a lock around every step")
+        self._holder = me
 
     def _leave(self) -> None:
-        if self.debug:
-            with self._guard:
-                self._holder = None
+        if self._stepping is not None:
+            self._holder = None
+            self._stepping.release()
 
 
 class PaddedEagerRunner(BucketRunner):
     """Pads a live batch to its bucket as GraphRunner does and runs the step eagerly there.
 
-    The same padding rows and the same guard as a replay, on any device, CPU included:
-    a replay is bit-identical to the eager step it recorded, so this computes what
-    the graph would.
+    The same padding rows as a replay, on any device, CPU included: a replay is
+    bit-identical to the eager step it recorded, so this computes what the graph would.
     """
 
     path_name = "padded eager"

@@ -1,8 +1,7 @@
-"""Engine wing: read a checkpoint folder safely: its config.json and the safetensors files it names, nothing else.
+"""Engine wing: a Qwen3 checkpoint (safetensors only) from a local folder or the Hugging Face hub.
 
-Every failure is a CheckpointError (a ValueError) that names the file and says how to fix it:
-unreadable JSON, truncated or corrupt safetensors, shard names that leave the folder, a
-stale second weights file beside a single-file checkpoint.
+The folder is read safely: its config.json and the safetensors files it names, nothing else, never
+unpickled. Every failure is a CheckpointError (a ValueError) that names the file and says how to fix it.
 """
 from __future__ import annotations
 
@@ -12,11 +11,47 @@ from pathlib import Path, PurePosixPath
 import torch
 from safetensors import SafetensorError, safe_open
 
-from floorlab.core.shapes import CheckpointError
+from floorlab.core.shapes import CheckpointError, shape_from_hf_config
+from floorlab.engine.model import Qwen3Decoder
 
 INDEX_NAME = "model.safetensors.index.json"
 PICKLE_SUFFIXES = (".bin", ".pt", ".pth", ".ckpt", ".pkl")
 TOKENIZER_FILES = ("tokenizer.json", "vocab.json + merges.txt", "tokenizer.model")
+
+
+def load_pretrained(path_or_hub_id: str | Path, *, device="cpu", dtype: torch.dtype = torch.bfloat16,
+                    max_batch: int = 16, max_context: int = 256) -> Qwen3Decoder:
+    """A Qwen3Decoder holding a checkpoint's weights; never unpickles (*.bin/*.pt files are refused)."""
+    folder = Path(path_or_hub_id).expanduser()
+    if not folder.is_dir():
+        if _looks_like_path(str(path_or_hub_id)):
+            raise CheckpointError(
+                f"{str(path_or_hub_id)!r} is not a folder; pass a folder holding config.json and *.safetensors"
+            )
+        folder = _download(str(path_or_hub_id))
+    weight_map = read_index(folder)
+    files = checkpoint_files(folder, weight_map)
+    pickles = [p.name for p in folder.iterdir() if p.suffix in PICKLE_SUFFIXES]
+    if not files and pickles:
+        raise CheckpointError(
+            f"{folder} holds only pickle weights ({', '.join(sorted(pickles))}), which this loader refuses to "
+            "unpickle; convert them once with transformers: "
+            "AutoModelForCausalLM.from_pretrained(folder).save_pretrained(folder), which writes model.safetensors"
+        )
+    config = read_config(folder)
+    shape = shape_from_hf_config(config, name=folder.name, source=str(folder / "config.json"))
+    if not files:
+        raise CheckpointError(
+            f"{folder} has config.json but no *.safetensors weights; add model.safetensors "
+            f"(or the shards and {INDEX_NAME}), e.g. with transformers' save_pretrained(folder)"
+        )
+    state = read_tensors(files, weight_map, folder)
+    model = Qwen3Decoder(shape, max_batch=max_batch, max_context=max_context, device=device, dtype=dtype)
+    try:
+        model.load_state_dict_hf(state)
+    except ValueError as err:
+        raise CheckpointError(f"{folder}: {err}") from err
+    return model
 
 
 def read_json(path: Path, what: str):
@@ -50,25 +85,18 @@ def read_index(folder: Path) -> dict[str, str] | None:
     if not isinstance(weight_map, dict) or not weight_map:
         raise CheckpointError(f"{path} has no weight_map of tensor names to shard files; restore the index "
                               "save_pretrained writes, or remove it beside a single model.safetensors")
-    for tensor, shard in weight_map.items():
-        check_shard_name(shard, path, tensor)
+    for tensor, shard in weight_map.items():  # a plain .safetensors name inside the folder, nothing else
+        if (not isinstance(shard, str) or not shard.endswith(".safetensors") or "\\" in shard
+                or PurePosixPath(shard).is_absolute() or ".." in PurePosixPath(shard).parts):
+            raise CheckpointError(
+                f"{path} maps {tensor} to {shard!r}, which is not a .safetensors file inside "
+                f"{path.parent}; shard names must be plain relative names (no '..', no absolute paths), "
+                "so restore the index save_pretrained wrote")
     return weight_map
 
 
-def check_shard_name(shard, index: Path, tensor: str = "") -> None:
-    """Refuse a shard name that is not a .safetensors file inside the checkpoint folder."""
-    bad = (not isinstance(shard, str) or not shard.endswith(".safetensors") or "\\" in shard
-           or PurePosixPath(shard).is_absolute() or ".." in PurePosixPath(shard).parts)
-    if bad:
-        raise CheckpointError(
-            f"{index} maps {tensor or 'a tensor'} to {shard!r}, which is not a .safetensors file inside "
-            f"{index.parent}; shard names must be plain relative names (no '..', no absolute paths), "
-            "so restore the index save_pretrained wrote")
-
-
-def checkpoint_files(folder: Path) -> list[Path]:
+def checkpoint_files(folder: Path, weight_map: dict[str, str] | None) -> list[Path]:
     """The safetensors files to read: the shards the index names, or the folder's one .safetensors file."""
-    weight_map = read_index(folder)
     if weight_map is not None:
         names = sorted(set(weight_map.values()))
         missing = [n for n in names if not (folder / n).is_file()]
@@ -140,3 +168,20 @@ def tokenizer_files(folder: Path) -> None:
     raise CheckpointError(
         f"{folder} has no tokenizer: expected {' or '.join(TOKENIZER_FILES)} (with tokenizer_config.json); "
         "copy the model's tokenizer files next to its weights (hf download fetches them with the weights)")
+
+
+def _download(hub_id: str) -> Path:
+    """The local snapshot folder of a hub model id (config.json and safetensors files only)."""
+    from huggingface_hub import snapshot_download
+
+    try:
+        return Path(snapshot_download(hub_id, allow_patterns=["config.json", "*.safetensors", INDEX_NAME]))
+    except Exception as err:
+        raise CheckpointError(
+            f"{hub_id!r} is not a local folder and could not be fetched from the Hugging Face hub ({err}); "
+            "pass the path of a folder holding config.json and *.safetensors, or a hub id such as Qwen/Qwen3-0.6B"
+        ) from err
+
+
+def _looks_like_path(text: str) -> bool:
+    return text.startswith(("/", ".", "~")) or text.count("/") > 1 or Path(text).exists()

@@ -1,13 +1,7 @@
-"""Engine wing: a fused decode step: the same model and weights, compiled so the elementwise work
-runs in few kernels.
-
-The step is written for the compiler, functionally: each RMSNorm one kernel,
-the residual adds folded into the GEMMs that precede them, the q/k norms, RoPE
-and the KV-cache write in one pointwise region, SwiGLU in one kernel, attention
-one kernel; the matrix products stay library GEMMs. It is compiled with
-torch.compile (Inductor) without Inductor's own CUDA graphs, so
-floorlab.engine.graphs.GraphRunner(model, step_fn=fused) captures it; the KV cache
-stays the model's buffer, shared with model.decode_step and prefill.
+"""Engine wing: a fused decode step: the same model and weights, written for torch.compile (Inductor)
+so the elementwise work runs in few kernels (each RMSNorm one, the q/k norms, RoPE and the cache
+write one region, SwiGLU one); the matrix products stay library GEMMs. Compiled without Inductor's
+own CUDA graphs, so GraphRunner(model, step_fn=fused) captures it, sharing the model's KV cache.
 """
 from __future__ import annotations
 
@@ -86,11 +80,9 @@ def fused_forward(model, tokens: torch.Tensor, positions: torch.Tensor) -> torch
 def fused_step(model, *, mode: str | None = None, tuned: bool = False) -> StepFn:
     """A compiled step (tokens[B], positions[B]) -> logits [B, vocab]; one compile per batch size.
 
-    It compiles fused_forward under no_grad (model.decode_step runs in inference mode,
-    which the compiler refuses). mode is Inductor's: None (default) or
-    "max-autotune-no-cudagraphs"; never "reduce-overhead", whose own CUDA graphs
-    skip a step that mutates the KV cache. tuned=True compiles with tuned_options()
-    instead of a mode (minutes of tuning per batch size on a GPU); step.options says which.
+    fused_forward compiled under no_grad (the compiler refuses inference mode). mode is Inductor's,
+    never "reduce-overhead" (its CUDA graphs skip a step that mutates the cache); tuned=True takes
+    tuned_options() instead (minutes of tuning per batch size on a GPU), which step.options lists.
     """
     if not hasattr(model, "k_cache") or not hasattr(model, "layers"):
         raise TypeError(
@@ -123,7 +115,7 @@ def fused_step(model, *, mode: str | None = None, tuned: bool = False) -> StepFn
 
     def step(tokens: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
         """Logits [B, vocab] from the compiled step (no host syncs: capturable in a CUDA graph)."""
-        model._check(tokens.shape[0])
+        model.check_inputs(tokens, positions)
         with torch.no_grad():
             return compiled(tokens, positions)
 

@@ -1,48 +1,35 @@
 """Engine wing: CUDA graphs for the decode step: capture once per batch bucket, replay with padding.
 
-A decode step launches hundreds of small kernels; a CUDA graph records them once
-and replays them with a single launch. Graphs have fixed shapes, so the runner
-captures one graph per bucket (1, 2, 4, 8, 16 by default), pads a live batch up
-to the nearest bucket, and runs eagerly above the largest one.
-
-Every graph reads its inputs from, and writes its logits to, static buffers: the
-runner copies inputs in before a replay and hands back a clone of the output,
-never a view, so a later replay cannot overwrite logits already returned.
-borrow() lends the view itself for one `with` block. A second caller arriving while a
-first is inside a step is refused (a lock taken on the host, outside the replay); debug=True
-also poisons the lent view (NaN) when the block ends.
-
-Padding rows are real rows to the graph: they write the KV cache of rows the live
-batch does not use, which may hold other sequences. Every padded step therefore
-runs inside keep_padding_rows, which puts those cache values back afterwards.
-
-The buckets, the padding and the eager runner they share live in engine.buckets.
+A graph records the step's hundreds of launches once and replays them with one. It reads its
+inputs from and writes its logits to static buffers: the runner copies inputs in before a replay
+and hands back a clone of the output (borrow() lends the view itself for one `with` block).
+The buckets, the padding and what the runners share live in engine.buckets.
 """
 from __future__ import annotations
 
 import gc
-import threading
 import time
 from dataclasses import dataclass
 from typing import Callable, Iterable
 
 import torch
 
+from floorlab.core.numbers import whole_number
 from floorlab.core.progress import progress_bar
 from floorlab.engine.buckets import (
     DEFAULT_BUCKETS,
     PAD_POSITION,
     PAD_TOKEN,
     BucketRunner,
-    SharedBufferError,
     StepFn,
 )
+from floorlab.engine.inputs import resolved_device
 
 
 @dataclass
 class GraphMemory:
-    """GPU memory one captured graph added: bytes allocated (tensors it keeps alive, such as
-    its output) and reserved (segments its memory pool holds), measured around its capture."""
+    """GPU memory one captured graph added, measured around its capture: allocated (tensors it keeps
+    alive, such as its output) and reserved (segments its memory pool holds)."""
 
     bucket: int
     allocated_bytes: int
@@ -60,12 +47,11 @@ class GraphMemory:
         return self.allocated_bytes / 1e6
 
     def to_dict(self) -> dict:
-        """Plain dict, ready for JSON."""
+        """Plain dict, ready for JSON (from_dict reads it back)."""
         return dict(vars(self))
 
     @classmethod
     def from_dict(cls, data: dict) -> "GraphMemory":
-        """Rebuild a GraphMemory from to_dict() output."""
         return cls(**data)
 
 
@@ -102,19 +88,17 @@ def capture_graph(fn: Callable[[], object], *, warmup: int = 3, pool=None,
 class GraphRunner(BucketRunner):
     """Runs a model's decode step through CUDA graphs captured at a few batch buckets.
 
-    `model` needs decode_step(tokens[B], positions[B]) -> logits[B, V], max_batch,
-    device and shape.vocab_size, and cache_slots(rows, position) for padded batches;
-    `step_fn` replaces model.decode_step (for example a torch.compile'd step; compile
-    it without its own CUDA graphs, mode="default"); debug as in BucketRunner. A second
-    caller stepping it while another is inside a step gets SharedBufferError (guard=False
-    lets it through, only to show the wrong logits it would get).
+    `model` as BucketRunner's, with cache_slots(rows, position) for padded batches; `step_fn`
+    (a torch.compile'd step, say) must add no CUDA graphs of its own. A second caller stepping it
+    while another is inside a step gets SharedBufferError; guard=False lets it through, only to
+    show the wrong logits it would get.
     """
 
     path_name = "graph"
 
     def __init__(self, model, buckets: Iterable[int] = DEFAULT_BUCKETS, *,
                  step_fn: StepFn | None = None, debug: bool = False, guard: bool = True):
-        super().__init__(model, buckets, step_fn=step_fn, debug=debug)
+        super().__init__(model, buckets, step_fn=step_fn, debug=debug, guard=guard)
         self.device = self._device_for(model)
         self.graphs: dict[int, torch.cuda.CUDAGraph] = {}
         self.static_outputs: dict[int, torch.Tensor] = {}
@@ -123,35 +107,6 @@ class GraphRunner(BucketRunner):
         self.capture_s: float | None = None
         self.memory: dict[int, GraphMemory] = {}
         self.last_max_abs_diff: float | None = None
-        # held by the caller inside a step; guard=False only to show what it prevents
-        self._stepping = threading.Lock() if guard else None
-
-    def _enter(self) -> None:
-        """Claim the static buffers for one step, or raise SharedBufferError while another caller is inside one.
-
-        Always on: a non-blocking lock taken on the host before the replay and let go after it,
-        outside the graph, so it costs nothing a replay measures. debug=True adds BucketRunner's
-        own check, which names the holding thread, and poisons every lent view with NaN."""
-        if self._stepping is not None and not self._stepping.acquire(blocking=False):
-            raise SharedBufferError(
-                "a second caller stepped this runner while another was inside a step, so one would "
-                "replay the other's inputs and read its logits; give each thread its own runner, or "
-                "take a lock around every step (debug=True names the thread holding it)")
-        try:
-            super()._enter()
-        except BaseException:
-            self._leave_guard()
-            raise
-
-    def _leave(self) -> None:
-        try:
-            super()._leave()
-        finally:
-            self._leave_guard()
-
-    def _leave_guard(self) -> None:
-        if self._stepping is not None:
-            self._stepping.release()
 
     @staticmethod
     def _device_for(model) -> torch.device:
@@ -167,9 +122,7 @@ class GraphRunner(BucketRunner):
                 f"GraphRunner needs the model on a CUDA device, but it is on {device}; "
                 "build or move the model with device='cuda'"
             )
-        if device.index is None:
-            device = torch.device("cuda", torch.cuda.current_device())
-        return device
+        return resolved_device(device)
 
     @property
     def captured(self) -> bool:
@@ -178,17 +131,13 @@ class GraphRunner(BucketRunner):
 
     def capture(self, *, warmup: int = 3, progress: str | None = None,
                 shared_pool: bool = True) -> float:
-        """Warm up and capture one graph per bucket; returns the time taken in seconds (also capture_s).
+        """Warm up and capture one graph per bucket, largest first; returns the seconds taken (capture_s).
 
-        Warm-up runs the step at every bucket on a side stream, then graphs are
-        captured on that stream, largest first, into one shared memory pool (or, with
-        shared_pool=False, each into a pool of its own). What each capture added to
-        GPU memory is kept in memory[bucket]. Warm-up writes the KV cache at position
-        0 of rows 0..bucket-1, so afterwards the model's reset_cache() (when it has
-        one) clears it: the runner leaves no garbage.
+        The graphs share one memory pool (shared_pool=False: a pool each); what each added to GPU
+        memory is kept in memory[bucket]. Warm-up writes the KV cache, so the model's reset_cache()
+        (when it has one) clears it afterwards.
         """
-        if int(warmup) != warmup or warmup < 1:
-            raise ValueError(f"warmup must be a whole number >= 1, got {warmup!r}")
+        warmup = whole_number(warmup, "warmup", hint="capture needs at least one warm-up call")
         start_s = time.perf_counter()
         self.graphs, self.static_outputs, self.memory = {}, {}, {}
         largest = self.largest_bucket
@@ -200,13 +149,14 @@ class GraphRunner(BucketRunner):
             side.wait_stream(torch.cuda.current_stream(self.device))
             with torch.cuda.stream(side):
                 for bucket in reversed(self.buckets):
-                    for _ in range(int(warmup)):
+                    for _ in range(warmup):
                         self.step_fn(self.static_tokens[:bucket], self.static_positions[:bucket])
             torch.cuda.current_stream(self.device).wait_stream(side)
             torch.cuda.synchronize(self.device)
 
             pool = torch.cuda.graph_pool_handle() if shared_pool else None
-            for bucket in _progress(reversed(self.buckets), progress, len(self.buckets)):
+            order = list(reversed(self.buckets))
+            for bucket in progress_bar(order, label=progress, total=len(order)) if progress else order:
                 allocated, reserved = _memory_now(self.device)
                 self.graphs[bucket], self.static_outputs[bucket] = capture_graph(
                     lambda: self.step_fn(self.static_tokens[:bucket], self.static_positions[:bucket]),
@@ -226,12 +176,11 @@ class GraphRunner(BucketRunner):
         return self.static_outputs[bucket]
 
     def replay_fn(self, batch: int) -> Callable[[], None]:
-        """Return a no-argument callable replaying the bucket's graph as-is (for timing and profiling).
+        """A no-argument callable replaying the bucket's graph as-is (for timing and profiling).
 
-        It replays whatever inputs the last step loaded, padding rows included, and
-        without keep_padding_rows: time it after a step whose batch fills the bucket.
-        The callable holds the runner, whose static tokens and positions the graph
-        reads: were the runner freed first, a replay would read memory reused since.
+        It replays the inputs the last step loaded, padding rows included, without
+        keep_padding_rows: time it after a step whose batch fills the bucket. It holds the
+        runner, whose static inputs the graph reads.
         """
         bucket = self.bucket_for(batch)
         if bucket is None:
@@ -247,11 +196,10 @@ class GraphRunner(BucketRunner):
         return replay
 
     def check_bit_identical(self, tokens: torch.Tensor, positions: torch.Tensor) -> bool:
-        """Return True when a graph replay gives exactly the eager step's logits (torch.equal).
+        """True when a graph replay gives exactly the eager step's logits (torch.equal); B must be a bucket.
 
-        B must equal a bucket, so no padding is involved. Both runs write the same
-        KV values at the same (row, position) slots, so their order does not matter.
-        The largest absolute logit difference is kept in last_max_abs_diff.
+        Both runs write the same KV values at the same slots. The largest absolute logit
+        difference is kept in last_max_abs_diff.
         """
         batch = self.check_inputs(tokens, positions)
         if batch not in self.buckets:
@@ -303,9 +251,3 @@ def _buffer_addresses(model) -> dict[str, int]:
         return {}
     return {name: buf.data_ptr() for name, buf in model.named_buffers()}
 
-
-def _progress(items, label: str | None, total: int):
-    if label is None:
-        return items
-
-    return progress_bar(items, label=label, total=total)

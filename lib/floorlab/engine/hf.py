@@ -8,7 +8,7 @@ import torch
 from transformers import Qwen3Config, Qwen3ForCausalLM, StaticCache
 
 from floorlab.core.shapes import Qwen3Shape, get_shape
-from floorlab.engine.inputs import check_decode_inputs, check_limits
+from floorlab.engine.inputs import check_decode_inputs
 from floorlab.engine.model import Qwen3Decoder, greedy_tokens, init_random_
 
 
@@ -54,9 +54,6 @@ class HFDecoder:
         model.load_state_dict(ours.hf_state_dict(), strict=True)
         return cls(model, ours.shape, max_batch=ours.max_batch, max_context=ours.max_context)
 
-    def _check(self, batch: int, tokens: int) -> None:
-        check_limits(batch, tokens, max_batch=self.max_batch, max_context=self.max_context)
-
     def check_inputs(self, tokens: torch.Tensor, positions: torch.Tensor | None) -> int:
         """Return the batch B of a decode step or a prompt (positions None); see engine.inputs.check_decode_inputs."""
         return check_decode_inputs(tokens, positions, vocab_size=self.shape.vocab_size, device=self.device,
@@ -65,8 +62,7 @@ class HFDecoder:
     def _check_order(self, positions: torch.Tensor) -> None:
         """Refuse a step the StaticCache has no slot for, and (host positions) rows that differ or skip slots.
 
-        A repeated or earlier position is let through: timing loops repeat one step, and
-        the cache then writes its next slot, as the bench's cache_tokens allows for.
+        A repeated position is let through: timing loops repeat one step (the cache takes its next slot).
         """
         filled = self.cache_tokens
         if filled >= self.max_context:
@@ -109,11 +105,8 @@ class HFDecoder:
 
     @torch.inference_mode()
     def decode_step(self, tokens: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
-        """Logits [B, vocab] for one token per row; positions must be the same for every row.
-
-        Checks: check_decode_inputs, then (not under torch.compile, which the bench wraps
-        this body in) the host count of filled slots, and host positions against it.
-        """
+        """Logits [B, vocab] for one token per row; positions must be the same for every row (and, outside
+        torch.compile, which the bench wraps this body in, follow the slots the cache has filled)."""
         batch = self.check_inputs(tokens, positions)
         if self.cache is None or batch != self.cache_batch:
             raise ValueError(f"decode_step got {batch} rows but the cache holds {self.cache_batch}; "
@@ -126,8 +119,6 @@ class HFDecoder:
     @torch.inference_mode()
     def generate(self, prompt: torch.Tensor, steps: int) -> torch.Tensor:
         """Greedy tokens [B, steps] after prompt [B, T]."""
-        batch = self.check_inputs(prompt, None)
-        self._check(batch, prompt.shape[1] + steps)
         return greedy_tokens(self, prompt, steps)
 
     @torch.inference_mode()
@@ -143,7 +134,6 @@ def build_hf(preset_or_shape, *, device="cpu", dtype: torch.dtype = torch.bfloat
     """An HFDecoder with random weights (normal, std 0.02; norms 1) made directly on the device."""
     shape = get_shape(preset_or_shape)
     model = _empty_hf(shape, device, dtype, attn_implementation)
-    if torch.device(device).type == "meta":
-        return HFDecoder(model, shape, max_batch=max_batch, max_context=max_context)
-    init_random_(model.named_parameters(), seed=seed, device=device)
+    if torch.device(device).type != "meta":
+        init_random_(model.named_parameters(), seed=seed, device=device)
     return HFDecoder(model, shape, max_batch=max_batch, max_context=max_context)

@@ -1,8 +1,5 @@
-"""Engine wing: the one check of what a decode step or a prompt is given, for every engine.
-
-The model, the transformers adapter, the runners and the Triton step all call
-check_decode_inputs; a batch, a token count or a model limit is a whole number through
-core.numbers.whole_number.
+"""Engine wing: the one check of what a decode step or a prompt is given, for every engine: the
+model, the transformers adapter, the runners and the Triton step all call check_decode_inputs.
 """
 from __future__ import annotations
 
@@ -11,9 +8,9 @@ import torch
 from floorlab.core.numbers import whole_number
 
 
-def check_limits(batch: int, tokens: int, *, max_batch: int, max_context: int) -> None:
-    """Raise a ValueError saying how to fix a batch or a token count a model was not built for."""
-    whole_number(batch, "batch", hint="pass at least one row")
+def check_limits(batch: int, tokens: int, *, max_batch: int, max_context: int) -> int:
+    """The batch, once it and a row's token count fit a model's limits; else a ValueError saying how to fix it."""
+    batch = whole_number(batch, "batch", hint="pass at least one row")
     if batch > max_batch:
         raise ValueError(f"batch {batch} is larger than max_batch={max_batch}; "
                          f"build the model with max_batch>={batch}")
@@ -21,6 +18,7 @@ def check_limits(batch: int, tokens: int, *, max_batch: int, max_context: int) -
     if tokens > max_context:
         raise ValueError(f"{tokens} tokens do not fit in max_context={max_context}; "
                          f"build the model with max_context>={tokens}")
+    return batch
 
 
 ID_DTYPES = (torch.int64, torch.int32)  # what F.embedding and cache indexing take
@@ -28,19 +26,14 @@ ID_DTYPES = (torch.int64, torch.int32)  # what F.embedding and cache indexing ta
 
 def check_decode_inputs(tokens, positions, *, vocab_size: int | None, device,
                         max_batch: int, max_context: int | None) -> int:
-    """Return the batch B after checking one decode step's inputs (or a prompt's); ValueError otherwise.
+    """The batch B of one decode step (tokens [B], positions [B]) or prompt (tokens [B, T], positions None).
 
-    A decode step takes tokens [B] and positions [B]; a prompt takes tokens [B, T] and
-    positions=None (it sits at 0..T-1). `device` is the model's device, or a tuple of the
-    devices accepted (a runner also takes host tensors, which it copies in), each with its
-    index (resolved_device) so that the common case costs one comparison.
-    Metadata checks run on every call, on every device, during CUDA graph capture too,
-    and read no values: torch tensors, integer dtype (torch.long or torch.int), device,
-    1-D (2-D for a prompt), equal lengths, 1 <= B <= max_batch, T <= max_context.
-    Value checks run only where the values are on the host (CPU tensors, not under
-    torch.compile): ids in [0, vocab_size), positions in [0, max_context). CUDA values are
-    never read, since that would stall the host on the GPU and break capture; the GPU
-    path costs what it did. None for vocab_size or max_context skips that bound.
+    device: the model's, or a tuple of those accepted (a runner copies host tensors in), each with
+    its index (resolved_device). Metadata is checked on every call, capture included, reading no
+    values: tensors, integer dtype, device, dims, equal lengths, 1 <= B <= max_batch, T <= max_context.
+    Values are checked only on the host, outside torch.compile: ids in [0, vocab_size), positions in
+    [0, max_context). CUDA values are never read (that would stall the host and break capture).
+    None for vocab_size or max_context skips that bound.
     """
     accepted = device if type(device) is tuple else (device,)
     try:  # the common case, in about as few operations as the checks before this one took

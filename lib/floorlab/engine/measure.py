@@ -1,9 +1,5 @@
-"""Engine wing: the chapters' measurements, one call each: measured here when this machine can,
-else the
-stored run of a named card, labelled as that card's and never as the reader's.
-
-A chapter cell calls one of these and prints what it returns; the branching between
-"measured on this machine" and "the stored reference run" lives here, once.
+"""Engine wing: the chapters' measurements, one call each: measured here when this machine can, else
+the stored run of a named card, labelled as that card's and never as the reader's.
 """
 from __future__ import annotations
 
@@ -50,10 +46,8 @@ class Source:
 
 
 def source_for(device, reference: str, *, missing_ok: bool = False) -> Source:
-    """This machine when it has CUDA, else the stored reference run of that name.
-
-    missing_ok=True leaves source.run None when no run of that name is stored yet.
-    """
+    """This machine when it has CUDA, else the stored reference run of that name (None with missing_ok
+    when it is not stored yet)."""
     if torch.device(device).type == "cuda":
         return Source(here=True)
     return Source(here=False, run=reference_run(reference, missing_ok=missing_ok))
@@ -105,8 +99,8 @@ class Replay:
         return self.eager.median_ms / self.graph.median_ms
 
     def said(self) -> str:
-        """'On this machine, a replay takes 2.08 ms, 3.88× as fast as eager on the same card.', or
-        the words for the other outcomes of timing.compare."""
+        """'On this machine, a replay takes 2.08 ms, 3.88× as fast as eager on the same card.', or the
+        words for timing.compare's other outcomes."""
         return (f"{self.source.on()}, a replay takes {fmt_ms(self.graph.median_ms)}, "
                 + compare(self.eager, self.graph).verdict(
                     "{ratio} as fast as eager on the same card.",
@@ -133,11 +127,11 @@ def graph_replay(model, tokens: torch.Tensor, positions: torch.Tensor, *, floor:
                  warmup: int, repeats: int, reference: str, buckets=DEFAULT_BUCKETS,
                  restore: Callable[[], object] | None = None, path: str = "graph replay",
                  step_fn=None, missing_ok: bool = False) -> Replay | None:
-    """Capture the decode step at every bucket, time and check its replay; on a CPU, the stored run.
+    """Capture the decode step at every bucket, time and check its replay; on a CPU, the stored run
+    (None with missing_ok when it does not exist yet).
 
-    restore() runs after capture (which leaves the KV cache zeroed), e.g. to prefill again.
-    step_fn replaces model.decode_step (a fused step); the eager Row is the same step's.
-    missing_ok=True returns None on a CPU when the stored run does not exist yet.
+    restore() runs after capture, which zeroes the KV cache (to prefill again, say); step_fn replaces
+    model.decode_step, and the eager Row must be the same step's.
     """
     source = source_for(model.device, reference, missing_ok=missing_ok)
     if not source.here:

@@ -1,5 +1,5 @@
 """Engine wing: a minimal Qwen3 decoder in plain PyTorch ops, with a static KV cache and a graph-
-capturable decode step. What it is given goes through engine.inputs.check_decode_inputs.
+capturable decode step. Its inputs go through engine.inputs.check_decode_inputs.
 """
 from __future__ import annotations
 
@@ -109,9 +109,6 @@ class Qwen3Decoder(nn.Module):
         h = F.rms_norm(x, (self.shape.hidden_size,), self.final_norm, self.shape.rms_norm_eps)
         return F.linear(h, self.embed if self.lm_head is None else self.lm_head)
 
-    def _check(self, batch: int, tokens: int = 0) -> None:
-        check_limits(batch, tokens, max_batch=self.max_batch, max_context=self.max_context)
-
     def check_inputs(self, tokens: torch.Tensor, positions: torch.Tensor | None) -> int:
         """Return the batch B of a decode step (positions [B]) or a prompt (positions None); see check_decode_inputs."""
         return check_decode_inputs(tokens, positions, vocab_size=self.shape.vocab_size, device=self.input_device,
@@ -177,13 +174,10 @@ class Qwen3Decoder(nn.Module):
     @torch.inference_mode()
     def generate(self, prompt: torch.Tensor, steps: int) -> torch.Tensor:
         """Greedy tokens [B, steps] after prompt [B, T]."""
-        batch = self.check_inputs(prompt, None)
-        self._check(batch, prompt.shape[1] + steps)
         return greedy_tokens(self, prompt, steps)
 
     def cache_slots(self, rows: slice, position: int) -> tuple[torch.Tensor, torch.Tensor]:
-        """Views of the K and V values that cache rows `rows` hold at `position`, every layer:
-        two [num_layers, rows, kv_heads, head_dim] tensors (what a row decoding there writes)."""
+        """Views [num_layers, rows, kv_heads, head_dim] of the K and V cache rows `rows` hold at `position`."""
         return self.k_cache[:, rows, :, position], self.v_cache[:, rows, :, position]
 
     def reset_cache(self) -> None:
@@ -193,10 +187,8 @@ class Qwen3Decoder(nn.Module):
 
     # ---- transformers weight names ------------------------------------------------------
     def load_state_dict_hf(self, hf_state: dict[str, torch.Tensor]) -> None:
-        """Copy a transformers Qwen3ForCausalLM state dict into the fused layout.
-
-        Checks every name and shape first, and refuses tensors the engine would not use.
-        """
+        """Copy a transformers Qwen3ForCausalLM state dict into the fused layout, once every name and shape
+        is checked and nothing the engine would not use is left over."""
         targets = self.hf_state_dict()
         if self.lm_head is None:
             del targets["lm_head.weight"]
@@ -264,8 +256,7 @@ def _rope_tables(theta: float, head_dim: int, max_context: int, device) -> tuple
 def build_model(preset_or_shape, *, device="cpu", dtype: torch.dtype = torch.bfloat16,
                 max_batch: int = 16, max_context: int = 256, seed: int = 0) -> Qwen3Decoder:
     """A Qwen3Decoder with random weights (normal, std 0.02; norms 1) made on the device; "meta" allocates nothing."""
-    instance(dtype, torch.dtype, "dtype", hint="pass a torch dtype, e.g. torch.bfloat16")
-    if not dtype.is_floating_point:
+    if not instance(dtype, torch.dtype, "dtype", hint="pass a torch dtype, e.g. torch.bfloat16").is_floating_point:
         raise ValueError(f"dtype must be a floating-point torch dtype (weights are real numbers), got {dtype}; "
                          "pass torch.bfloat16, torch.float16 or torch.float32")
     seed = whole_number(seed, "seed", at_least=0, hint="any whole number >= 0 picks the random weights")
@@ -276,18 +267,14 @@ def build_model(preset_or_shape, *, device="cpu", dtype: torch.dtype = torch.bfl
                          "'cuda:0'") from None
     model = Qwen3Decoder(get_shape(preset_or_shape), max_batch=max_batch, max_context=max_context,
                          device=device, dtype=dtype)
-    if model.device.type == "meta":
-        return model
-    init_random_(model.named_parameters(), seed=seed, device=model.device)
+    if model.device.type != "meta":
+        init_random_(model.named_parameters(), seed=seed, device=model.device)
     return model
 
 
 def with_context(model: Qwen3Decoder, max_context: int, *, max_batch: int = 1) -> Qwen3Decoder:
-    """The same weights, shared and not copied, behind a fresh zeroed KV cache of max_context slots.
-
-    The decode step's attention reads every slot of its static cache, so timing a step at
-    a given context needs a cache of exactly that length.
-    """
+    """The same weights, shared and not copied, behind a fresh zeroed KV cache of max_context slots
+    (the decode step's attention reads every slot, so timing it at a context needs a cache that long)."""
     twin = Qwen3Decoder(model.shape, max_batch=max_batch, max_context=max_context,
                         device=model.device, dtype=model.dtype)
     twin.load_state_dict(model.state_dict(keep_vars=True), assign=True)
@@ -295,18 +282,13 @@ def with_context(model: Qwen3Decoder, max_context: int, *, max_batch: int = 1) -
 
 
 def prefill_random(model, batch: int, prompt_tokens: int, *, seed: int = 0):
-    """Prefill a random prompt; returns (prompt [batch, prompt_tokens], next tokens [batch],
-    their positions [batch])."""
+    """Prefill a random prompt; returns (prompt [batch, prompt_tokens], next tokens [batch], their positions)."""
     with_attributes(model, "model", ("shape", "device", "max_batch", "max_context", "prefill"),
                     hint="pass a model from floorlab.build_model")
-    batch = whole_number(batch, "batch", hint=f"rows to prefill, 1 to the model's max_batch={model.max_batch}")
-    prompt_tokens = whole_number(prompt_tokens, "prompt_tokens",
-                                 hint=f"tokens per row, fewer than the model's max_context={model.max_context}")
+    prompt_tokens = whole_number(prompt_tokens, "prompt_tokens", hint="tokens per row")
     seed = whole_number(seed, "seed", at_least=0, hint="any whole number >= 0 picks the random prompt")
-    if batch > model.max_batch or prompt_tokens >= model.max_context:
-        raise ValueError(f"batch={batch} and prompt_tokens={prompt_tokens} need batch <= max_batch="
-                         f"{model.max_batch} and prompt_tokens < max_context={model.max_context} (the next "
-                         "token needs a slot); build the model with larger limits")
+    # one slot more than the prompt: the next token's
+    batch = check_limits(batch, prompt_tokens + 1, max_batch=model.max_batch, max_context=model.max_context)
     gen = torch.Generator(device=model.device).manual_seed(seed)
     prompt = torch.randint(0, model.shape.vocab_size, (batch, prompt_tokens), device=model.device, generator=gen)
     tokens = model.prefill(prompt)[:, -1].argmax(-1)
@@ -314,15 +296,18 @@ def prefill_random(model, batch: int, prompt_tokens: int, *, seed: int = 0):
     return prompt, tokens, positions
 
 
-def greedy_tokens(decoder, prompt: torch.Tensor, steps: int) -> torch.Tensor:
-    """Greedy tokens [B, steps] from any decoder with prefill and decode_step (the caller checks the sizes)."""
-    if steps < 1:
-        raise ValueError(f"steps={steps}; ask for at least one generated token")
-    batch, length = prompt.shape
+def greedy_tokens(decoder, prompt: torch.Tensor, steps: int, *, decode_step=None) -> torch.Tensor:
+    """Greedy tokens [B, steps] after prompt [B, T] from a decoder with prefill, decode_step (or the one
+    given), check_inputs and its max_batch and max_context, which prompt and steps must fit."""
+    batch = decoder.check_inputs(prompt, None)
+    steps = whole_number(steps, "steps", hint="ask for at least one generated token")
+    length = prompt.shape[1]
+    check_limits(batch, length + steps, max_batch=decoder.max_batch, max_context=decoder.max_context)
+    decode_step = decode_step or decoder.decode_step
     token = decoder.prefill(prompt)[:, -1].argmax(-1)
     out = [token]
     for step in range(1, steps):
         positions = torch.full((batch,), length + step - 1, device=prompt.device)
-        token = decoder.decode_step(token, positions).argmax(-1)
+        token = decode_step(token, positions).argmax(-1)
         out.append(token)
     return torch.stack(out, dim=1)

@@ -1,9 +1,8 @@
 """Engine wing: ranks as processes: start them, give each a process group, time their collectives.
 
-run_ranks starts one process per rank with torch.multiprocessing (spawn), joins each to a
-process group through a file in a private folder (NCCL on CUDA GPUs, gloo on the CPU, one
-GPU per rank), runs a function there and hands back what each rank returned. Ranks talk
-through torch.distributed only: the book writes no transport of its own.
+run_ranks spawns one process per rank (torch.multiprocessing), joins each to a process group through
+a file in a private folder (NCCL on CUDA, one GPU per rank; gloo on the CPU), runs a function there
+and hands back what each returned. Ranks talk through torch.distributed only.
 """
 from __future__ import annotations
 
@@ -19,6 +18,7 @@ import torch.distributed as dist
 import torch.multiprocessing as mp
 
 from floorlab.core.files import load_json, save_json
+from floorlab.core.numbers import whole_number
 from floorlab.core.timing import StepTimes, Timing, time_ms, time_with_issue
 from floorlab.engine.graphs import capture_graph
 
@@ -38,8 +38,7 @@ class TooFewDevicesError(ValueError):
 
 def check_devices(ranks: int, device: str) -> None:
     """Refuse `ranks` ranks on `device` ("cuda" or "cpu") when the machine has too few GPUs or cores."""
-    if isinstance(ranks, bool) or int(ranks) != ranks or ranks < 1:
-        raise ValueError(f"ranks must be a whole number >= 1, got {ranks!r}")
+    ranks = whole_number(ranks, "ranks", hint="one process per rank")
     if device == "cuda":
         have = torch.cuda.device_count()
         if have < ranks:
@@ -95,8 +94,8 @@ def run_ranks(target: Callable, ranks: int, *, device: str, args: tuple = (),
               timeout_s: float = TIMEOUT_S) -> list:
     """target(rank, ranks, *args) in `ranks` spawned processes; each rank's JSON-able result, in order.
 
-    target must be a module-level function (spawn imports it by name). A rank that raises
-    stops every rank; the error comes back as a RankError with that rank's message.
+    target must be a module-level function (spawn imports it by name). A rank that raises stops
+    every rank, and its message comes back as a RankError.
     """
     check_devices(ranks, device)
     with tempfile.TemporaryDirectory(prefix="floorlab-ranks-") as folder:
@@ -139,8 +138,8 @@ def _first_error(folder: Path, ranks: int) -> str:
 
 # ---- one collective, timed alone -----------------------------------------------------------------
 def collective_fn(kind: str, numel: int, *, device, dtype: torch.dtype, group=None):
-    """A no-argument callable running one all-reduce ("all_reduce") of numel values, or one
-    all_gather ("all_gather") of numel values from every rank, on static buffers."""
+    """A no-argument callable running one "all_reduce" of numel values, or one "all_gather" of numel
+    values from every rank, on static buffers."""
     ranks = dist.get_world_size(group)
     buf = torch.ones(int(numel), device=device, dtype=dtype)
     if kind == "all_reduce":
@@ -159,10 +158,10 @@ def collective_fn(kind: str, numel: int, *, device, dtype: torch.dtype, group=No
 
 def time_collective(kind: str, numel: int, *, device, dtype: torch.dtype, group=None,
                     warmup: int = 5, repeats: int = 50, control=None) -> Timing:
-    """One collective's time in ms, called eagerly on its own (every rank must call this together).
+    """One collective's time in ms, called eagerly on its own (every rank calls this together).
 
-    The counts are fixed on every device (a CPU's settling loop could make the ranks' counts
-    differ); on CUDA each call is timed with CUDA events, on a CPU with the wall clock.
+    Fixed counts on every device (a CPU's settling loop could make the ranks' counts differ):
+    CUDA events on a GPU, the wall clock on a CPU.
     """
     run = collective_fn(kind, numel, device=device, dtype=dtype, group=group)
     dist.barrier(group=control)
@@ -200,10 +199,9 @@ def time_in_step(step: Callable[[], object], *, rank: int, warmup: int, repeats:
                  control=None) -> StepTimes | None:
     """The step's time and the host's issue time (time_with_issue), every rank stepping together.
 
-    On CUDA every rank times its own calls: the counts are fixed. On a CPU the timing loop
-    warms up until the times settle, a count that could differ between ranks and leave one
-    waiting in a collective for ever; so rank 0 times, a one-value broadcast before each of
-    its calls tells the others to step with it, and they return None.
+    On CUDA every rank times its own calls (fixed counts). On a CPU the loop warms up until the times
+    settle, a count the ranks could disagree on, so rank 0 alone times and, before each call,
+    broadcasts one value telling the others to step with it; they return None.
     """
     device = torch.device(device)
     dist.barrier(group=control)

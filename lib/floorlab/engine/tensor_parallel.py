@@ -1,13 +1,9 @@
 """Engine wing: tensor parallelism for the decode step: each rank holds a share of the heads, of
-the MLP and of the vocabulary, and two all-reduces per layer add the shares back together.
+the MLP and of the vocabulary.
 
-A rank's shard is a Qwen3Decoder of the rank's share (its query and KV heads, its KV cache,
-its slice of the MLP), so prefill, decode_step, the norms' weights, RoPE, attention and the
-cache layout are the engine's own. Only three things differ: qkv and gate_up are cut by
-columns (column-parallel), o_proj and down by rows (row-parallel), each followed by one
-all-reduce, and the output head is cut by vocabulary, its logits gathered with all_gather.
-Collectives go through torch.distributed: NCCL on CUDA GPUs, gloo on the CPU. Starting the
-ranks as processes is engine.ranks' job.
+A rank's shard is a Qwen3Decoder of its share, so the layer, the cache and RoPE are the engine's own.
+qkv and gate_up are cut by columns, o_proj and down by rows (each followed by one all-reduce), and the
+output head by vocabulary, its logits joined by all_gather. Starting the ranks is engine.ranks' job.
 """
 from __future__ import annotations
 
@@ -20,6 +16,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from floorlab.core.memory import HEADROOM_BYTES, Fit, free_bytes
+from floorlab.core.numbers import whole_number
 from floorlab.core.shapes import Qwen3Shape, get_shape
 from floorlab.engine.model import Qwen3Decoder, init_random_
 
@@ -33,9 +30,10 @@ class SplitError(ValueError):
 def check_split(shape, ranks: int) -> Qwen3Shape:
     """The shape, once its heads, KV heads, MLP width and vocabulary all divide by ranks."""
     shape = get_shape(shape)
-    if isinstance(ranks, bool) or int(ranks) != ranks or ranks < 1:
-        raise SplitError(f"ranks must be a whole number >= 1, got {ranks!r}")
-    ranks = int(ranks)
+    try:
+        ranks = whole_number(ranks, "ranks", hint="one process per share")
+    except ValueError as err:
+        raise SplitError(str(err)) from None
     counts = {"num_heads (query heads)": shape.num_heads,
               "num_kv_heads (KV heads)": shape.num_kv_heads,
               "intermediate_size (MLP width)": shape.intermediate_size,
@@ -53,8 +51,8 @@ def check_split(shape, ranks: int) -> Qwen3Shape:
 
 
 def shard_shape(shape, ranks: int) -> Qwen3Shape:
-    """The shape a rank's Qwen3Decoder is built with: its heads and MLP slice, and the whole
-    vocabulary for the input lookup (its slice of the output head is held apart)."""
+    """The shape of a rank's Qwen3Decoder: its heads and MLP slice, the whole vocabulary for the input
+    lookup (its slice of the output head is held apart)."""
     s = check_split(shape, ranks)
     return replace(s, intermediate_size=s.intermediate_size // ranks,
                    num_heads=s.num_heads // ranks, num_kv_heads=s.num_kv_heads // ranks,
@@ -62,11 +60,8 @@ def shard_shape(shape, ranks: int) -> Qwen3Shape:
 
 
 def rank_shape(shape, ranks: int) -> Qwen3Shape:
-    """What one rank streams in a step, as a shape: decode_floor of it is the floor per rank.
-
-    Its heads, its MLP slice and its slice of the output head (counted once, as a tied head);
-    the few rows the input lookup gathers are left out, as a floor may.
-    """
+    """What one rank streams in a step, as a shape (decode_floor of it is the floor per rank): its heads,
+    its MLP slice and its slice of the output head, counted once as a tied head."""
     s = check_split(shape, ranks)
     return replace(shard_shape(s, ranks), vocab_size=s.vocab_size // ranks)
 
@@ -111,36 +106,28 @@ def host_fit(shape, ranks: int, *, max_batch: int, max_context: int) -> Fit:
 
 
 class TPDecoder(Qwen3Decoder):
-    """One rank's shard of a Qwen3 decoder: the engine's decode step over its share of the
-    heads, the MLP and the vocabulary; its logits [B, vocab] are whole on every rank."""
+    """One rank's shard of a Qwen3 decoder: the engine's step over its share of the heads, the MLP and
+    the vocabulary; its logits [B, vocab] are whole on every rank."""
 
     def __init__(self, shape, *, rank: int, ranks: int, group=None, max_batch: int = 16,
                  max_context: int = 256, device="cpu", dtype: torch.dtype = torch.bfloat16):
         full = check_split(shape, ranks)
-        if isinstance(rank, bool) or int(rank) != rank or not 0 <= rank < ranks:
-            raise ValueError(f"rank must be a whole number from 0 to {ranks - 1}, got {rank!r}")
+        ranks = int(ranks)
+        rank = whole_number(rank, "rank", at_least=0, hint=f"ranks count from 0 to {ranks - 1}")
+        if rank >= ranks:
+            raise ValueError(f"rank must be a whole number from 0 to {ranks - 1}, got {rank}")
         super().__init__(shard_shape(full, ranks), max_batch=max_batch,
                          max_context=max_context, device=device, dtype=dtype)
-        self.full_shape, self.rank, self.ranks, self.group = full, int(rank), int(ranks), group
+        self.full_shape, self.rank, self.ranks, self.group = full, rank, ranks, group
         self.vocab_per_rank = full.vocab_size // ranks
         # the output head's slice: rows of the input table when tied, its own weight otherwise
         self.head = None if full.tie_word_embeddings else nn.Parameter(
             torch.empty(self.vocab_per_rank, full.hidden_size, device=self.device, dtype=dtype),
             requires_grad=False)
 
-    @property
-    def vocab_rows(self) -> slice:
-        """The rows of the whole vocabulary whose logits this rank computes."""
-        return slice(self.rank * self.vocab_per_rank, (self.rank + 1) * self.vocab_per_rank)
-
     def head_weight(self) -> torch.Tensor:
         """This rank's slice of the output head [vocab / ranks, hidden] (a view when tied)."""
-        return self.embed[self.vocab_rows] if self.head is None else self.head
-
-    def all_reduce(self, partial: torch.Tensor) -> torch.Tensor:
-        """The sum over ranks of each rank's partial product, in place: one collective."""
-        dist.all_reduce(partial, group=self.group)
-        return partial
+        return self.head if self.head is not None else _rows(self.embed, self.rank, self.ranks)
 
     def all_gather_vocab(self, local: torch.Tensor) -> torch.Tensor:
         """Every rank's logits [..., vocab / ranks] joined along the vocabulary: [..., vocab]."""
@@ -151,12 +138,12 @@ class TPDecoder(Qwen3Decoder):
         gather(out, rows, group=self.group)
         return out.view(self.ranks, -1, width).transpose(0, 1).reshape(*lead, self.ranks * width)
 
-    # ---- the engine's layer, with its two output projections row-parallel -----------------
     def project_back(self, x2d: torch.Tensor, inputs: torch.Tensor, weight: torch.Tensor) -> None:
-        """Row-parallel: this rank's partial inputs @ weight.T, summed over ranks, then added to
-        the residual, which is whole on every rank. The rest of Qwen3Decoder's layer runs as it
-        is, over this rank's heads and MLP slice (column-parallel qkv and gate_up)."""
-        x2d.add_(self.all_reduce(torch.mm(inputs, weight.t())))
+        """Row-parallel o_proj and down: this rank's partial product, summed over ranks (one all-reduce),
+        added to the residual, which is whole on every rank."""
+        partial = torch.mm(inputs, weight.t())
+        dist.all_reduce(partial, group=self.group)
+        x2d.add_(partial)
 
     def _logits(self, x: torch.Tensor) -> torch.Tensor:
         h = F.rms_norm(x, (self.shape.hidden_size,), self.final_norm, self.shape.rms_norm_eps)
@@ -184,12 +171,9 @@ def _cols(t: torch.Tensor, rank: int, ranks: int) -> torch.Tensor:
 
 
 def cut(name: str, full: torch.Tensor, shape, rank: int, ranks: int) -> torch.Tensor:
-    """Rank `rank`'s slice of the whole model's parameter `name` (Qwen3Decoder names).
-
-    qkv keeps the rank's query heads, then its KV heads; gate_up its rows of gate, then of
-    up; o_proj and down their columns; the output head its rows of the vocabulary; the
-    norms and the input table are whole on every rank.
-    """
+    """Rank `rank`'s slice of the whole model's parameter `name` (Qwen3Decoder names): qkv its query
+    heads then its KV heads, gate_up its gate rows then its up rows, o_proj and down their columns,
+    the output head its vocabulary rows; the norms and the input table stay whole."""
     s = get_shape(shape)
     leaf = name.rsplit(".", 1)[-1]
     if leaf == "qkv":

@@ -1,26 +1,22 @@
-"""Engine wing: real text from real weights: the book's engine, a Qwen3 checkpoint and its
-tokenizer.
+"""Engine wing: real text from real weights: the book's engine with a Qwen3 checkpoint and its tokenizer.
 
-Random weights move the same bytes as trained ones, so every timing in the book
-holds for both; with a checkpoint at hand the same engine also writes readable text.
-The folder comes from FLOORLAB_QWEN3_PATH; nothing is fetched from the network
-unless that variable names a hub id instead of a folder.
+Random weights move the same bytes as trained ones, so every timing holds for both. The folder comes
+from FLOORLAB_QWEN3_PATH; nothing is fetched from the network unless it names a hub id instead.
 """
 from __future__ import annotations
 
 import os
 from dataclasses import dataclass
 from pathlib import Path
-from types import SimpleNamespace
 from typing import Callable
 
 import torch
 
 from floorlab.core.environment import expand_folder
+from floorlab.core.numbers import a_path
 from floorlab.core.shapes import CheckpointError
-from floorlab.engine.checkpoint import tokenizer_files
+from floorlab.engine.checkpoint import load_pretrained, tokenizer_files
 from floorlab.engine.model import greedy_tokens
-from floorlab.engine.weights import load_pretrained
 
 WEIGHTS_ENV = "FLOORLAB_QWEN3_PATH"
 HUB_ID = "Qwen/Qwen3-0.6B"
@@ -44,9 +40,7 @@ def load_text_model(source: str | Path, *, device="cpu", dtype: torch.dtype = to
     """(Qwen3Decoder, tokenizer) from a checkpoint folder, or from the hub when given a hub id."""
     from transformers import AutoTokenizer
 
-    if not isinstance(source, (str, Path)) or not str(source).strip():
-        raise ValueError(f"source must be a checkpoint folder or a hub id such as {HUB_ID!r}, got "
-                         f"{type(source).__name__} {source!r}; {how_to_get_weights()}")
+    a_path(source, "source", hint=f"a checkpoint folder or a hub id such as {HUB_ID!r}; {how_to_get_weights()}")
     folder = expand_folder(str(source), WEIGHTS_ENV)
     local = folder.is_dir()
     if not local and str(source).startswith(("/", ".", "~")):
@@ -78,19 +72,12 @@ class Generation:
 
 def generate_text(model, tokenizer, prompt: str, new_tokens: int = 24, *,
                   decode_step: Callable | None = None) -> Generation:
-    """Greedy continuation of prompt, new_tokens long, by the engine's prefill and decode step.
-
-    decode_step replaces model.decode_step (for example a GraphRunner's step).
-    """
+    """Greedy continuation of prompt, new_tokens long; decode_step replaces model.decode_step (a GraphRunner's
+    step, say)."""
     ids = tokenizer(prompt, return_tensors="pt")["input_ids"].to(model.device)
     if ids.numel() == 0:
         raise ValueError(f"the prompt {prompt!r} encodes to no tokens; pass text with at least one token")
-    if ids.shape[1] + new_tokens > model.max_context:
-        raise ValueError(f"{ids.shape[1]} prompt tokens + {new_tokens} new ones do not fit in "
-                         f"max_context={model.max_context}; shorten the prompt or build the "
-                         "model with a larger max_context")
-    decoder = SimpleNamespace(prefill=model.prefill, decode_step=decode_step or model.decode_step)
     with torch.no_grad():
-        new = greedy_tokens(decoder, ids, new_tokens)[0].tolist()
+        new = greedy_tokens(model, ids, new_tokens, decode_step=decode_step)[0].tolist()
     return Generation(prompt, ids[0].tolist(), new,
                       tokenizer.decode(new, skip_special_tokens=True))

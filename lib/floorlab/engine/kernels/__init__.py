@@ -1,12 +1,9 @@
-"""Engine wing: the book's own Triton kernels for one decode step, a bare GEMV to sweep, and
-the kernels timed one by one.
+"""Engine wing: the book's own Triton kernels for one decode step, a bare GEMV to sweep, and the
+kernels timed one by one.
 
-triton_step(model) returns a step (tokens[B], positions[B]) -> logits[B, vocab] built from
-about five kernels per layer; gemv(x, weight) is the bare GEMV kernel; layer_kernel_rows(model,
-positions) times each kernel of a layer into KernelRows (layer_rows), on the timing machinery
-the kernel sweep shares (timing). Triton is imported only when a kernel is launched, so this
-package imports anywhere. On a CPU the kernels run in Triton's interpreter, which
-TRITON_INTERPRET=1 turns on before triton is first used.
+triton_step(model) is a decode step of about five kernels per layer; gemv(x, weight) the bare GEMV;
+layer_kernel_rows times each kernel of a layer. Triton is imported only when a kernel is launched,
+so this package imports anywhere; on a CPU the kernels run in Triton's interpreter (TRITON_INTERPRET=1).
 """
 from __future__ import annotations
 
@@ -19,9 +16,8 @@ from .layer_rows import KernelRow, format_layer_table, kernel_rows, layer_kernel
 DTYPES = (torch.bfloat16, torch.float16, torch.float32)
 
 __all__ = ["GEMV_NAMES", "TINY", "TRITON_REQUIREMENT", "AttentionConfig", "GemvConfig", "KernelRow", "StepConfig",
-           "default_block_k", "default_config", "format_layer_table", "gemv", "gemv_shapes", "how_to_get_triton",
-           "kernel_rows", "kernels_interpreted", "kernels_unavailable", "layer_kernel_rows", "pdl_supported",
-           "shape_kwargs", "triton_step"]
+           "default_config", "format_layer_table", "gemv", "gemv_shapes", "how_to_get_triton", "kernel_rows",
+           "kernels_unavailable", "layer_kernel_rows", "pdl_supported", "shape_kwargs", "triton_step"]
 # the Triton releases the kernels are tested with, as requirements.txt asks for them
 TRITON_REQUIREMENT = "triton>=3.6,<3.10"
 
@@ -49,13 +45,16 @@ def _runtime():
 
 def kernels_unavailable(device) -> str:
     """Why the kernels cannot run on device here, or '' when they can (compiled or interpreted)."""
+    device = torch.device(device)
+    if device.type not in ("cpu", "cuda"):
+        return f"the kernels run on CUDA GPUs (or the CPU interpreter), not on {device}"
     try:
         runtime = _runtime()
     except RuntimeError as err:
         return str(err)
-    if torch.device(device).type == "cpu" and not runtime.interpreting():
+    if device.type == "cpu" and not runtime.interpreting():
         return ("on a CPU Triton runs kernels only in its interpreter: set TRITON_INTERPRET=1 before "
-                "Python first loads the kernels (restart the kernel after setting it)")
+                "Python first loads the kernels (restart the kernel after setting it), or use device='cuda'")
     if runtime.interpreter_broken():
         return ("Triton was imported before TRITON_INTERPRET=1 was set, so its interpreter cannot run "
                 "the kernels: restart the kernel and import floorlab first, or set the variable "
@@ -67,44 +66,30 @@ def kernels_unavailable(device) -> str:
     return ""
 
 
-def kernels_interpreted() -> bool:
-    """True when the kernels run in Triton's CPU interpreter (TRITON_INTERPRET=1 when they were first loaded)."""
-    return _runtime().interpreting()
-
-
 def pdl_supported(device) -> bool:
     """True when kernels on device can use programmatic dependent launch (compiled, compute capability >= 9.0)."""
     return _runtime().pdl_supported(device)
 
 
-def _check_device(device: torch.device, what: str) -> None:
-    runtime = _runtime()
-    if device.type == "cpu" and not runtime.interpreting():
-        raise RuntimeError(
-            f"{what} is on the CPU, where Triton kernels run only in Triton's interpreter, and it is off; "
-            "set TRITON_INTERPRET=1 in the environment before Python first loads the kernels "
-            "(e.g. `TRITON_INTERPRET=1 python ...`), or build the model with device='cuda'")
-    if device.type not in ("cpu", "cuda"):
-        raise RuntimeError(f"{what} is on {device}; the kernels run on CUDA GPUs (or the CPU interpreter)")
-
-
-def _resolve_pdl(pdl: bool | None, device: torch.device) -> bool:
+def _launch_pdl(pdl: bool | None, device: torch.device, what: str) -> bool:
+    """Whether launches on device use PDL (None: where supported), once the kernels can run there at all."""
+    why = kernels_unavailable(device)
+    if why:
+        raise RuntimeError(f"{what} is on {device}, where the kernels cannot run: {why}")
     supported = pdl_supported(device)
-    if pdl is None:
-        return supported
     if pdl and not supported:
         raise ValueError(
             f"pdl=True needs compiled kernels on a CUDA GPU of compute capability >= 9.0 and a Triton with "
             f"tl.extra.cuda.gdc_wait; {device} here does not qualify (interpreter on: "
-            f"{kernels_interpreted()}); pass pdl=None or pdl=False")
-    return bool(pdl)
+            f"{_runtime().interpreting()}); pass pdl=None or pdl=False")
+    return supported if pdl is None else bool(pdl)
 
 
 def triton_step(model, *, pdl: bool | None = None, config: StepConfig | None = None):
     """A decode step (tokens[B], positions[B]) -> logits[B, vocab] from the book's kernels, sharing model's cache.
 
-    pdl=None turns programmatic dependent launch on for compiled kernels on compute capability >= 9.0.
-    config=None picks default_config(B) per batch. No host syncs: GraphRunner can capture it.
+    pdl=None turns programmatic dependent launch on where pdl_supported; config=None picks
+    default_config(B) per batch. No host syncs: GraphRunner can capture it.
     """
     if not all(hasattr(model, name) for name in ("layers", "k_cache", "rope_cos", "embed", "shape")):
         raise TypeError(f"triton_step needs a floorlab Qwen3Decoder (floorlab.engine.model.build_model), got "
@@ -115,14 +100,12 @@ def triton_step(model, *, pdl: bool | None = None, config: StepConfig | None = N
                          f"num_kv_heads, got head_dim={s.head_dim}, heads={s.num_heads}, kv heads={s.num_kv_heads}")
     if model.dtype not in DTYPES:
         raise ValueError(f"the kernels take weights in {DTYPES}, got {model.dtype}; build the model with one of them")
-    device = model.embed.device
-    _check_device(device, "the model")
+    use_pdl = _launch_pdl(pdl, model.embed.device, "the model")
     if config is not None:
         if not isinstance(config, StepConfig):
             raise TypeError(f"config must be a StepConfig (floorlab.engine.kernels.default_config(batch)), "
                             f"got {type(config).__name__}")
         config.check()
-    use_pdl = _resolve_pdl(pdl, device)
     from .step import build_step
 
     return build_step(model, pdl=use_pdl, config=config)
@@ -134,11 +117,7 @@ def gemv(x: torch.Tensor, weight: torch.Tensor, *, out: torch.Tensor | None = No
          swap_ab: bool = False, fused_reduce: bool = False, pdl: bool | None = False) -> torch.Tensor:
     """y[B, N] = x[B, K] @ weight[N, K]^T in x's dtype (float32 sums) from the bare GEMV kernel.
 
-    Grid: cdiv(N, rows_per_program) programs times split_k; block_k=None picks default_block_k(B);
-    dot=True runs each tile on tensor cores (rows_per_program >= 16); tile_sums=True sums each tile at once;
-    row_loop=True meets each weight tile with one batch row at a time; num_stages: K tiles Triton's
-    software pipeline keeps in flight (the tensor-core tiles' loop); swap_ab=True multiplies w @ x^T;
-    fused_reduce=True adds the K splits up in the GEMV itself, without a second kernel.
+    The launch settings are GemvConfig's; block_k=None picks default_block_k(B).
     """
     if x.dim() != 2 or weight.dim() != 2 or x.shape[1] != weight.shape[1]:
         raise ValueError(f"gemv needs x [B, K] and weight [N, K] with the same K, got {tuple(x.shape)} and "
@@ -148,7 +127,7 @@ def gemv(x: torch.Tensor, weight: torch.Tensor, *, out: torch.Tensor | None = No
                          "dtype and device; convert one with .to(...)")
     if x.stride(1) != 1 or weight.stride(1) != 1:
         raise ValueError("x and weight need contiguous rows (stride 1 along K); pass .contiguous() tensors")
-    _check_device(x.device, "x")
+    use_pdl = _launch_pdl(pdl, x.device, "x")
     config = GemvConfig(rows_per_program, block_k or default_block_k(x.shape[0]), num_warps, split_k, dot,
                         tile_sums, row_loop, num_stages, swap_ab, fused_reduce).check()
     if out is None:
@@ -158,4 +137,4 @@ def gemv(x: torch.Tensor, weight: torch.Tensor, *, out: torch.Tensor | None = No
                          f"on {x.device}, got {tuple(out.shape)} on {out.device}")
     from .matvec import launch_gemv
 
-    return launch_gemv(x, weight, out, config=config, pdl=_resolve_pdl(pdl, x.device))
+    return launch_gemv(x, weight, out, config=config, pdl=use_pdl)

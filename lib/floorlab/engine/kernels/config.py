@@ -1,89 +1,40 @@
-"""Engine wing: launch parameters of the book's Triton kernels: tile sizes, rows per program,
-warps, splits.
+"""Engine wing: launch parameters of the book's Triton kernels (tiles, rows per program, warps, splits).
 
 Plain dataclasses without triton, so a sweep can build, print and store them anywhere.
-
-Why the defaults are what they are. default_config() was chosen on an H200, from the kernel sweep
-(python -m floorlab sweep) and from whole decode steps timed with one launch setting changed at a
-time. The whole step, not a kernel timed alone, decides: in the stored sweep
-(reference/h200-kernel-sweep.json) no variant that changes one launch setting beats its step's
-default by more than 1%, and tests/test_reference_runs.py keeps it that way.
-
-At batch 1 and 2 every GEMV uses row_loop, except o_proj where its K (heads x head_dim) is over
-3072, as on the 8B: each weight tile meets one row of x at a time. The products stay
-two-dimensional, so after the PDL wait neither operand has to change layout through shared
-memory, as the three-dimensional products of tile_sums made Triton do.
-
-Above batch 2 the GEMVs multiply on tensor cores. On the 0.6B shape (hidden_size <= 1024) every
-layer GEMV uses swap_ab: the weight rows become the product's M dimension, 64 rows to a program
-of 4 warps, so Hopper's warpgroup MMA reads them from shared memory. K is split so that each
-program covers a single K tile, with num_stages=1: with no K loop there is nothing to pipeline,
-and more stages would only reserve shared memory. The 0.6B's o_proj differs in tile size:
-one-warp programs of 16 rows (mma.sync instead of warpgroup MMA) in 1024-wide K splits. Timed
-alone over every layer in the stored sweep it is slower than 64-row programs of 128-wide splits,
-but the whole step was faster with it. On wider shapes swap_ab is used for qkv, gate_up, o_proj
-and the LM head, and down takes one-warp programs of 16 rows in four K splits. Where a program
-does loop over K tiles, more stay in flight: 5 for the 0.6B's LM head, 4 for the wider shapes'
-LM head and o_proj, Triton's usual 3 elsewhere.
-
-The 0.6B's gate_up above batch 2 also splits K, with fused_reduce: the last split to finish adds
-the splits' sums up, in the order a separate reduce kernel would, and applies SwiGLU itself, so
-no second kernel is launched. fused_reduce on qkv, o_proj or down was slower than the default in
-every step the stored sweep timed, so no default uses it there.
-
-Where an RMS norm comes before a split GEMV (qkv and gate_up), each split stores the sum of
-squares of its own share of x next to its partial sums, and whatever adds the splits up applies
-the norm's scale to the total. No program has to read the whole row of x before its first tile;
-with that in place, the 0.6B's qkv timed best in 512-wide splits (two at hidden size 1024).
-
-early_launch (each kernel lets the next one launch at its start, not after its PDL wait) is on at
-batch 1 and 2 for every shape, and above that only where hidden_size <= 1024 (the 0.6B), where it
-pays together with the split gate_up (without that split, the same early release slowed the
-step). The 8B's batch-8 step is slower with it, so wider shapes keep it off there.
-
-Attention fused into o_proj (AttentionConfig.o_proj_rows > 0) is off everywhere: replayed
-side by side on an H200 (python -m floorlab.tools.fusion, stored as reference/h200-fusion.json),
-its best program size took 1.11-1.12 times the two-kernel step at batch 1 on both shapes and
-nearly three times at batch 8, since every block of o_proj rows computes its head's attention again.
-
-Other cards and shapes may prefer other settings: run the sweep on them and pass its best.
+default_config's docstring says why its defaults are what they are.
 """
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field, replace
 
+from floorlab.core.numbers import instance, shown
 from floorlab.core.shapes import Qwen3Shape, get_shape
 
 GEMV_NAMES = ("qkv", "o_proj", "gate_up", "down", "lm_head")
 TINY = Qwen3Shape(64, 96, 2, 4, 2, 16, 97, False, rope_theta=10000.0, name="tiny")  # small enough to interpret
 
 
-def _power_of_two(name: str, value: int, owner: str) -> None:
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1 or value & (value - 1):
-        raise ValueError(f"{owner}.{name} must be a power of two >= 1 (Triton tiles are powers of two), "
-                         f"got {value!r}")
+def _check_int(config, name: str, wanted: str, *, least: int = 1, most: int = 2**31,
+               power_of_two: bool = False) -> None:
+    """Refuse a launch setting that is not a Python int from least to most (Triton takes it as a constant)."""
+    value = getattr(config, name)
+    if type(value) is not int or not least <= value <= most or (power_of_two and value & (value - 1)):
+        raise ValueError(f"{type(config).__name__}.{name} must be {wanted}, got {shown(value)}")
+
+
+POWER_OF_TWO = "a power of two >= 1 (Triton tiles are powers of two)"
 
 
 @dataclass(frozen=True)
 class GemvConfig:
     """One GEMV launch: output rows per program, K tile (elements), warps, K splits (1 = no split).
 
-    dot=True multiplies each tile on tensor cores, the batch padded to 16 rows (needs rows_per_program >= 16).
-    tile_sums=True sums each tile's products at once (fewer registers, so larger tiles); by default they
-    pile up elementwise and are summed once at the end. row_loop=True meets each weight tile with the
-    batch rows one at a time, summing each at once: a batch of 8 without tensor-core padding.
-    num_stages: how many K tiles Triton's software pipeline keeps in flight where it can (the tensor-core
-    tiles of a K loop, copied to shared memory asynchronously); more stages put more bytes in flight.
-    swap_ab=True (with dot=True) multiplies w @ x^T, the weight rows as the product's M dimension: with 4
-    warps and 64 rows Triton can use Hopper's warpgroup MMA, its operands in shared memory; the batch
-    pads to 8 rows there (the MMA's N), not 16. fused_reduce=True (with split_k > 1) has the last K split
-    of each row block to finish add the splits' sums up, in the order a second kernel would, instead of
-    launching one.
-
-    Where each is a default (default_config; the module docstring says why): row_loop at batch 1-2;
-    swap_ab above batch 2 for the 0.6B's layer GEMVs and the wider shapes' qkv, gate_up, o_proj and
-    LM head; num_stages=1 for the 0.6B's one-tile programs there; fused_reduce only for the 0.6B's
-    split gate_up; 16 rows and 1 warp for the 0.6B's o_proj there (slower alone, faster in the step).
+    dot: each tile on tensor cores, the batch padded to 16 rows (rows_per_program >= 16).
+    tile_sums: sum each tile's products at once; by default they pile up elementwise, summed at the end.
+    row_loop: meet each weight tile with one batch row at a time (2-D products, no tensor-core padding).
+    num_stages: K tiles Triton's software pipeline keeps in flight (the tensor-core tiles of a K loop).
+    swap_ab (with dot): w @ x^T, the weight rows as M; 64 rows on 4 warps make Hopper's warpgroup MMA.
+    fused_reduce (with split_k > 1): the last split of a row block to finish adds the splits up itself.
     """
 
     rows_per_program: int = 4
@@ -100,27 +51,24 @@ class GemvConfig:
     def check(self) -> "GemvConfig":
         """Return self after checking every field; raises ValueError saying how to fix a bad one."""
         for name in ("rows_per_program", "block_k", "num_warps"):
-            _power_of_two(name, getattr(self, name), "GemvConfig")
-        if isinstance(self.num_stages, bool) or not isinstance(self.num_stages, int) or not 1 <= self.num_stages <= 8:
-            raise ValueError(f"GemvConfig.num_stages must be a whole number from 1 to 8 (K tiles in flight), "
-                             f"got {self.num_stages!r}")
-        if isinstance(self.split_k, bool) or not isinstance(self.split_k, int) or self.split_k < 1:
-            raise ValueError(f"GemvConfig.split_k must be a whole number >= 1 (1 means no split), "
-                             f"got {self.split_k!r}")
-        if self.dot and (self.rows_per_program < 16 or self.block_k < 16):
-            raise ValueError(f"GemvConfig(dot=True) needs rows_per_program >= 16 and block_k >= 16 (a tensor-core "
-                             f"tile), got {self.rows_per_program} and {self.block_k}; raise them or pass dot=False")
-        if self.dot and self.tile_sums:
-            raise ValueError("GemvConfig(dot=True) already sums each tile on tensor cores; pass tile_sums=False")
-        if self.swap_ab and not self.dot:
-            raise ValueError("GemvConfig(swap_ab=True) swaps the operands of the tensor-core product; "
-                             "pass dot=True with it")
-        if self.fused_reduce and self.split_k < 2:
-            raise ValueError("GemvConfig(fused_reduce=True) adds up the sums of K splits; pass split_k >= 2 "
-                             "with it, or leave it False")
-        if self.row_loop and (self.dot or self.tile_sums):
-            raise ValueError("GemvConfig(row_loop=True) sums each batch row's tile at once, so it takes neither "
-                             "dot=True nor tile_sums=True; pass only one of the three")
+            _check_int(self, name, POWER_OF_TWO, power_of_two=True)
+        _check_int(self, "num_stages", "a whole number from 1 to 8 (K tiles in flight)", most=8)
+        _check_int(self, "split_k", "a whole number >= 1 (1 means no split)")
+        rules = (
+            (self.dot and (self.rows_per_program < 16 or self.block_k < 16),
+             f"dot=True needs rows_per_program >= 16 and block_k >= 16 (a tensor-core tile), got "
+             f"{self.rows_per_program} and {self.block_k}; raise them or pass dot=False"),
+            (self.dot and self.tile_sums, "dot=True already sums each tile on tensor cores; pass tile_sums=False"),
+            (self.swap_ab and not self.dot,
+             "swap_ab=True swaps the operands of the tensor-core product; pass dot=True with it"),
+            (self.fused_reduce and self.split_k < 2,
+             "fused_reduce=True adds up the sums of K splits; pass split_k >= 2 with it, or leave it False"),
+            (self.row_loop and (self.dot or self.tile_sums),
+             "row_loop=True sums each batch row's tile at once, so it takes neither dot=True nor tile_sums=True; "
+             "pass only one of the three"))
+        for broken, fix in rules:
+            if broken:
+                raise ValueError(f"GemvConfig: {fix}")
         return self
 
     def to_dict(self) -> dict:
@@ -132,9 +80,8 @@ class GemvConfig:
 class AttentionConfig:
     """Decode attention: context tile (positions), splits of the visible context (flash-decoding), warps.
 
-    o_proj_rows > 0 fuses o_proj into the attention (attention_o_proj.py): each program attends one KV
-    head over the whole context (splits=1) and multiplies by that many rows of o_proj; 0 keeps o_proj a
-    GEMV of its own (StepConfig.o_proj), the two-kernel path.
+    o_proj_rows > 0 fuses o_proj into the attention (attention_o_proj.py), that many o_proj rows to a
+    program over the whole context (splits=1); 0 keeps o_proj a GEMV of its own.
     """
 
     block_t: int = 32
@@ -144,14 +91,11 @@ class AttentionConfig:
 
     def check(self) -> "AttentionConfig":
         """Return self after checking every field; raises ValueError saying how to fix a bad one."""
-        for name in ("block_t", "num_warps"):
-            _power_of_two(name, getattr(self, name), "AttentionConfig")
-        if self.block_t < 16:
-            raise ValueError(f"AttentionConfig.block_t must be at least 16 (a tensor-core tile), got {self.block_t}")
-        if isinstance(self.splits, bool) or not isinstance(self.splits, int) or not 1 <= self.splits <= 64:
-            raise ValueError(f"AttentionConfig.splits must be a whole number from 1 to 64, got {self.splits!r}")
+        _check_int(self, "block_t", "a power of two >= 16 (a tensor-core tile)", least=16, power_of_two=True)
+        _check_int(self, "num_warps", POWER_OF_TWO, power_of_two=True)
+        _check_int(self, "splits", "a whole number from 1 to 64", most=64)
         if self.o_proj_rows:
-            _power_of_two("o_proj_rows", self.o_proj_rows, "AttentionConfig")
+            _check_int(self, "o_proj_rows", POWER_OF_TWO, power_of_two=True)
             if self.splits != 1:
                 raise ValueError(f"AttentionConfig(o_proj_rows={self.o_proj_rows}) attends the whole context in "
                                  f"each program; pass splits=1 with it (got {self.splits}), or o_proj_rows=0")
@@ -167,7 +111,10 @@ class AttentionConfig:
 
 @dataclass(frozen=True)
 class StepConfig:
-    """Every launch of one decode step: a GemvConfig per weight matrix and the attention's config."""
+    """Every launch of one decode step: a GemvConfig per weight matrix and the attention's config.
+
+    early_launch: with PDL, each kernel lets the next one launch at its start, not after its wait.
+    """
 
     qkv: GemvConfig = field(default_factory=GemvConfig)
     o_proj: GemvConfig = field(default_factory=GemvConfig)
@@ -175,23 +122,16 @@ class StepConfig:
     down: GemvConfig = field(default_factory=GemvConfig)
     lm_head: GemvConfig = field(default_factory=lambda: GemvConfig(rows_per_program=8))
     attention: AttentionConfig = field(default_factory=AttentionConfig)
-    # with PDL, each kernel lets the next one launch at its start, not after its wait; default_config
-    # turns it on at batch 1-2, and above only for hidden_size <= 1024 (the 8B's batch 8 is slower with it)
     early_launch: bool = True
 
     def check(self) -> "StepConfig":
         """Return self after checking every part; gate_up splits K only with fused_reduce (SwiGLU needs whole sums)."""
         for name in GEMV_NAMES:
-            part = getattr(self, name)
-            if not isinstance(part, GemvConfig):
-                raise TypeError(f"StepConfig.{name} must be a GemvConfig, got {type(part).__name__}")
-            part.check()
+            instance(getattr(self, name), GemvConfig, f"StepConfig.{name}").check()
         if self.gate_up.split_k != 1 and not self.gate_up.fused_reduce:
             raise ValueError("StepConfig.gate_up.split_k > 1 needs fused_reduce=True: SwiGLU needs each row's "
                              "whole sum, which only the last split to finish has; or split the down projection")
-        if not isinstance(self.attention, AttentionConfig):
-            raise TypeError(f"StepConfig.attention must be an AttentionConfig, got {type(self.attention).__name__}")
-        self.attention.check()
+        instance(self.attention, AttentionConfig, "StepConfig.attention").check()
         return self
 
     def with_gemv(self, name: str, config: GemvConfig) -> "StepConfig":
@@ -206,10 +146,7 @@ class StepConfig:
 
 
 def default_block_k(batch: int, rows_per_program: int = 4) -> int:
-    """K tile (elements, 64..1024) whose [batch, rows, block_k] float32 accumulator is ~64 registers a thread.
-
-    (At 4 warps; the accumulator of the register-product GEMV, not of dot=True.)
-    """
+    """K tile (elements, 64..1024) whose [batch, rows, block_k] float32 accumulator is ~64 registers a thread."""
     padded = 1 << max(0, batch - 1).bit_length()
     block_k = 8192 // (padded * rows_per_program)
     return max(64, min(1024, 1 << (block_k.bit_length() - 1)))
@@ -217,17 +154,27 @@ def default_block_k(batch: int, rows_per_program: int = 4) -> int:
 
 def default_config(batch: int, *, hidden_size: int = 1024, num_kv_heads: int = 8, max_context: int = 256,
                    attention_size: int = 2048, intermediate_size: int = 3072) -> StepConfig:
-    """A StepConfig for a batch (rows), chosen from H200 sweeps of the qwen3-0.6b and qwen3-8b shapes.
+    """A StepConfig for a batch (rows), chosen on an H200 for the qwen3-0.6b and qwen3-8b shapes.
 
-    (floorlab.tools.sweep, and whole steps timed with one launch config changed at a time;
-    attention_size is heads x head_dim, the o_proj's K.) Other cards and shapes may do better
-    with other configs: run the sweep and pass its best.
+    attention_size is heads x head_dim, o_proj's K. Chosen from the kernel sweep (python -m floorlab
+    sweep) and whole steps timed with one setting changed at a time: the whole step decides, and in
+    reference/h200-kernel-sweep.json no one-change variant beats its default by more than 1%
+    (tests/test_reference_runs.py keeps it so). Batch 1-2: every GEMV meets each weight tile one
+    row of x at a time (row_loop; 2-D products, so after the PDL wait no operand changes layout
+    through shared memory), except an o_proj with K over 3072. Above: tensor cores. On the 0.6B
+    (hidden_size <= 1024) each layer GEMV is one K tile per program (num_stages=1: no loop to
+    pipeline) in 64-row warpgroup programs (swap_ab); its o_proj takes one-warp 16-row programs of
+    1024-wide splits (slower alone, faster in the step), and its gate_up splits K with fused_reduce,
+    the last split applying SwiGLU (fused_reduce elsewhere was slower in every stored step). Wider
+    shapes use swap_ab for qkv, gate_up, o_proj and the LM head, and 16-row one-warp programs in four
+    K splits for down. early_launch pays at batch 1-2 and, above, only with the 0.6B's split gate_up.
+    Attention fused into o_proj stays off: on an H200 (reference/h200-fusion.json) it took 1.11-1.12x
+    the two kernels at batch 1 and nearly 3x at batch 8. Other cards may prefer others: run the sweep.
     """
     def whole(k_size: int, most: int) -> int:  # a K tile of the whole row, up to `most` elements
         return min(most, 1 << (k_size - 1).bit_length())
 
     if batch <= 2:  # float32 sums in registers, each weight tile met by the x row in its own layout
-        # (row_loop: 2-D products, so neither operand passes through shared memory to change layout)
         if hidden_size <= 1024:  # one tile per row: the smallest programs fill the SMs best
             qkv = GemvConfig(rows_per_program=8, block_k=1024, num_warps=4, row_loop=True)
             gate_up = GemvConfig(rows_per_program=4, block_k=1024, num_warps=2, row_loop=True)
@@ -243,17 +190,9 @@ def default_config(batch: int, *, hidden_size: int = 1024, num_kv_heads: int = 8
         else:
             down = GemvConfig(rows_per_program=8, block_k=4096, num_warps=8, row_loop=True)
         head = GemvConfig(rows_per_program=16, block_k=1024, row_loop=True)
-    else:  # tensor cores; small programs, or warpgroup MMA (swap_ab) over K splits, fill the SMs best
-        # K loops of tensor-core tiles are software-pipelined by Triton: num_stages tiles in flight
+    else:
         wide = GemvConfig(rows_per_program=64, block_k=128, num_warps=4, dot=True, swap_ab=True)
-        if hidden_size <= 1024:  # every layer GEMV in programs of one K tile each, no K loop: one
-            # stage, which whole-step timings preferred (no pipeline buffers for a loop that never
-            # runs); 64-row warpgroup programs but for o_proj. down splits K into 256-wide tiles,
-            # qkv into 512-wide ones (timed a little faster than 128 or 256 once the norm no longer
-            # read the whole row first); gate_up into 256-wide ones too, added up by the last split
-            # to finish (fused_reduce), which then applies SwiGLU. o_proj takes one-warp programs of
-            # 16 rows (mma.sync on swapped operands) in 1024-wide splits: slower by itself than
-            # 64-row programs of 128-wide splits, but whole steps with it timed faster on the H200
+        if hidden_size <= 1024:  # one K tile per program; qkv's 512-wide splits timed a little faster
             one = replace(wide, num_stages=1)
             qkv = replace(one, block_k=512, split_k=max(1, hidden_size // 512))
             o_proj = replace(one, rows_per_program=16, num_warps=1, block_k=1024,
@@ -267,17 +206,12 @@ def default_config(batch: int, *, hidden_size: int = 1024, num_kv_heads: int = 8
             gate_up = wide
             head = replace(wide, block_k=64, num_stages=4)
             o_proj = replace(wide, block_k=64, split_k=4, num_stages=4)
-            # down: few rows, so split K for programs enough
             down = GemvConfig(rows_per_program=16, block_k=128, num_warps=1, split_k=4, dot=True)
-    # a context of one 64-position tile needs no split; longer ones split into whole tiles, up
-    # to about two programs per SM of a large GPU at batch 1-2 (larger batches have programs enough)
+    # a context of one 64-position tile needs no split; longer ones split into whole tiles, up to
+    # about two programs per SM of a large GPU at batch 1-2 (larger batches have programs enough)
     block_t = 64
     tiles = -(-max_context // block_t) if batch <= 2 else -(-max_context // (4 * block_t))
     splits = max(1, min(32, 256 // max(1, batch * num_kv_heads), tiles))
-    # releasing the next kernel at a kernel's start helps the small programs of batch 1-2, and the
-    # 0.6B's batch 8 with its split gate_up (without the split gate_up, the same release slows that
-    # step); at larger batches of wider shapes early neighbours only slow the kernels down. The
-    # kernel sweep's one-change variants time both ways on each shape
     return StepConfig(qkv=qkv, o_proj=o_proj, gate_up=gate_up, down=down, lm_head=head,
                       attention=AttentionConfig(block_t=block_t, splits=splits, num_warps=8),
                       early_launch=batch <= 2 or hidden_size <= 1024)

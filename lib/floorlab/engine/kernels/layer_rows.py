@@ -1,13 +1,11 @@
 """Engine wing: one layer's kernels (and the LM head) timed one by one: a KernelRow per kernel, and
-the table the kernels chapter and the bench print from them.
-
-Stored runs keep the rows as plain dicts (a chapter's facts["layer_kernels"], the bench's
-facts["limits"][preset]["triton_kernels"]); KernelRow.from_dict reads them and to_dict writes
-the same layout back.
+the table the kernels chapter and the bench print from them. Stored runs keep the rows as plain dicts
+(KernelRow.to_dict's layout).
 """
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, replace
+from functools import partial
 
 import torch
 
@@ -61,9 +59,7 @@ def kernel_rows(rows) -> list[KernelRow]:
     return [KernelRow.from_dict(row) for row in rows]
 
 
-def _kernel_row(name: str, calls, nbytes: int, config, device, warmup: int, repeats: int,
-                read_gbps: float) -> KernelRow:
-    us = 1e3 * time_per_call_ms(calls, device, warmup, repeats)
+def _kernel_row(name: str, us: float, nbytes: int, config, read_gbps: float) -> KernelRow:
     gbps = achieved_gbps(nbytes, us / 1e3)
     return KernelRow(name, us, nbytes, gbps, 100 * gbps / read_gbps, us - 1e-3 * nbytes / read_gbps,
                      config.to_dict())
@@ -73,10 +69,9 @@ def layer_kernel_rows(model, positions: torch.Tensor, *, read_gbps: float, warmu
                       config=None) -> list[KernelRow]:
     """The book's kernels of one layer (and the LM head), each timed over every layer back to back.
 
-    Each kernel runs as the step runs it (its config, epilogue and PDL) on the model's own weights,
-    one launch per layer in one CUDA graph, so no weight sits in L2. Where PDL is on, each GEMV that
-    does not split K is timed again without its wait (runtime.PDL_NO_WAIT: wrong results, a bound on
-    what the wait costs): us_no_wait and pct_read_no_wait, else None.
+    Each runs as the step runs it (config, epilogue, PDL) on the model's weights, one launch per layer
+    in one CUDA graph, so no weight sits in L2. Where PDL is on, each GEMV that does not split K is
+    timed again without its wait (PDL_NO_WAIT: wrong results, a bound on what the wait costs).
     """
     from .matvec import gemv_counts, launch_gemv
     from .runtime import PDL_NO_WAIT, pdl_mode, pdl_supported
@@ -103,27 +98,26 @@ def layer_kernel_rows(model, positions: torch.Tensor, *, read_gbps: float, warmu
         "down": lambda w, pdl: launch_gemv(act, w.down, outs["hidden"], config=config.down,
                                            residual=outs["hidden"], pdl=pdl, counts=counts),
     }
+
+    def us(calls) -> float:
+        return 1e3 * time_per_call_ms(calls, device, warmup, repeats)
+
     rows = []
     for name, launch in launches.items():
         weight, part = getattr(model.layers[0], name), getattr(config, name)
         nbytes = weight.numel() * weight.element_size()
-        calls = [lambda w=w, launch=launch: launch(w, mode) for w in model.layers]
-        row = _kernel_row(name, calls, nbytes, part, device, warmup, repeats, read_gbps)
+        row = _kernel_row(name, us([partial(launch, w, mode) for w in model.layers]), nbytes, part, read_gbps)
         if mode and part.split_k == 1:  # split counters need the wait to count right
-            calls = [lambda w=w, launch=launch: launch(w, PDL_NO_WAIT) for w in model.layers]
-            no_wait_us = 1e3 * time_per_call_ms(calls, device, warmup, repeats)
-            row = replace(row, us_no_wait=no_wait_us,
-                          pct_read_no_wait=100 * achieved_gbps(nbytes, no_wait_us / 1e3) / read_gbps)
+            no_wait = _kernel_row(name, us([partial(launch, w, PDL_NO_WAIT) for w in model.layers]), nbytes,
+                                  part, read_gbps)
+            row = replace(row, us_no_wait=no_wait.us, pct_read_no_wait=no_wait.pct_read)
         rows.append(row)
     attention = time_attention(model, config.attention, positions, warmup=warmup, repeats=repeats,
                                floor_gbps=read_gbps)
-    rows.insert(1, KernelRow("attention", attention["us"], attention["bytes"], attention["gbps"],
-                             attention["pct_floor_bw"], attention["us"] - 1e-3 * attention["bytes"] / read_gbps,
-                             config.attention.to_dict()))
-    calls = [lambda: launch_gemv(x, head, outs["lm_head"], config=config.lm_head, norm_weight=model.final_norm,
-                                 eps=s.rms_norm_eps, pdl=mode, counts=counts)]
-    rows.append(_kernel_row("lm_head", calls, head.numel() * head.element_size(), config.lm_head, device,
-                            warmup, repeats, read_gbps))
+    rows.insert(1, _kernel_row("attention", attention["us"], attention["bytes"], config.attention, read_gbps))
+    head_us = us([lambda: launch_gemv(x, head, outs["lm_head"], config=config.lm_head, norm_weight=model.final_norm,
+                                      eps=s.rms_norm_eps, pdl=mode, counts=counts)])
+    rows.append(_kernel_row("lm_head", head_us, head.numel() * head.element_size(), config.lm_head, read_gbps))
     return rows
 
 

@@ -1,18 +1,13 @@
-"""Engine wing: where the kernels can run: triton present, interpreter or GPU, and whether PDL
-(Hopper+) is on."""
+"""Engine wing: where the kernels can run (Triton's interpreter or a GPU) and programmatic dependent
+launch (PDL, compute capability 9.0 and up)."""
 from __future__ import annotations
 
 import triton
 import triton.language as tl
 
-
-def _has_gdc() -> bool:
-    """True when this Triton has grid dependency control (tl.extra.cuda.gdc_wait, Triton 3.4 and later)."""
-    cuda = getattr(getattr(tl, "extra", None), "cuda", None)
-    return hasattr(cuda, "gdc_wait") and hasattr(cuda, "gdc_launch_dependents")
-
-
-HAS_GDC = _has_gdc()
+# grid dependency control (tl.extra.cuda.gdc_wait) came with Triton 3.4
+_CUDA = getattr(getattr(tl, "extra", None), "cuda", None)
+HAS_GDC = hasattr(_CUDA, "gdc_wait") and hasattr(_CUDA, "gdc_launch_dependents")
 PDL_MIN_CAPABILITY = (9, 0)
 
 
@@ -35,10 +30,8 @@ def interpreter_broken() -> bool:
 
 
 def interpreter_too_old() -> bool:
-    """True when the kernels are interpreted by a Triton before 3.7 under NumPy 2.4 or newer.
-
-    (Those interpreters take a loop's bound as int() of a one-element array, which NumPy 2.4 refuses.)
-    """
+    """True under a Triton before 3.7 with NumPy 2.4 or newer, whose interpreter takes a loop bound as int()
+    of a one-element array, which that NumPy refuses."""
     import numpy
 
     def minor(version: str) -> tuple[int, ...]:
@@ -58,10 +51,7 @@ def pdl_supported(device) -> bool:
 
 
 def launch_kwargs(num_warps: int, pdl: int, num_stages: int | None = None) -> dict:
-    """Launch options: warps, software-pipeline stages when given, and launch_pdl only when PDL is on.
-
-    (The interpreter knows no launch_pdl option.)
-    """
+    """Launch options: warps, pipeline stages when given, launch_pdl only with PDL (the interpreter knows none)."""
     kwargs = {"num_warps": num_warps}
     if num_stages is not None:
         kwargs["num_stages"] = num_stages
@@ -70,15 +60,15 @@ def launch_kwargs(num_warps: int, pdl: int, num_stages: int | None = None) -> di
     return kwargs
 
 
-# how a kernel uses programmatic dependent launch: the USE_PDL its launcher passes
+# a kernel's USE_PDL: off, the next kernel released after this one's wait, or at its start
 PDL_OFF, PDL_AFTER_WAIT, PDL_EARLY = 0, 1, 2
 # released at its start and never waiting: its reads race the kernel before it, so its results are
-# wrong. Only for timing what the wait costs (kernel_sweep.layer_kernel_rows), never for a step
+# wrong. Only for timing what the wait costs (layer_rows.layer_kernel_rows), never for a step
 PDL_NO_WAIT = 3
 
 
 def pdl_mode(pdl: bool, early: bool) -> int:
-    """USE_PDL for the kernels: off, next kernel released after this one's wait, or released at its start."""
+    """The USE_PDL a step's kernels take."""
     return (PDL_EARLY if early else PDL_AFTER_WAIT) if pdl else PDL_OFF
 
 

@@ -1,11 +1,7 @@
-"""Engine wing: one decode step from the book's own kernels: embedding, five (or four) kernels per
-layer, norm + LM head.
-
-Per layer: RMSNorm+QKV GEMV; attention (q/k norm, RoPE, KV write, flash-decoding splits
-merged by the last split to finish); o_proj GEMV + residual; RMSNorm+gate_up GEMV+SwiGLU;
-down GEMV + residual (split-K adds a reduce kernel). With AttentionConfig.o_proj_rows > 0
-attention and o_proj are one kernel (attention_o_proj.py). The weights, rope tables and KV cache
-are the model's own, so the step shares its cache with model.prefill and model.decode_step.
+"""Engine wing: one decode step from the book's own kernels: the embedding, five kernels per layer
+(RMSNorm+qkv GEMV; attention with the q/k norms, RoPE and the cache write; o_proj + residual;
+RMSNorm+gate_up+SwiGLU; down + residual), then norm + LM head. A split K without fused_reduce adds a
+reduce kernel; attention fused into o_proj saves one. Weights, rope tables and cache are the model's.
 """
 from __future__ import annotations
 
@@ -100,6 +96,4 @@ def build_step(model, *, pdl: bool, config: StepConfig | None):
         launch_gemv(x, head, logits, config=cfg.lm_head, norm_weight=model.final_norm, eps=eps, **gemv)
         return logits
 
-    step.pdl = pdl
-    step.config = config
     return step

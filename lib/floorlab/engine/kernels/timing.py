@@ -1,12 +1,8 @@
-"""Engine wing: the book's kernels timed one launch pattern at a time, outside the step.
+"""Engine wing: the book's kernels timed one launch pattern at a time, outside the step, for the kernels
+chapter, the kernel sweep (tools.sweep) and the bench's per-kernel table (layer_rows).
 
-A kernel's launches are replayed as one CUDA graph on distinct weights, so no weight sits in L2
-(time_per_call_ms), and a time is only reported once it passes the book's floor test
-(check_timed). On top of those: one GEMV as the step runs it (gemv_case), the bare GEMV against
-its size (sweep_sizes) and the attention kernel of every layer (time_attention). The kernels
-chapter, the kernel sweep (tools.sweep) and the bench's per-kernel table (layer_rows) share them.
-
-Triton is imported only when a kernel is launched, so this module imports anywhere.
+Launches replay as one CUDA graph on distinct weights, so no weight sits in L2 (time_per_call_ms), and
+a time is only reported once it passes the book's floor test (check_timed). Triton loads lazily.
 """
 from __future__ import annotations
 
@@ -51,12 +47,9 @@ def cache_bytes(device) -> int:
 
 
 def check_timed(ms: float, nbytes: float, floor_gbps: float, *, device, working_bytes: float | None = None) -> float:
-    """ms, once it passes the book's floor test (roofline.is_below_floor): BelowFloorError when moving
-    nbytes in ms beats floor_gbps beyond timer noise, so the row must fail, not be reported.
-
-    working_bytes (default nbytes) is what one timed replay touches: when it fits in the device's
-    last-level cache the bytes come from the cache, not from the memory the floor divides by, so
-    there is no floor to test against."""
+    """ms, once it passes the book's floor test: BelowFloorError when moving nbytes in ms beats floor_gbps
+    beyond timer noise. working_bytes (default nbytes), what one replay touches, may sit in the device's
+    last-level cache, and then there is no floor to test against."""
     if (nbytes if working_bytes is None else working_bytes) <= cache_bytes(device):
         return ms
     floor = floor_ms(nbytes, floor_gbps)
@@ -89,11 +82,8 @@ def free_memory() -> None:
 
 
 def gemv_case(name: str, n: int, k: int, batch: int, copies: int, device, dtype, *, early: bool):
-    """(weights, run(weight, config, pdl), check(config, pdl) -> relative error against float32 torch)
-    for one GEMV as the step runs it.
-
-    early: PDL as the step launches this batch of this shape (its default_config's early_launch).
-    """
+    """(weights, run(weight, config, pdl), check(config, pdl) -> relative error against float32 torch) for
+    one GEMV as the step runs it; early: the early_launch of the step's default_config."""
     from .matvec import gemv_counts, launch_gemv
     from .runtime import pdl_mode
 
@@ -104,8 +94,8 @@ def gemv_case(name: str, n: int, k: int, batch: int, copies: int, device, dtype,
     rows = n // 2 if name == "gate_up" else n
     out = torch.empty(batch, rows, device=device, dtype=dtype)
     residual = torch.randn(batch, rows, device=device, dtype=dtype, generator=gen)
-    kind = {"qkv": "norm", "lm_head": "norm", "gate_up": "swiglu", "o_proj": "residual", "down": "residual"}[name]
     # gate_up is RMSNorm'd too, as the step runs it
+    kind = {"qkv": "norm", "lm_head": "norm", "gate_up": "swiglu", "o_proj": "residual", "down": "residual"}[name]
 
     counts = gemv_counts(rows, device)  # enough for any rows per program: made once, as the step does
 
@@ -136,10 +126,9 @@ def sweep_sizes(sizes, k: int, *, device, dtype, read_gbps: float, copies: int, 
                 pdl_on: bool, config=None) -> list[dict]:
     """Bandwidth of the bare GEMV y = x @ W^T (batch 1) against its rows N, so against its grid size.
 
-    Three ways per size: `alone` (one launch per graph replay: one GEMV with nothing around it),
-    `serial` (copies launches on distinct weights, each waiting for the last to drain) and
-    `chained` (the same launches with PDL, each loading weights while the last one finishes).
-    Each row: n, k, bytes, programs, config, and <way>_us, <way>_gbps, <way>_pct_read per way.
+    Three ways per size: alone (one launch per replay), serial (copies launches on distinct weights,
+    each waiting for the last to drain) and chained (the same with PDL). A row holds n, k, bytes,
+    programs, config, and <way>_us, <way>_gbps, <way>_pct_read.
     """
     from .matvec import launch_gemv
     from .runtime import PDL_EARLY
