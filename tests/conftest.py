@@ -15,6 +15,7 @@ skip where there is no Chromium, or fail when FLOORLAB_REQUIRE_BROWSER=1 (as in 
 """
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -24,6 +25,11 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
+
+# A test run started in the background (bash's `pytest &`) inherits SIGINT ignored, and so would
+# every process the tests start; the tests that stop a process as Ctrl-C does need it delivered.
+if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 CHROMIUM_FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
                   "--disable-background-networking", "--disable-component-update", "--disable-sync"]
 INSTALL_CHROMIUM = ("install Chromium (Debian/Ubuntu: apt-get install chromium) and the Python package "
