@@ -1,14 +1,9 @@
-"""Engine wing: decode attention over the visible context only, with the q/k RMSNorm, RoPE and KV-
-cache write in its prologue.
+"""Engine wing: decode attention over the visible context only, the q/k RMSNorm, RoPE and KV-cache
+write in its prologue.
 
-One program serves one (batch row, KV head, context split): the query heads sharing that KV
-head are its rows (GQA), padded to 16 so q.K^T and p.V run as tensor-core dots. Each split
-covers a share of positions 0..pos of its row (flash-decoding), whole tiles of block_t, so a
-context of one tile sits in split 0 alone, which then writes the output itself. Otherwise each
-program stores its float32 softmax sums and bumps a counter; the last split of a (row, KV head)
-to finish merges them all, so the step needs no second kernel per layer. Before the PDL wait a
-program loads all that no earlier kernel writes (norm weights, rope rows, its first cached tile),
-and inside the loop each tile's successor is loaded before the tile is used.
+One program per (batch row, KV head, context split); the query heads sharing the KV head are its rows
+(GQA), padded to 16 for tensor-core dots. Each split takes whole block_t tiles of positions 0..pos
+(flash-decoding); the last split of a (row, KV head) to finish merges the float32 partial sums.
 """
 from __future__ import annotations
 
@@ -61,6 +56,52 @@ def attend_tile(q, k_tile, v_tile, t, pos, end, k_new, v_new, m, l, acc, scale_l
 
 
 @triton.jit
+def cached_tiles(kc, vc, t, end, pos, stride_ct, D: tl.constexpr):
+    """The cached K and V [positions t, D] of one (row, KV head); zeros from pos on (not cached yet) and past end."""
+    offs_d = tl.arange(0, D)
+    cached = (t < end) & (t < pos)
+    k = tl.load(kc + t[:, None] * stride_ct + offs_d[None, :], mask=cached[:, None], other=0.0)
+    v = tl.load(vc + t[:, None] * stride_ct + offs_d[None, :], mask=cached[:, None], other=0.0)
+    return k, v
+
+
+@triton.jit
+def new_token(row, kc, vc, kvh, pos, writes, qw, qw_rolled, kw, kw_rolled, cos, sin, eps, stride_ct,
+              NQ: tl.constexpr, NKV: tl.constexpr, GROUP: tl.constexpr, GROUP_P: tl.constexpr, D: tl.constexpr):
+    """(q [GROUP_P, D] in the cache dtype, k and v [1, D] in float32) of this token's row of qkv for one KV
+    head, after the q/k norms and RoPE; k and v are written to the cache at pos where `writes`."""
+    offs_d = tl.arange(0, D)
+    g = tl.arange(0, GROUP_P)
+    one = tl.arange(0, 1)
+    q = norm_rope(row, kvh * GROUP + g, g < GROUP, offs_d, qw, qw_rolled, cos, sin, 1.0 / D, eps, D)
+    k = norm_rope(row, NQ + kvh + one, one < 1, offs_d, kw, kw_rolled, cos, sin, 1.0 / D, eps, D)
+    v = tl.load(row + (NQ + NKV + kvh) * D + one[:, None] * D + offs_d[None, :]).to(tl.float32)
+    # (the scalar condition goes through tl.where: broadcast by &, it leaves an int32 mask in Triton
+    # 3.9's interpreter)
+    write = tl.where(writes, offs_d[None, :] < D, False)
+    dst = pos * stride_ct + one[:, None] * D + offs_d[None, :]
+    tl.store(kc + dst, k.to(kc.dtype.element_ty), mask=write)
+    tl.store(vc + dst, v.to(vc.dtype.element_ty), mask=write)
+    return q.to(kc.dtype.element_ty), k, v  # (the cast is exact: norm_rope rounds to the dtype)
+
+
+@triton.jit
+def attend_range(q, kc, vc, k_tile, v_tile, start, end, pos, k_new, v_new, scale_log2, stride_ct,
+                 GROUP_P: tl.constexpr, D: tl.constexpr, BLOCK_T: tl.constexpr):
+    """(m, l, acc): the online softmax of q over positions start..end-1, from their first tiles; each tile's
+    successor loads before the tile is used."""
+    m = tl.full([GROUP_P], float("-inf"), tl.float32)
+    l = tl.zeros([GROUP_P], tl.float32)
+    acc = tl.zeros([GROUP_P, D], tl.float32)
+    for t0 in range(start, end, BLOCK_T):
+        t = t0 + tl.arange(0, BLOCK_T)
+        k_next, v_next = cached_tiles(kc, vc, t + BLOCK_T, end, pos, stride_ct, D)
+        m, l, acc = attend_tile(q, k_tile, v_tile, t, pos, end, k_new, v_new, m, l, acc, scale_log2)
+        k_tile, v_tile = k_next, v_next
+    return m, l, acc
+
+
+@triton.jit
 def _attention_kernel(qkv_ptr, pos_ptr, qn_ptr, kn_ptr, cos_ptr, sin_ptr, kc_ptr, vc_ptr,
                       out_ptr, m_ptr, l_ptr, acc_ptr, counts_ptr,
                       stride_qkv, stride_cb, stride_ch, stride_ct, stride_rope, stride_ob,
@@ -89,39 +130,17 @@ def _attention_kernel(qkv_ptr, pos_ptr, qn_ptr, kn_ptr, cos_ptr, sin_ptr, kc_ptr
     kw, kw_rolled = tl.load(kn_ptr + offs_d), tl.load(kn_ptr + rolled)
     cos = tl.load(cos_ptr + pos * stride_rope + offs_d).to(tl.float32)
     sin = tl.load(sin_ptr + pos * stride_rope + offs_d).to(tl.float32)
-    t = start + offs_t
-    cached = (t < end) & (t < pos)
-    k_tile = tl.load(kc + t[:, None] * stride_ct + offs_d[None, :], mask=cached[:, None], other=0.0)
-    v_tile = tl.load(vc + t[:, None] * stride_ct + offs_d[None, :], mask=cached[:, None], other=0.0)
+    k_tile, v_tile = cached_tiles(kc, vc, start + offs_t, end, pos, stride_ct, D)
     pdl_wait(USE_PDL)
 
-    row = qkv_ptr + b * stride_qkv
-    g = tl.arange(0, GROUP_P)
-    q = norm_rope(row, kvh * GROUP + g, g < GROUP, offs_d, qw, qw_rolled, cos, sin, 1.0 / D, eps, D)
-    q = q.to(kc_ptr.dtype.element_ty)  # exact: norm_rope rounds to the dtype
-    one = tl.arange(0, 1)
-    k_new = norm_rope(row, NQ + kvh + one, one < 1, offs_d, kw, kw_rolled, cos, sin, 1.0 / D, eps, D)
-    v_new = tl.load(row + (NQ + NKV + kvh) * D + one[:, None] * D + offs_d[None, :]).to(tl.float32)
     # every split holds this token's k and v in registers; split 0 alone writes them to the cache
-    # (the scalar condition goes through tl.where: broadcast by &, it leaves an int32 mask
-    # in Triton 3.9's interpreter)
-    write = tl.where((split == 0) & (tl.load(pos_ptr + b) < max_context), offs_d[None, :] < D, False)
-    dst = pos * stride_ct + one[:, None] * D + offs_d[None, :]
-    tl.store(kc + dst, k_new.to(kc_ptr.dtype.element_ty), mask=write)
-    tl.store(vc + dst, v_new.to(vc_ptr.dtype.element_ty), mask=write)
+    writes = (split == 0) & (tl.load(pos_ptr + b) < max_context)
+    q, k_new, v_new = new_token(qkv_ptr + b * stride_qkv, kc, vc, kvh, pos, writes, qw, qw_rolled, kw, kw_rolled,
+                                cos, sin, eps, stride_ct, NQ, NKV, GROUP, GROUP_P, D)
+    m, l, acc = attend_range(q, kc, vc, k_tile, v_tile, start, end, pos, k_new, v_new, scale_log2, stride_ct,
+                             GROUP_P, D, BLOCK_T)
 
-    m = tl.full([GROUP_P], float("-inf"), tl.float32)
-    l = tl.zeros([GROUP_P], tl.float32)
-    acc = tl.zeros([GROUP_P, D], tl.float32)
-    for t0 in range(start, end, BLOCK_T):  # each tile's successor loads before the tile is used
-        t = t0 + offs_t
-        after = t + BLOCK_T
-        cached = (after < end) & (after < pos)
-        k_next = tl.load(kc + after[:, None] * stride_ct + offs_d[None, :], mask=cached[:, None], other=0.0)
-        v_next = tl.load(vc + after[:, None] * stride_ct + offs_d[None, :], mask=cached[:, None], other=0.0)
-        m, l, acc = attend_tile(q, k_tile, v_tile, t, pos, end, k_new, v_new, m, l, acc, scale_log2)
-        k_tile, v_tile = k_next, v_next
-
+    g = tl.arange(0, GROUP_P)
     heads = kvh * GROUP + g
     h_ok = (g < GROUP)[:, None]
     if SPLITS == 1:

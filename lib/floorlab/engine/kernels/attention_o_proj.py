@@ -1,15 +1,9 @@
 """Engine wing: decode attention fused into o_proj: one kernel instead of two per layer.
 
-o_proj's K (heads x head_dim) splits by KV head. One program serves one (block of o_proj rows,
-KV head): it computes the attention of that KV head's query heads (the same prologue and tiles
-as attention.py, the whole visible context, no splits), rounds it to the model's dtype as the
-two-kernel path stores it, and multiplies it by its [rows, group x head_dim] slice of o_proj.
-Every KV head's program of a row block stores its float32 partial sums; the last of them to
-finish adds them up in KV-head order (so a replay gives the same bits), adds the residual and
-writes x. The o_proj slice and the first cached K/V tile load before the PDL wait, so the bus
-streams weights while the attention's chain of dependent steps runs, and the boundary between
-attention and o_proj is gone. The price: each KV head's attention is computed once per row block
-(its cached K/V then come from L2), which only short contexts and few row blocks keep cheap.
+One program per (block of o_proj rows, KV head) attends that head's query heads over the whole
+context (attention.py's prologue and tiles), rounds as the two-kernel path stores, and multiplies by
+its slice of o_proj; the last program of a row block adds the heads' sums in a fixed order (so a
+replay gives the same bits) to the residual. Each head's attention is recomputed per row block.
 """
 from __future__ import annotations
 
@@ -19,7 +13,7 @@ import torch
 import triton
 import triton.language as tl
 
-from .attention import LOG2_E, attend_tile, norm_rope
+from .attention import LOG2_E, attend_range, cached_tiles, new_token
 from .runtime import launch_kwargs, pdl_start, pdl_wait
 
 
@@ -28,13 +22,11 @@ def _row_inputs(pos_ptr, b, cos_ptr, sin_ptr, kc, vc, stride_cb, stride_ct, stri
                 D: tl.constexpr, BLOCK_T: tl.constexpr):
     """(pos, cos, sin, first K tile, first V tile) of batch row b: nothing an earlier kernel of the step writes."""
     offs_d = tl.arange(0, D)
-    t = tl.arange(0, BLOCK_T)
     pos = tl.minimum(tl.load(pos_ptr + b).to(tl.int32), max_context - 1)
     cos = tl.load(cos_ptr + pos * stride_rope + offs_d).to(tl.float32)
     sin = tl.load(sin_ptr + pos * stride_rope + offs_d).to(tl.float32)
-    cached = t < pos
-    k_tile = tl.load(kc + b * stride_cb + t[:, None] * stride_ct + offs_d[None, :], mask=cached[:, None], other=0.0)
-    v_tile = tl.load(vc + b * stride_cb + t[:, None] * stride_ct + offs_d[None, :], mask=cached[:, None], other=0.0)
+    k_tile, v_tile = cached_tiles(kc + b * stride_cb, vc + b * stride_cb, tl.arange(0, BLOCK_T), pos + 1, pos,
+                                  stride_ct, D)
     return pos, cos, sin, k_tile, v_tile
 
 
@@ -50,7 +42,6 @@ def _attention_o_proj_kernel(qkv_ptr, pos_ptr, qn_ptr, kn_ptr, cos_ptr, sin_ptr,
     pid_n = tl.program_id(0)
     kvh = tl.program_id(1)
     offs_d = tl.arange(0, D)
-    offs_t = tl.arange(0, BLOCK_T)
     rows = pid_n * ROWS + tl.arange(0, ROWS)
     row_ok = rows < N
     gw = tl.arange(0, GROUP_W)
@@ -71,7 +62,6 @@ def _attention_o_proj_kernel(qkv_ptr, pos_ptr, qn_ptr, kn_ptr, cos_ptr, sin_ptr,
     pdl_wait(USE_PDL)
 
     dtype = kc_ptr.dtype.element_ty
-    one = tl.arange(0, 1)
     for b in tl.static_range(B):
         if b == 0:
             pos, cos, sin, k_tile, v_tile = pos0, cos0, sin0, k0, v0
@@ -79,32 +69,14 @@ def _attention_o_proj_kernel(qkv_ptr, pos_ptr, qn_ptr, kn_ptr, cos_ptr, sin_ptr,
             pos, cos, sin, k_tile, v_tile = _row_inputs(pos_ptr, b, cos_ptr, sin_ptr, kc, vc, stride_cb,
                                                         stride_ct, stride_rope, max_context, D, BLOCK_T)
         visible = pos + 1
-        row = qkv_ptr + b * stride_qkv
-        q = norm_rope(row, kvh * GROUP + g, g < GROUP, offs_d, qw, qw_rolled, cos, sin, 1.0 / D, eps, D)
-        q = q.to(dtype)  # exact: norm_rope rounds to the dtype
-        k_new = norm_rope(row, NQ + kvh + one, one < 1, offs_d, kw, kw_rolled, cos, sin, 1.0 / D, eps, D)
-        v_new = tl.load(row + (NQ + NKV + kvh) * D + one[:, None] * D + offs_d[None, :]).to(tl.float32)
         # the first row block's program alone writes this token's k and v to the cache; the others
-        # read only positions below it (the scalar condition through tl.where, as attention.py says)
-        write = tl.where((pid_n == 0) & (tl.load(pos_ptr + b) < max_context), offs_d[None, :] < D, False)
-        dst = b * stride_cb + pos * stride_ct + one[:, None] * D + offs_d[None, :]
-        tl.store(kc + dst, k_new.to(dtype), mask=write)
-        tl.store(vc + dst, v_new.to(dtype), mask=write)
-
-        m = tl.full([GROUP_P], float("-inf"), tl.float32)
-        total_p = tl.zeros([GROUP_P], tl.float32)  # the softmax sums
-        acc = tl.zeros([GROUP_P, D], tl.float32)
-        for t0 in range(0, visible, BLOCK_T):  # each tile's successor loads before the tile is used
-            t = t0 + offs_t
-            after = t + BLOCK_T
-            cached = after < pos
-            k_next = tl.load(kc + b * stride_cb + after[:, None] * stride_ct + offs_d[None, :],
-                             mask=cached[:, None], other=0.0)
-            v_next = tl.load(vc + b * stride_cb + after[:, None] * stride_ct + offs_d[None, :],
-                             mask=cached[:, None], other=0.0)
-            m, total_p, acc = attend_tile(q, k_tile, v_tile, t, pos, visible, k_new, v_new, m, total_p, acc,
-                                           scale_log2)
-            k_tile, v_tile = k_next, v_next
+        # read only positions below it
+        writes = (pid_n == 0) & (tl.load(pos_ptr + b) < max_context)
+        kc_row, vc_row = kc + b * stride_cb, vc + b * stride_cb
+        q, k_new, v_new = new_token(qkv_ptr + b * stride_qkv, kc_row, vc_row, kvh, pos, writes, qw, qw_rolled, kw,
+                                    kw_rolled, cos, sin, eps, stride_ct, NQ, NKV, GROUP, GROUP_P, D)
+        m, total_p, acc = attend_range(q, kc_row, vc_row, k_tile, v_tile, 0, visible, pos, k_new, v_new, scale_log2,
+                                       stride_ct, GROUP_P, D, BLOCK_T)
         # rounded as the two-kernel path stores it, then the query heads of the group picked out
         out = (acc / total_p[:, None]).to(dtype).to(tl.float32)
         heads = tl.sum(tl.where(gw[:, None, None] == g[None, :, None], out[None, :, :], 0.0), axis=1)

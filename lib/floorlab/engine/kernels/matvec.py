@@ -1,20 +1,10 @@
 """Engine wing: decode GEMVs y[B, N] = x[B, K] @ W[N, K]^T for B = 1..16, with an RMSNorm prologue
-and fused epilogues.
+and fused epilogues (residual add, SwiGLU).
 
-Each program computes rows_per_program output rows for every batch row, walking K in block_k
-tiles of contiguous weights, so the grid is cdiv(N, rows_per_program) (x split_k). By default
-the products accumulate elementwise in float32 registers and are summed once at the end; with
-dot=True each tile runs on tensor cores, the batch padded to 16 rows (rows_per_program >= 16);
-swap_ab=True puts the weight rows in the product's M dimension instead (w @ x^T), which lets Triton
-use Hopper's warpgroup MMA with operands in shared memory where a program has 4 warps and 64 rows
-(the batch padded to 8 there).
-With PDL on, a program loads its first weight tile before waiting for the previous kernel:
-weights never depend on it. After the wait every input the epilogue needs (the residual) is
-loaded at once, so its latency overlaps the weight stream. The RMSNorm is deferred: the tiles
-multiply x * norm_weight and the sums are scaled by 1/rms at the end, so x is read in one pass
-(a rounding of the normed x to bf16 is skipped). With split-K each split stores the sum of
-squares of its own K range beside its sums, and whoever adds the splits up scales the total,
-so no program reads the whole row of x before its first tile.
+A program computes rows_per_program output rows for every batch row over block_k tiles of K (grid
+cdiv(N, rows) x split_k). With PDL it loads its first weight tile before the wait: weights never
+depend on the kernel before. The RMSNorm is deferred: tiles multiply x * norm_weight, the sum of
+squares grows alongside, and the sums are scaled by 1/rms at the end (a split stores its own share).
 """
 from __future__ import annotations
 
@@ -33,10 +23,7 @@ REDUCE_BLOCK_N = 256
 
 @triton.jit
 def _x_tile(x_ptr, stride_xb, bidx, b_ok, k, k_ok, norm_ptr, sum_sq, NORM: tl.constexpr):
-    """(x[:, k] in float32, sum_sq); with NORM, x * the norm's weight, its squares added to sum_sq.
-
-    (The caller scales the sums by 1/rms after the last tile: the RMSNorm deferred.)
-    """
+    """(x[:, k] in float32, sum_sq); with NORM, x * the norm's weight, its squares added to sum_sq."""
     mask = b_ok[:, None] & k_ok[None, :]
     xf = tl.load(x_ptr + bidx[:, None] * stride_xb + k[None, :], mask=mask, other=0.0).to(tl.float32)
     if NORM:
@@ -118,8 +105,8 @@ def _tile(acc, acc_up, sum_sq, w, u, x_ptr, stride_xb, B, bidx, b_ok, k, k_ok, n
 
 @triton.jit
 def _weight_tile(w_rows, u_rows, k, k_end, row_ok, EVEN_K: tl.constexpr, UP: tl.constexpr):
-    """(w, u, k_ok): the weight tile at columns k of this program's rows, and with UP the up rows' tile
-    (else u is w again); columns at k_end or past it read as zeros unless EVEN_K says none are."""
+    """(w, u, k_ok): the weight tile at columns k, and with UP the up rows' tile (else u is w); columns
+    from k_end on read as zeros."""
     k_ok = k < k_end
     if EVEN_K:
         w_mask = row_ok[:, None]
@@ -189,13 +176,8 @@ def _gemv_kernel(x_ptr, w_ptr, norm_ptr, res_ptr, out_ptr, part_ptr, sq_ptr, cou
         if EPILOGUE == SWIGLU:
             acc_up = tl.sum(acc_up, axis=2)
     out_ptrs = out_ptr + bidx[:, None] * stride_ob + rows[None, :]
-    if not SPLIT:
-        if NORM:  # one pass over x: its sum of squares grew with the tiles
-            scale = tl.rsqrt(sum_sq / K + eps)[:, None]
-            acc = acc * scale
-            if EPILOGUE == SWIGLU:
-                acc_up = acc_up * scale
-        _finish(acc, acc_up, res, x_ptr, out_ptrs, out_mask, EPILOGUE)
+    if not SPLIT:  # one pass over x: its sum of squares grew with the tiles
+        _finish(acc, acc_up, sum_sq, K, eps, res, x_ptr, out_ptrs, out_mask, NORM, EPILOGUE)
     else:  # float32 sums of this K split, [splits, B, N] (with SWIGLU gate then up: [splits, 2, B, N])
         part_ptrs = part_ptr + bidx[:, None] * N + rows[None, :]
         tl.store(part_ptrs + pid_k * stride_os, acc, mask=out_mask)
@@ -220,21 +202,23 @@ def _gemv_kernel(x_ptr, w_ptr, norm_ptr, res_ptr, out_ptr, part_ptr, sq_ptr, cou
                     if NORM:
                         total_sq += tl.load(sq_ptrs + (split - pid_k) * tl.num_programs(0) * B, mask=b_ok,
                                             other=0.0, cache_modifier=".cg")
-                if NORM:
-                    scale = tl.rsqrt(total_sq / K + eps)[:, None]
-                    total = total * scale
-                    if EPILOGUE == SWIGLU:
-                        total_up = total_up * scale
                 res_now = total  # (no residual)
                 if EPILOGUE == RESIDUAL:  # res may be out itself: these rows are read and written here alone
                     res_now = tl.load(res_ptr + bidx[:, None] * stride_rb + rows[None, :], mask=out_mask, other=0.0)
-                _finish(total, total_up, res_now, x_ptr, out_ptrs, out_mask, EPILOGUE)
+                _finish(total, total_up, total_sq, K, eps, res_now, x_ptr, out_ptrs, out_mask, NORM, EPILOGUE)
                 tl.atomic_xchg(count_ptr, 0)  # ready for the next GEMV
 
 
 @triton.jit
-def _finish(acc, acc_up, res, x_ptr, out_ptrs, out_mask, EPILOGUE: tl.constexpr):
-    """Store the float32 sums at out_ptrs: as they are, added to res, or as silu(gate) * up."""
+def _finish(acc, acc_up, sum_sq, K, eps, res, x_ptr, out_ptrs, out_mask, NORM: tl.constexpr,
+            EPILOGUE: tl.constexpr):
+    """Scale the float32 sums by 1/rms of x (the deferred norm, with NORM), then store them at out_ptrs:
+    as they are, added to res, or as silu(gate) * up."""
+    if NORM:
+        scale = tl.rsqrt(sum_sq / K + eps)[:, None]
+        acc = acc * scale
+        if EPILOGUE == SWIGLU:
+            acc_up = acc_up * scale
     dtype = x_ptr.dtype.element_ty
     if EPILOGUE == STORE:
         tl.store(out_ptrs, acc.to(out_ptrs.dtype.element_ty), mask=out_mask)
@@ -278,12 +262,11 @@ def launch_gemv(x: torch.Tensor, weight: torch.Tensor, out: torch.Tensor, *, con
                 norm_weight: torch.Tensor | None = None, eps: float = 1e-6,
                 residual: torch.Tensor | None = None, swiglu: bool = False, pdl: int = 0,
                 counts: torch.Tensor | None = None) -> torch.Tensor:
-    """Write out[B, N] (N = weight rows, or half of them with swiglu); the caller has checked the shapes.
+    """Write out[B, N] (N = weight rows, half of them with swiglu); the caller has checked the shapes.
 
-    pdl: a runtime.pdl_mode (0 or False: off; 1 or True: the next kernel released after the wait; 2: at the start).
-    norm_weight: RMSNorm x first. residual: out = residual + x @ W^T (may be out itself).
-    swiglu: out = silu(x @ gate^T) * (x @ up^T) with weight = [gate; up].
-    counts: gemv_counts of at least one per row block, for a split config with fused_reduce (else made here).
+    pdl: a runtime.pdl_mode. norm_weight: RMSNorm x first. residual: out = residual + x @ W^T (may be
+    out). swiglu: out = silu(x @ gate^T) * (x @ up^T), weight = [gate; up]. counts: gemv_counts, one
+    per row block at least, for fused_reduce (made here when None).
     """
     batch, k_size = x.shape
     n_rows = weight.shape[0] // 2 if swiglu else weight.shape[0]
