@@ -1,7 +1,5 @@
-"""Studies wing: one card on different hosts, from every stored run of it (the package's and
-FLOORLAB_REFERENCE_DIR's). The host paces the eager step; a replay is one launch, the card's own
-time. The sentences are chosen by the book's one comparison rule (timing.compare).
-"""
+"""Studies wing: one card on different hosts, from every stored run of it: the host paces the eager
+step; a replay is one launch, the card's own time."""
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -27,9 +25,7 @@ class StoredStep:
     eager: Row
     replay: Row
 
-    @property
-    def host(self) -> str:
-        return str(self.run.host) if self.run.host else "not recorded"
+    host = property(lambda self: str(self.run.host) if self.run.host else "not recorded")
 
 
 def same_card(prefix: str = "h200-", *, preset: str = "qwen3-0.6b", batch: int = 1) -> list[StoredStep]:

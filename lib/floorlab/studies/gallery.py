@@ -1,6 +1,5 @@
 """Studies wing: the chapter "A gallery of cards": what it prints and says about the room's cards,
-the fixed-cost model priced from a card's graph replay, and its challenges (cards: gallery_cards).
-"""
+the fixed-cost model priced from a card's graph replay, and its challenges."""
 from __future__ import annotations
 
 import re
@@ -45,7 +44,7 @@ def _fits(head: str, text: str) -> list[str]:
 
 
 def format_paths(card: Card) -> str:
-    """The card's paths, one line each: median, multiple of the floor and spread, or why it is absent."""
+    """The card's paths, one line each: median, multiple of the floor and spread, or why absent."""
     lines = [f"{card.label}, floor {fmt_ms(card.floor.floor_ms)}"]
     for row in card.run.rows:
         head = f"  {row.path:<15}"
@@ -155,8 +154,7 @@ def floor_span(cards: list[Card]) -> str:
 
 
 def eager_span(cards: list[Card]) -> str:
-    """A sentence naming the cards farthest from and nearest to their floors when eager, where
-    their spreads tell them apart."""
+    """A sentence naming the cards farthest from and nearest to their floors when eager, spreads allowing."""
     far = max(cards, key=lambda c: c.eager.x_floor)
     near = min(cards, key=lambda c: c.eager.x_floor)
     noisy = noisy_clause(cards)
@@ -204,9 +202,8 @@ NOWRAP = (3, 4, 5, 6, 8)  # the columns of numbers and the date
 
 
 def gallery_table(cards: list[Card]) -> str:
-    """The cards as an HTML table, alike in JupyterLab and the site: device, software, the bandwidth
-    the floor divides by and which, the floor, each path's median ms · multiple of the floor.
-    Every text in it is escaped: the cards come from strangers' files."""
+    """The cards as an HTML table (device, software, floor, each path's median ms · multiple of the
+    floor), every text escaped: the cards come from strangers' files."""
     def row(cells, tag="td"):  # numbers and dates stay on one line; names may wrap
         opened = [f'<{tag} style="white-space: nowrap">' if tag == "td" and i in NOWRAP
                   else f"<{tag}>" for i in range(len(cells))]
@@ -226,7 +223,7 @@ def gallery_table(cards: list[Card]) -> str:
 
 @dataclass(frozen=True)
 class ReplayCost:
-    """The fixed-cost model priced on one card: what each kernel of a replayed step costs beyond its bytes."""
+    """The fixed-cost model priced on one card: what each replayed kernel costs beyond its bytes."""
 
     label: str
     kernels: int
@@ -278,9 +275,8 @@ def launch_mistakes(cards: list[Card]) -> dict[str, dict[str, float]]:
 def check_smallest(my_name, my_value, values: dict[str, float], *, names: tuple[str, str],
                    unit: str, hint: str, wrong: dict[str, dict[str, float]] | None = None,
                    rel: float = 0.05) -> str:
-    """Challenge 1: the reader names the least of values ({label: number}) by whole words of its
-    label and gives its number within rel; names: the two answer variables. wrong maps a mistake
-    to the {label: number} it gives: a card least only by it, or its number, is refused by name."""
+    """Challenge 1: the reader names the least of values ({label: number}) by whole words of its label,
+    and its number within rel; wrong ({mistake: {label: number}}) is refused by name."""
     if my_name is None or my_value is None:
         return NOT_ATTEMPTED
     if not isinstance(my_name, str) or not my_name.strip():
