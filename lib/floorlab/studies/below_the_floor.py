@@ -65,9 +65,8 @@ def check_ops_per_layer(ops_per_layer, my_per_launch_us, my_is_dispatch, *, gap_
         return NOT_ATTEMPTED
     ops = read_number(ops_per_layer, "my_ops_per_layer")
     if not close(ops, counted_per_layer, OPS_TOLERANCE):
-        return (f"not yet: {ops:g} ops per layer is not what one layer of this model runs; "
-                f"count every kernel in the profiler's list above (norms, RoPE, cache writes "
-                "and copies included) and divide by the layers.")
+        return (f"not yet: {ops:g} ops per layer is not what one layer of this model runs; count every kernel in the "
+                "profiler's list above (norms, RoPE, cache writes and copies included) and divide by the layers.")
     launches = ops * num_layers
     expected_us = per_launch_us(gap_ms, launches)
     wrong = plausible_wrongs(expected_us, {
@@ -93,8 +92,7 @@ def _dispatch_cost(host_us: float | None) -> str:
     """What a launch costs: this host's measured price, or the laptop study's lead."""
     if host_us is not None:
         return f"the {sig(host_us)} µs this host was measured to pay per tiny launch"
-    return (f"the {DISPATCH_US[0]:.0f}-{DISPATCH_US[1]:.0f} µs the laptop study quoted for an "
-            "eager dispatch")
+    return (f"the {DISPATCH_US[0]:.0f}-{DISPATCH_US[1]:.0f} µs the laptop study quoted for an eager dispatch")
 
 
 def answer_ops_per_layer(*, gap_ms: float, num_layers: int, counted_per_layer: float,
@@ -170,8 +168,7 @@ def check_padding(padded_rows, breakeven_cache_tokens, expected: PaddingAnswer) 
     if padded_rows is None or breakeven_cache_tokens is None:
         return NOT_ATTEMPTED
     if read_number(padded_rows, "my_padded_rows") != expected.padded_rows:
-        return (f"not yet: batch {expected.batch} pads up to bucket {expected.bucket}; "
-                "how many rows are padding?")
+        return (f"not yet: batch {expected.batch} pads up to bucket {expected.bucket}; how many rows are padding?")
     hint = ("each padded row reads every slot of its KV-cache row; find the cache length at "
             "which those reads take as long as the launches the graph saves.")
     if refused := refusal(read_number(breakeven_cache_tokens, "my_breakeven_cache_tokens"),
@@ -261,8 +258,7 @@ def answer_scale(small_name: str, small_fraction: float, big: ScaleAnswer, *,
              f"{sig(layer_ratio)}×, so the fixed per-op cost is a smaller share of a big model.",
              "Here that cost is dispatch, which graphs remove: small models at small batch, the "
              "interactive end of serving, gain most from them." if big.dispatch else
-             "On this machine, though, the per-op cost is not dispatch: the operators themselves run "
-             "below the streaming bandwidth, and a slow operator grows with the bytes it moves, so "
-             "this fixed-cost estimate understates the 8B gap. Graphs would not remove it; faster "
-             "operators would."]
+             "On this machine, though, the per-op cost is not dispatch: the operators themselves run below the "
+             "streaming bandwidth, and a slow operator grows with the bytes it moves, so this fixed-cost estimate "
+             "understates the 8B gap. Graphs would not remove it; faster operators would."]
     return "\n".join(lines)

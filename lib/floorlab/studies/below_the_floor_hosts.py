@@ -66,10 +66,9 @@ class HostsStory:
         eager, eager_apart = self._apart("eager")
         replay, replay_apart = self._apart("replay")
         low, high = (f(s.eager.median_ms for s in self.steps) for f in (min, max))
-        head = (f"The book's {len(self.steps)} stored runs of the {card}, made in separate processes on "
-                f"{days} day{'s' if days > 1 else ''}, put the eager step between {fmt_ms(low)} and "
-                f"{fmt_ms(high)}, {fmt_times(eager)} apart; the replay's fastest and slowest are "
-                f"{fmt_times(replay)} apart.")
+        head = (f"The book's {len(self.steps)} stored runs of the {card}, made in separate processes on {days} "
+                f"day{'s' if days > 1 else ''}, put the eager step between {fmt_ms(low)} and {fmt_ms(high)}, "
+                f"{fmt_times(eager)} apart; the replay's fastest and slowest are {fmt_times(replay)} apart.")
         if not eager_apart:
             said = ("The eager steps agree within their spreads, so these runs cannot show what a "
                     "host does to the eager step.")

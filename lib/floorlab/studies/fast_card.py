@@ -35,9 +35,8 @@ class StoredSpread:
 def steadier_sentence(eager: StoredSpread, graph: StoredSpread) -> str:
     """Which path's median moved more across the stored runs, in words."""
     return compare(Band.exact(eager.ratio), Band.exact(graph.ratio)).verdict(
-        f"The replay moved less, {fmt_times(graph.ratio)} against eager's {fmt_times(eager.ratio)}, "
-        "so this chapter reasons from what moves least: the replay, and the time the host needs "
-        "to issue it.",
+        f"The replay moved less, {fmt_times(graph.ratio)} against eager's {fmt_times(eager.ratio)}, so this chapter "
+        "reasons from what moves least: the replay, and the time the host needs to issue it.",
         "Here the replay moved more than eager, so neither path holds still across these runs.",
         "Both moved by the same factor across these runs.")
 

@@ -18,10 +18,7 @@ from floorlab.studies.gallery_folder import count_words
 
 def format_floors(cards: list[Card]) -> str:
     """Each card's name on one line, its floor as arithmetic on the next."""
-    lines = []
-    for card in cards:
-        lines += [card.label, f"  floor = {card.floor.arithmetic()}"]
-    return "\n".join(lines)
+    return "\n".join(line for c in cards for line in (c.label, f"  floor = {c.floor.arithmetic()}"))
 
 
 def same_bytes(cards: list[Card]) -> bool:
@@ -31,10 +28,8 @@ def same_bytes(cards: list[Card]) -> bool:
 
 def bytes_gb(cards: list[Card]) -> str:
     """The bytes per step the floors count: '1.20 GB', or a range when they differ."""
-    counted = sorted({c.floor.bytes_per_step / BYTES_PER_GB for c in cards})
-    if len(counted) == 1:
-        return f"{sig(counted[0])} GB"
-    return f"{sig(counted[0])} to {sig(counted[-1])} GB"
+    low, high = (f({c.floor.bytes_per_step / BYTES_PER_GB for c in cards}) for f in (min, max))
+    return f"{sig(low)} GB" if low == high else f"{sig(low)} to {sig(high)} GB"
 
 
 def _fits(head: str, text: str) -> list[str]:
@@ -65,8 +60,7 @@ def claims(cards: list[Card]) -> list[str]:
     low_card, low = min(rows, key=lambda cr: cr[1].x_floor)
     below = [f"{c.label} {r.path}" for c, r in rows if is_below_floor(r.x_floor)]
     lines = ["expected: every measured path at or above its card's floor",
-             f"observed: the lowest is {fmt_times(low.x_floor)} "
-             f"({low_card.label}, {low.path})"
+             f"observed: the lowest is {fmt_times(low.x_floor)} ({low_card.label}, {low.path})"
              + (f"; below the floor: {', '.join(below)}" if below else "")]
     if len(cards) > 1:
         fast = max(cards, key=lambda c: c.floor.bandwidth_gbps)
@@ -115,11 +109,9 @@ def _span(ratios: list[float]) -> str:
 def noisy_clause(cards: list[Card], row: str = "eager") -> str:
     """A sentence naming the cards whose `row` timing is noisy, or ''."""
     noisy = [c.label for c in cards if getattr(c, row) is not None and getattr(c, row).timing.noisy]
-    if not noisy:
-        return ""
     these = "that card's" if len(noisy) == 1 else "those cards'"
-    return (f" The {row} timing of {', '.join(noisy)} is noisy (its p10-p90 band is wider than "
-            f"a quarter of its median), so read {these} figure loosely.")
+    return "" if not noisy else (f" The {row} timing of {', '.join(noisy)} is noisy (its p10-p90 band is "
+                                 f"wider than a quarter of its median), so read {these} figure loosely.")
 
 
 def _cell(row: Row | None, *, path: bool = False) -> str:
@@ -135,22 +127,19 @@ def floor_span(cards: list[Card]) -> str:
     slow = min(cards, key=lambda c: c.floor.bandwidth_gbps)
     fast = max(cards, key=lambda c: c.floor.bandwidth_gbps)
     if len(cards) == 1:
-        return (f"The gallery holds one card so far, so its floor of "
-                f"{fmt_ms(slow.floor.floor_ms)} has nothing yet to stand beside; add a card "
-                "and run the chapter again.")
+        return (f"The gallery holds one card so far, so its floor of {fmt_ms(slow.floor.floor_ms)} has nothing yet "
+                "to stand beside; add a card and run the chapter again.")
     grows = fast.floor.bandwidth_gbps / slow.floor.bandwidth_gbps
     ratio = slow.floor.floor_ms / fast.floor.floor_ms
     if sig(grows) == "1.00" and same_bytes(cards):
         return (f"Every card here streams at about {fmt_gbps(fast.floor.bandwidth_gbps)}, so "
                 f"they share one floor: {fmt_ms(fast.floor.floor_ms)}.")
     if not same_bytes(cards):
-        return (f"From {slow.label} to {fast.label} the bandwidth grows {sig(grows)}-fold and "
-                f"the floor shrinks {sig(ratio)}-fold, from {fmt_ms(slow.floor.floor_ms)} to "
-                f"{fmt_ms(fast.floor.floor_ms)}; the two differ because these runs counted "
-                "different bytes.")
-    return (f"From {slow.label} to {fast.label} the bandwidth grows {sig(grows)}-fold, and "
-            f"the floor shrinks by the same factor: {fmt_ms(slow.floor.floor_ms)} ÷ "
-            f"{sig(grows)} = {fmt_ms(fast.floor.floor_ms)}.")
+        return (f"From {slow.label} to {fast.label} the bandwidth grows {sig(grows)}-fold and the floor shrinks "
+                f"{sig(ratio)}-fold, from {fmt_ms(slow.floor.floor_ms)} to {fmt_ms(fast.floor.floor_ms)}; the two "
+                "differ because these runs counted different bytes.")
+    return (f"From {slow.label} to {fast.label} the bandwidth grows {sig(grows)}-fold, and the floor shrinks by the "
+            f"same factor: {fmt_ms(slow.floor.floor_ms)} ÷ {sig(grows)} = {fmt_ms(fast.floor.floor_ms)}.")
 
 
 def eager_span(cards: list[Card]) -> str:
@@ -165,9 +154,8 @@ def eager_span(cards: list[Card]) -> str:
     spans = (f"An eager token takes from {fmt_times(near.eager.x_floor)} to "
              f"{fmt_times(far.eager.x_floor)} the floor, but the cards' spreads overlap, so "
              f"this gallery cannot say which card sits farthest above its floor.{noisy}")
-    ends = (f"An eager token takes {fmt_times(far.eager.x_floor)} the floor on {far.label}, "
-            f"the farthest of any card here, and {fmt_times(near.eager.x_floor)} on "
-            f"{near.label}, the nearest.{noisy}")
+    ends = (f"An eager token takes {fmt_times(far.eager.x_floor)} the floor on {far.label}, the farthest of any card "
+            f"here, and {fmt_times(near.eager.x_floor)} on {near.label}, the nearest.{noisy}")
     return compare(_in_floors(far), _in_floors(near)).verdict(ends, ends, spans)
 
 
@@ -280,16 +268,14 @@ def check_smallest(my_name, my_value, values: dict[str, float], *, names: tuple[
     if my_name is None or my_value is None:
         return NOT_ATTEMPTED
     if not isinstance(my_name, str) or not my_name.strip():
-        return (f"not yet: {names[0]} should be part of a card's name in quotes, as the "
-                "table writes it.")
+        return (f"not yet: {names[0]} should be part of a card's name in quotes, as the table writes it.")
     wrong = wrong or {}
     least = min(values.values())
     words = re.compile(rf"(?<![a-z0-9]){re.escape(my_name.strip().lower())}(?![a-z0-9])")
     named = [label for label in values if words.search(label.lower())]  # whole words: not "a" in "cuda"
     exact = [label for label in named if my_name.strip().lower() == label.lower()]
     if not named:
-        return (f"not yet: no card's name contains {my_name!r} as whole words; copy part of one "
-                "from the table.")
+        return (f"not yet: no card's name contains {my_name!r} as whole words; copy part of one from the table.")
     if len(named) > 1 and not exact:
         return (f"not yet: {my_name!r} is part of {len(named)} cards' names ({', '.join(named[:4])}"
                 f"{', ...' if len(named) > 4 else ''}); copy enough of one to tell it apart.")
@@ -298,8 +284,7 @@ def check_smallest(my_name, my_value, values: dict[str, float], *, names: tuple[
     if not right:
         misled = [m for m, given in wrong.items() if given and min(given, key=given.get) in named]
         if misled:
-            return (f"not yet: {my_name!r} pays least only by the numbers you get with "
-                    f"{misled[0]}; {hint}")
+            return (f"not yet: {my_name!r} pays least only by the numbers you get with {misled[0]}; {hint}")
         return f"not yet: {my_name!r} is not the card that pays least; {hint}"
     label = right[0]
     number = read_number(my_value, names[1])

@@ -116,11 +116,9 @@ def read_card(path, origin: str = "gallery") -> Card:
     except json.JSONDecodeError as err:
         raise NotACard(f"it is not valid JSON ({err}); copy it again, or delete it") from None
     except RecursionError:
-        raise NotACard(f"it nests its brackets deeper than Python reads, far deeper than any run; "
-                       f"{AGAIN}") from None
+        raise NotACard(f"it nests its brackets deeper than Python reads, far deeper than any run; {AGAIN}") from None
     except ValueError as err:  # e.g. an integer of more digits than Python converts
-        raise NotACard(f"it holds a number Python will not read ({str(err).split(';')[0][:100]}); "
-                       f"{AGAIN}") from None
+        raise NotACard(f"it holds a number Python will not read ({str(err).split(';')[0][:100]}); {AGAIN}") from None
     if not isinstance(data, dict):
         raise NotACard(f"it holds a JSON {type(data).__name__}, not a run")
     if data.get("layout") != LAYOUT:

@@ -58,8 +58,7 @@ class Gallery:
 
 
 def count_words(n: int, word: str) -> str:
-    """'1 card', '3 cards'."""
-    return f"{n} {word}" + ("" if n == 1 else "s")
+    return f"{n} {word}" + ("" if n == 1 else "s")  # '1 card', '3 cards'
 
 
 def _shown(path: Path) -> str:
@@ -119,17 +118,12 @@ def load_gallery(folder=None, *, results_dir=None, stored: str | None = STORED) 
     if not gallery.cards and stored:
         gallery.cards.append(card_from_run(reference_run(stored), origin="stored"))
     gallery.cards.sort(key=lambda c: c.read_gbps)
-    _number_namesakes(gallery.cards)
+    for card in gallery.cards:  # cards that share a name and kind are numbered 1, 2, ... to tell apart
+        same = [c for c in gallery.cards if (c.name, c.kind) == (card.name, card.kind)]
+        card.number = same.index(card) + 1 if len(same) > 1 else 0
     return gallery
 
 
 def _twin(cards: list[Card], card: Card) -> Card | None:
     """The card among cards that holds the same measurement (a submitted copy of a run), or None."""
     return next((c for c in cards if (c.run.stamp, c.run.device) == (card.run.stamp, card.run.device)), None)
-
-
-def _number_namesakes(cards: list[Card]) -> None:
-    """Give cards that share a name and kind the numbers 1, 2, ... so labels stay apart."""
-    for card in cards:
-        same = [c for c in cards if (c.name, c.kind) == (card.name, card.kind)]
-        card.number = same.index(card) + 1 if len(same) > 1 else 0

@@ -3,6 +3,7 @@ and that graph side of a run, measured here or (without CUDA) the stored run of 
 from __future__ import annotations
 
 import itertools
+import statistics
 from dataclasses import asdict, dataclass, field
 
 import torch
@@ -51,8 +52,7 @@ def bucket_rows(model, tokens: torch.Tensor, positions: torch.Tensor, floors: di
 
 def speedup_lines(eager: dict[int, Row], graph: dict[int, Row]) -> str:
     """One line per bucket: eager, graph, the speed-up where the spreads allow, graph ÷ floor."""
-    lines = [f"{'batch':>5}  {'eager':>10}  {'graph':>10}  {'speed-up':>9}  "
-             f"{'graph ÷ floor':>13}  bit-identical"]
+    lines = [f"{'batch':>5}  {'eager':>10}  {'graph':>10}  {'speed-up':>9}  {'graph ÷ floor':>13}  bit-identical"]
     apart = {b: compare(eager[b], row) for b, row in graph.items()}
     for batch, row in graph.items():
         same = {True: "yes", False: "NO", None: "not checked"}[row.bit_identical]
@@ -98,9 +98,8 @@ def slope_note(rows: dict[int, Row]) -> str:
     for a, b in itertools.combinations(batches, 2):
         if compare(rows[a], rows[b]).outcome == "more":
             return compare(rows[a], rows[b]).verdict(
-                f"Here batch {b} ran faster than batch {a}, beyond both spreads, which one more "
-                "row cannot cause: the machine's load changed during the run, so that slope "
-                "measures the load, not a row.", "", "")
+                f"Here batch {b} ran faster than batch {a}, beyond both spreads, which one more row cannot cause: "
+                "the machine's load changed during the run, so that slope measures the load, not a row.", "", "")
     return compare(rows[batches[0]], rows[batches[-1]]).verdict("", "", (
         f"Here batch {batches[0]} and batch {batches[-1]} differ by less than their spreads, so a "
         "row costs too little for this run to see, and the slope is inside the noise."))
@@ -108,13 +107,9 @@ def slope_note(rows: dict[int, Row]) -> str:
 
 def ms_per_row(rows: dict[int, Row]) -> float:
     """ms one more row adds to a step: the least-squares slope of median over batch, at least 0."""
-    mean_b = sum(rows) / len(rows)
-    mean_ms = sum(r.median_ms for r in rows.values()) / len(rows)
-    spread = sum((b - mean_b) ** 2 for b in rows)
-    if spread == 0:
+    if len(rows) < 2:
         return 0.0
-    slope = sum((b - mean_b) * (r.median_ms - mean_ms) for b, r in rows.items()) / spread
-    return max(slope, 0.0)
+    return max(statistics.linear_regression(list(rows), [r.median_ms for r in rows.values()]).slope, 0.0)
 
 
 @dataclass

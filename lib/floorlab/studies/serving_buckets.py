@@ -55,9 +55,8 @@ class BucketScore:
     fallback_share: float  # steps that run eagerly
 
     def __str__(self) -> str:
-        return (f"buckets {self.buckets}: {sig(self.mean_ms)} ms per step, "
-                f"{sig(self.memory_mb)} MB, {self.padded_share:.0%} padded rows, "
-                f"{self.fallback_share:.0%} of steps eager")
+        return (f"buckets {self.buckets}: {sig(self.mean_ms)} ms per step, {sig(self.memory_mb)} MB, "
+                f"{self.padded_share:.0%} padded rows, {self.fallback_share:.0%} of steps eager")
 
 
 def score_buckets(buckets, histogram: dict[int, int], costs: BucketCosts) -> BucketScore:
@@ -145,8 +144,7 @@ def check_bucket_choice(my_buckets, histogram: dict[int, int], costs, *, budget_
     if not chosen:
         return "not yet: choose at least one bucket."
     if max(chosen) > max_bucket:
-        return (f"not yet: the model's cache holds {max_bucket} rows, so no bucket can be "
-                f"larger than {max_bucket}.")
+        return (f"not yet: the model's cache holds {max_bucket} rows, so no bucket can be larger than {max_bucket}.")
     mine = score_buckets(chosen, histogram, costs)
     if mine.memory_mb > budget_mb:
         return (f"not yet: those graphs reserve {sig(mine.memory_mb)} MB, over the "

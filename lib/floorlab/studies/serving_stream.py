@@ -113,9 +113,8 @@ def pricing_sentence(stream: StreamCost, ms_per_row: float) -> str:
     if stream.padded_rows == 0:
         return "This stream needed no padding, so there is nothing to price."
     return compare(Band.exact(stream.padding_ms), Band.exact(stream.padded_rows * ms_per_row)).verdict(
-        "That is an accounting answer, and it overstates the cost: dropping the padding would "
-        "not give that time back, because a step with fewer rows costs less only by the slope "
-        "below.",
+        "That is an accounting answer, and it overstates the cost: dropping the padding would not give that time "
+        "back, because a step with fewer rows costs less only by the slope below.",
         "That is an accounting answer, and here it understates the cost: by the slope below, a "
         "row adds more than its even share of a step.",
         "That is an accounting answer, and here it agrees with the slope below.")

@@ -127,11 +127,9 @@ def guard_cost_sentence(padded: Row, full: Row) -> str:
     return compare(padded, full).verdict(
         "the padded step took {ratio} the time, beyond both spreads; both compute every row of "
         "the bucket, so the guard's copies are the difference.",
-        "the padded step was the faster one, beyond both spreads, though it computes the same "
-        "rows and adds the guard's copies: the machine's load changed between the two timings, "
-        "so re-run before pricing the guard.",
-        "the two differ by less than their spreads, so on this run the guard costs too little "
-        "to see.")
+        "the padded step was the faster one, beyond both spreads, though it computes the same rows and adds the "
+        "guard's copies: the machine's load changed between the two timings, so re-run before pricing the guard.",
+        "the two differ by less than their spreads, so on this run the guard costs too little to see.")
 
 
 # Serving, challenge 2: what padding overwrites without the guard.

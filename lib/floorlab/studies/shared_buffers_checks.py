@@ -39,12 +39,10 @@ def _letters(value, name: str) -> set[str]:
         try:
             items = [str(v).strip().lower() for v in value]
         except TypeError:
-            raise Unreadable(f"not yet: {name} should be letters such as {{'a', 'b'}}, "
-                              f"got {value!r}.") from None
+            raise Unreadable(f"not yet: {name} should be letters such as {{'a', 'b'}}, got {value!r}.") from None
     unknown = sorted(set(items) - set(SNIPPETS))
     if unknown:
-        raise Unreadable(f"not yet: {', '.join(unknown)} is not a snippet; pick from "
-                          f"{', '.join(SNIPPETS)}.")
+        raise Unreadable(f"not yet: {', '.join(unknown)} is not a snippet; pick from {', '.join(SNIPPETS)}.")
     return set(items)
 
 
