@@ -92,7 +92,7 @@ def _dispatch_cost(host_us: float | None) -> str:
     """What a launch costs: this host's measured price, or the laptop study's lead."""
     if host_us is not None:
         return f"the {sig(host_us)} µs this host was measured to pay per tiny launch"
-    return (f"the {DISPATCH_US[0]:.0f}-{DISPATCH_US[1]:.0f} µs the laptop study quoted for an eager dispatch")
+    return f"the {DISPATCH_US[0]:.0f}-{DISPATCH_US[1]:.0f} µs the laptop study quoted for an eager dispatch"
 
 
 def answer_ops_per_layer(*, gap_ms: float, num_layers: int, counted_per_layer: float,

@@ -10,7 +10,7 @@ from dataclasses import asdict, dataclass
 import torch
 import torch.nn.functional as F
 
-from floorlab.core.checks import NOT_ATTEMPTED, checked, read_number, refusal
+from floorlab.core.checks import check_number
 from floorlab.core.runs import Row
 from floorlab.core.timing import compare
 from floorlab.engine.buckets import PAD_POSITION, PAD_TOKEN
@@ -82,7 +82,11 @@ def check_padding_trap(runner, tokens: torch.Tensor, positions: torch.Tensor, ba
         clean_live = [c[:, :batch].clone() for c in caches]
     with _cache_put_back(runner.model, float("nan"), from_row=batch) as caches:
         poisoned = [c[:, batch:].clone() for c in caches]
-        _poison_static_inputs(runner, batch, bucket)
+        if getattr(runner, "static_tokens", None) is not None:  # garbage the runner must overwrite
+            with torch.inference_mode():  # the captured outputs are inference tensors
+                runner.static_tokens[batch:bucket].fill_(runner.model.shape.vocab_size - 1)
+                runner.static_positions[batch:bucket].fill_(runner.model.max_context - 1)
+                runner.static_outputs[bucket][batch:].fill_(float("nan"))
         out = runner.step(tok, pos)
         return TrapReport(
             batch, bucket, runner.path_name,
@@ -110,16 +114,6 @@ def overwritten_values(model, tokens: torch.Tensor, positions: torch.Tensor, bat
 def values_padding_writes(shape, padded_rows: int) -> int:
     """KV-cache values padded_rows padding rows write in one step: one slot each, K and V, every layer."""
     return padded_rows * shape.num_layers * 2 * shape.num_kv_heads * shape.head_dim
-
-
-def _poison_static_inputs(runner, batch: int, bucket: int) -> None:
-    """Garbage in a GraphRunner's static padding inputs and outputs (the runner must overwrite them)."""
-    if getattr(runner, "static_tokens", None) is None:
-        return
-    with torch.inference_mode():  # the captured outputs are inference tensors
-        runner.static_tokens[batch:bucket].fill_(runner.model.shape.vocab_size - 1)
-        runner.static_positions[batch:bucket].fill_(runner.model.max_context - 1)
-        runner.static_outputs[bucket][batch:].fill_(float("nan"))
 
 
 def guard_cost_sentence(padded: Row, full: Row) -> str:
@@ -161,16 +155,12 @@ def overwrite_mistakes(shape, batch: int, bucket: int, cache_tokens: int) -> dic
     })
 
 
-@checked
-def check_overwritten(my_values, expected: int, measured: int, *,
-                      wrong: dict[str, int] | None = None) -> str:
+def check_overwritten(my_values, expected: int, measured: int, *, wrong: dict[str, int] | None = None) -> str:
     """Verdict on the reader's count of cache values one padded step overwrites unguarded."""
-    if my_values is None:
-        return NOT_ATTEMPTED
-    value = read_number(my_values, "my_overwritten_values")
-    if refused := refusal(value, expected, rel=0.0, wrong=wrong, name="my_overwritten_values",
-                          hint="Each padding row writes one slot of its cache row, for K and for V, "
-                               "in every layer, for every KV head: head_dim values each."):
-        return refused
+    verdict = check_number(my_values, expected, rel=0.0, wrong=wrong, name="my_overwritten_values",
+                           hint="Each padding row writes one slot of its cache row, for K and for V, "
+                                "in every layer, for every KV head: head_dim values each.")
+    if not verdict.startswith("right"):
+        return verdict
     agree = "and" if measured == expected else "but"
     return f"right: {expected:,} values, {agree} the step run without the guard overwrote {measured:,}."
