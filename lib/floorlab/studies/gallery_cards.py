@@ -14,7 +14,7 @@ from floorlab.core.files import UnreadableFile, read_regular
 from floorlab.core.numbers import nonnegative_number, positive_number, shown, whole_number
 from floorlab.core.prose import fmt_ms, fmt_times
 from floorlab.core.roofline import Floor, bytes_per_step, floor_ms, gap_ms, gap_verdict, is_below_floor, per_launch_us
-from floorlab.core.runs import CARD_KIND, LAYOUT, Row, Run
+from floorlab.core.runs import CARD_KIND, LAYOUT, RUN_FIELDS, Row, Run
 from floorlab.core.shapes import PRESETS
 
 GALLERY_DIR = paths.RESULTS_DIR / "gallery"
@@ -25,8 +25,6 @@ KINDS = ("cuda", "cpu")
 MAX_TEXT_CHARS = 80  # a device name, a torch version or a date longer than this is not one
 MAX_CARD_BYTES = 50_000_000  # a measure run is a few MB at most; larger is not a card
 ROUNDING = 1e-3  # how far a stored floor or multiple may sit from its own arithmetic
-FIELDS = {"stamp": dict, "device": dict, "floors": list, "rows": list, "timelines": dict, "launches": dict,
-          "facts": dict, "settings": dict}  # a run's fields and the JSON type each is stored as
 NESTED = ("floors", "rows", "timelines", "launches")  # each holds JSON objects
 DTYPE_BYTES = (1, 2, 4)  # the weight and cache widths a run may have been measured in
 MAX_STEP_MS = 120_000.0  # no decode step of a known preset takes two minutes on a working machine
@@ -127,7 +125,7 @@ def read_card(path, origin: str = "gallery") -> Card:
     if data.get("kind") != CARD_KIND:
         raise NotACard(f"it is a run of kind {shown(data.get('kind'), typed=False)}, not one made by "
                        "python -m floorlab measure")
-    for key, kind in FIELDS.items():
+    for key, kind in RUN_FIELDS.items():  # kind, a str, is checked above
         value = data.get(key, kind())
         items = value.values() if isinstance(value, dict) else value
         if not isinstance(value, kind) or (key in NESTED and not all(isinstance(v, dict) for v in items)):
