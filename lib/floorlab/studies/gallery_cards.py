@@ -233,10 +233,10 @@ def _check_row(row: Row, floor: Floor) -> None:
                                 (row.issue, f"{row.path} issue", nonnegative_number)):
         if timing is None:
             continue
-        fields = [_measure(check, getattr(timing, f), f"{what} {f}")
-                  for f in ("min_ms", "p10_ms", "median_ms", "p90_ms", "max_ms")]
+        names = ("min", "p10", "median", "p90", "max")
+        fields = [_measure(check, getattr(timing, f"{n}_ms"), f"{what} {n}_ms") for n in names]
         if fields != sorted(fields):
-            shown_ms = ", ".join(f"{name} {v:g}" for name, v in zip(("min", "p10", "median", "p90", "max"), fields))
+            shown_ms = ", ".join(f"{n} {v:g}" for n, v in zip(names, fields))
             raise NotACard(f"its {what} timing is out of order ({shown_ms} ms); {AGAIN}")
     ratio = row.timing.median_ms / floor.floor_ms
     if is_below_floor(ratio):  # the book's one rule for a time faster than the bytes allow
