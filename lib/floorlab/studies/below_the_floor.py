@@ -1,7 +1,5 @@
-"""Studies wing: the first chapter's first three challenges (the fourth is below_the_floor_detector)
-and the sentence that sets the profiled step against the timed one. Each check refuses the
-plausible wrong quantities by name; each answer works in the reader's own numbers.
-"""
+"""Studies wing: the first chapter's first three challenges, each refusing plausible slips by name,
+and the sentence that sets the profiled step against the timed one."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -61,17 +59,14 @@ def profiled_against_timed(timeline: Timeline, timed: Timing) -> str:
 def check_ops_per_layer(ops_per_layer, my_per_launch_us, my_is_dispatch, *, gap_ms: float,
                         num_layers: int, counted_per_layer: float, dispatch: bool,
                         eager_ms: float | None = None, host_us: float | None = None) -> str:
-    """Verdict on the op count per layer, the per-launch division and the dispatch verdict.
-
-    dispatch is this run's own verdict (roofline.gap_verdict); eager_ms names the slip of dividing
-    the whole step; host_us is this host's measured µs per tiny launch, the price the hint cites."""
+    """Verdict on the op count per layer, the per-launch division and the dispatch verdict (this run's
+    gap_verdict); eager_ms names one slip, host_us is this host's µs per tiny launch."""
     if ops_per_layer is None or my_per_launch_us is None or my_is_dispatch is None:
         return NOT_ATTEMPTED
     ops = read_number(ops_per_layer, "my_ops_per_layer")
     if not close(ops, counted_per_layer, OPS_TOLERANCE):
-        return (f"not yet: {ops:g} ops per layer is not what one layer of this model runs; "
-                f"count every kernel in the profiler's list above (norms, RoPE, cache writes "
-                "and copies included) and divide by the layers.")
+        return (f"not yet: {ops:g} ops per layer is not what one layer of this model runs; count every kernel in the "
+                "profiler's list above (norms, RoPE, cache writes and copies included) and divide by the layers.")
     launches = ops * num_layers
     expected_us = per_launch_us(gap_ms, launches)
     wrong = plausible_wrongs(expected_us, {
@@ -97,8 +92,7 @@ def _dispatch_cost(host_us: float | None) -> str:
     """What a launch costs: this host's measured price, or the laptop study's lead."""
     if host_us is not None:
         return f"the {sig(host_us)} µs this host was measured to pay per tiny launch"
-    return (f"the {DISPATCH_US[0]:.0f}-{DISPATCH_US[1]:.0f} µs the laptop study quoted for an "
-            "eager dispatch")
+    return f"the {DISPATCH_US[0]:.0f}-{DISPATCH_US[1]:.0f} µs the laptop study quoted for an eager dispatch"
 
 
 def answer_ops_per_layer(*, gap_ms: float, num_layers: int, counted_per_layer: float,
@@ -125,8 +119,8 @@ def answer_ops_per_layer(*, gap_ms: float, num_layers: int, counted_per_layer: f
 
 @dataclass
 class PaddingAnswer:
-    """Padding as GraphRunner pads (each padded row reads its whole cache row), the cache length at
-    which those reads cost what the graph saves, and the lengths plausible slips give (wrong)."""
+    """Padding as GraphRunner pads, the cache length at which its reads cost what the graph saves,
+    and the lengths plausible slips give (wrong)."""
     batch: int
     bucket: int
     padded_rows: int
@@ -142,8 +136,7 @@ def padding_answer(*, batch: int, buckets, kv_bytes_per_token: int, cache_tokens
                    bandwidth_gbps: float, launch_saving_ms: float,
                    other_bandwidth: tuple[str, float] | None = None,
                    eager_ms: float | None = None) -> PaddingAnswer:
-    """Padded rows for batch and their break-even cache length; other_bandwidth ((kind, GB/s) the
-    floor did not use) and eager_ms (the whole step, taken for the saving) name two slips."""
+    """Padded rows for batch and their break-even cache length; other_bandwidth and eager_ms name slips."""
     bucket = bucket_for(batch, buckets)
     if bucket is None:
         raise ValueError(f"batch {batch} is above the largest bucket {max(buckets)}; "
@@ -175,8 +168,7 @@ def check_padding(padded_rows, breakeven_cache_tokens, expected: PaddingAnswer) 
     if padded_rows is None or breakeven_cache_tokens is None:
         return NOT_ATTEMPTED
     if read_number(padded_rows, "my_padded_rows") != expected.padded_rows:
-        return (f"not yet: batch {expected.batch} pads up to bucket {expected.bucket}; "
-                "how many rows are padding?")
+        return (f"not yet: batch {expected.batch} pads up to bucket {expected.bucket}; how many rows are padding?")
     hint = ("each padded row reads every slot of its KV-cache row; find the cache length at "
             "which those reads take as long as the launches the graph saves.")
     if refused := refusal(read_number(breakeven_cache_tokens, "my_breakeven_cache_tokens"),
@@ -191,8 +183,7 @@ def check_padding(padded_rows, breakeven_cache_tokens, expected: PaddingAnswer) 
 
 @dataclass
 class ScaleAnswer:
-    """Floor, per-op gap and the gap's share of a token for a larger shape, with the floors and
-    shares that plausible slips give, by the slip's name."""
+    """Floor, per-op gap and the gap's share of a token for a larger shape, and what slips give."""
     name: str
     bytes_per_step: int
     floor_ms: float
@@ -209,8 +200,7 @@ def scale_answer(*, name: str, bytes_per_step: int, bandwidth_gbps: float,
                  dispatch: bool, whole_table_bytes: int | None = None,
                  other_bandwidth: tuple[str, float] | None = None,
                  small_num_layers: int | None = None) -> ScaleAnswer:
-    """Floor and per-op gap of a shape whose op count scales with its layers; the optional inputs
-    name slips: the whole input table, the other bandwidth, a gap left at small_num_layers."""
+    """Floor and per-op gap of a shape whose op count scales with its layers; optional inputs name slips."""
     launches = round(kernels_per_layer * num_layers)
     floor = floor_ms(bytes_per_step, bandwidth_gbps)
     gap = launches * per_launch_us / 1000.0
@@ -268,8 +258,7 @@ def answer_scale(small_name: str, small_fraction: float, big: ScaleAnswer, *,
              f"{sig(layer_ratio)}×, so the fixed per-op cost is a smaller share of a big model.",
              "Here that cost is dispatch, which graphs remove: small models at small batch, the "
              "interactive end of serving, gain most from them." if big.dispatch else
-             "On this machine, though, the per-op cost is not dispatch: the operators themselves run "
-             "below the streaming bandwidth, and a slow operator grows with the bytes it moves, so "
-             "this fixed-cost estimate understates the 8B gap. Graphs would not remove it; faster "
-             "operators would."]
+             "On this machine, though, the per-op cost is not dispatch: the operators themselves run below the "
+             "streaming bandwidth, and a slow operator grows with the bytes it moves, so this fixed-cost estimate "
+             "understates the 8B gap. Graphs would not remove it; faster operators would."]
     return "\n".join(lines)

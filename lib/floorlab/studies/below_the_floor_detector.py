@@ -1,6 +1,5 @@
 """Studies wing: the first chapter's fourth challenge, the buffer-reuse bug: four steps (two share
-their output buffer, two do not), the check that runs a reader's detector on them, and the answer.
-"""
+their output buffer), the check that runs a reader's detector on them, and the answer."""
 from __future__ import annotations
 
 from typing import Callable
@@ -47,8 +46,7 @@ LOOK_AGAIN = "see whether the first result itself changes when a second request 
 
 @checked
 def check_detector(detector, step: Callable, tokens_a, tokens_b, positions) -> str:
-    """Verdict on a reader's detector: it must flag the two steps that share their output buffer
-    and pass the two that do not, whatever their tensors' identity or values."""
+    """Verdict on a reader's detector: it flags the two steps that share their output buffer, passes the others."""
     if detector is None:
         return NOT_ATTEMPTED
     cases = [  # (step, shares its buffer, what it is, what a wrong answer is told)

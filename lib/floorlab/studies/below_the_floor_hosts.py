@@ -1,7 +1,5 @@
-"""Studies wing: one card on different hosts, from every stored run of it (the package's and
-FLOORLAB_REFERENCE_DIR's). The host paces the eager step; a replay is one launch, the card's own
-time. The sentences are chosen by the book's one comparison rule (timing.compare).
-"""
+"""Studies wing: one card on different hosts, from every stored run of it: the host paces the eager
+step; a replay is one launch, the card's own time."""
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -27,9 +25,7 @@ class StoredStep:
     eager: Row
     replay: Row
 
-    @property
-    def host(self) -> str:
-        return str(self.run.host) if self.run.host else "not recorded"
+    host = property(lambda self: str(self.run.host) if self.run.host else "not recorded")
 
 
 def same_card(prefix: str = "h200-", *, preset: str = "qwen3-0.6b", batch: int = 1) -> list[StoredStep]:
@@ -70,10 +66,9 @@ class HostsStory:
         eager, eager_apart = self._apart("eager")
         replay, replay_apart = self._apart("replay")
         low, high = (f(s.eager.median_ms for s in self.steps) for f in (min, max))
-        head = (f"The book's {len(self.steps)} stored runs of the {card}, made in separate processes on "
-                f"{days} day{'s' if days > 1 else ''}, put the eager step between {fmt_ms(low)} and "
-                f"{fmt_ms(high)}, {fmt_times(eager)} apart; the replay's fastest and slowest are "
-                f"{fmt_times(replay)} apart.")
+        head = (f"The book's {len(self.steps)} stored runs of the {card}, made in separate processes on {days} "
+                f"day{'s' if days > 1 else ''}, put the eager step between {fmt_ms(low)} and {fmt_ms(high)}, "
+                f"{fmt_times(eager)} apart; the replay's fastest and slowest are {fmt_times(replay)} apart.")
         if not eager_apart:
             said = ("The eager steps agree within their spreads, so these runs cannot show what a "
                     "host does to the eager step.")

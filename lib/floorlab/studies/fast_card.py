@@ -1,6 +1,5 @@
 """Studies wing: the chapter "The floor on a fast card": how far the stored runs of one card agree,
-the bench's run beside the chapter's (by timing.compare), and its challenges' plausible slips.
-"""
+the bench's run beside the chapter's, and its challenges' plausible slips."""
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -9,7 +8,7 @@ from floorlab.core.checks import plausible_wrongs
 from floorlab.core.prose import fmt_ms, fmt_times, sig
 from floorlab.core.roofline import bytes_per_step, crossover_gbps, floor_ms, kernels_per_layer_budget, predicted_ms
 from floorlab.core.runs import Run, every_stored_run, reference_dirs
-from floorlab.core.timing import Band, Comparison, Timing, compare
+from floorlab.core.timing import Band, Timing, compare
 from floorlab.studies.below_the_floor import whole_table_bytes
 from floorlab.studies.below_the_floor_hosts import EAGER_PATHS, GRAPH_PATHS, first_row  # noqa: F401 (the chapter's names)
 
@@ -20,22 +19,13 @@ SHARED_PATHS = (("eager step", "eager", "plain eager"), ("graph replay", "graph 
 
 @dataclass
 class StoredSpread:
-    """One path's median in each stored run of a card (ms, by run name), and the least share of
-    its step the host spent issuing it."""
+    """One path's median ms in each stored run of a card, by name, and the least share spent issuing."""
     medians_ms: dict[str, float]
     least_issue_share: float | None
 
-    @property
-    def low_ms(self) -> float:
-        return min(self.medians_ms.values())
-
-    @property
-    def high_ms(self) -> float:
-        return max(self.medians_ms.values())
-
-    @property
-    def ratio(self) -> float:
-        return self.high_ms / self.low_ms
+    low_ms = property(lambda self: min(self.medians_ms.values()))
+    high_ms = property(lambda self: max(self.medians_ms.values()))
+    ratio = property(lambda self: self.high_ms / self.low_ms)
 
     def line(self, what: str) -> str:
         return (f"{what:<14} {fmt_ms(self.low_ms)} to {fmt_ms(self.high_ms)} "
@@ -45,9 +35,8 @@ class StoredSpread:
 def steadier_sentence(eager: StoredSpread, graph: StoredSpread) -> str:
     """Which path's median moved more across the stored runs, in words."""
     return compare(Band.exact(eager.ratio), Band.exact(graph.ratio)).verdict(
-        f"The replay moved less, {fmt_times(graph.ratio)} against eager's {fmt_times(eager.ratio)}, "
-        "so this chapter reasons from what moves least: the replay, and the time the host needs "
-        "to issue it.",
+        f"The replay moved less, {fmt_times(graph.ratio)} against eager's {fmt_times(eager.ratio)}, so this chapter "
+        "reasons from what moves least: the replay, and the time the host needs to issue it.",
         "Here the replay moved more than eager, so neither path holds still across these runs.",
         "Both moved by the same factor across these runs.")
 
@@ -81,17 +70,10 @@ class PathDifference:
     chapter: Timing
     bench: Timing
 
-    @property
-    def comparison(self) -> Comparison:
-        return compare(self.bench, self.chapter)
-
-    @property
-    def change(self) -> float:
-        """The bench's median over the chapter's, less one (negative when lower)."""
-        return self.comparison.ratio - 1
+    comparison = property(lambda self: compare(self.bench, self.chapter))
+    change = property(lambda self: self.comparison.ratio - 1)  # the bench's median over the chapter's, less one
 
     def says(self) -> str:
-        """A clause: how far apart, which way, and whether beyond the spreads."""
         share = f"{sig(abs(self.change) * 100)}%"
         way = "higher" if self.change > 0 else "lower"
         return self.comparison.verdict(
@@ -134,8 +116,6 @@ def noisy_rows(run: Run, *, batch: int) -> list[str]:
             if row.batch == batch and row.measured and row.timing.noisy]
 
 
-# Challenges: each expected answer's plausible wrong ones, by name.
-
 def _overhead_slips(*, kernels: int, busy_ms: float, profiled_ms: float, card_floor_ms: float) -> dict[str, float]:
     """µs per kernel that two slips give, from the plain replay's GPU busy time and profiled step."""
     return {"the GPU busy time per kernel instead of its cost beyond the bytes": busy_ms * 1e3 / kernels,
@@ -167,8 +147,7 @@ def budget_wrongs(*, card_floor_ms: float, overhead_us: float, num_layers: int, 
 
 @dataclass
 class BigMultiple:
-    """The fixed-cost model's fused replay of a bigger shape, as a multiple of its floor, and the
-    multiples that plausible slips give."""
+    """The fixed-cost model's fused replay of a bigger shape ÷ its floor, and what slips give."""
     floor_ms: float
     kernels: int
     multiple: float
@@ -178,8 +157,7 @@ class BigMultiple:
 def big_multiple(shape, *, batch: int, visible_tokens: int, bandwidth_gbps: float,
                  small_layers: int, fused_kernels: int, plain_kernels: int,
                  overhead_us: float) -> BigMultiple:
-    """Predicted fused replay ÷ floor for a bigger shape, its kernels scaled by its layers from a
-    step of small_layers layers that ran fused_kernels (plain_kernels unfused)."""
+    """Predicted fused replay ÷ floor for a bigger shape, fused_kernels scaled from small_layers to its layers."""
     def multiple(moved: int, kernels: int) -> float:
         floor = floor_ms(moved, bandwidth_gbps)
         return predicted_ms(floor, kernels, overhead_us) / floor

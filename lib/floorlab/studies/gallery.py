@@ -1,6 +1,5 @@
 """Studies wing: the chapter "A gallery of cards": what it prints and says about the room's cards,
-the fixed-cost model priced from a card's graph replay, and its challenges (cards: gallery_cards).
-"""
+the fixed-cost model priced from a card's graph replay, and its challenges."""
 from __future__ import annotations
 
 import re
@@ -19,10 +18,7 @@ from floorlab.studies.gallery_folder import count_words
 
 def format_floors(cards: list[Card]) -> str:
     """Each card's name on one line, its floor as arithmetic on the next."""
-    lines = []
-    for card in cards:
-        lines += [card.label, f"  floor = {card.floor.arithmetic()}"]
-    return "\n".join(lines)
+    return "\n".join(line for c in cards for line in (c.label, f"  floor = {c.floor.arithmetic()}"))
 
 
 def same_bytes(cards: list[Card]) -> bool:
@@ -32,10 +28,8 @@ def same_bytes(cards: list[Card]) -> bool:
 
 def bytes_gb(cards: list[Card]) -> str:
     """The bytes per step the floors count: '1.20 GB', or a range when they differ."""
-    counted = sorted({c.floor.bytes_per_step / BYTES_PER_GB for c in cards})
-    if len(counted) == 1:
-        return f"{sig(counted[0])} GB"
-    return f"{sig(counted[0])} to {sig(counted[-1])} GB"
+    low, high = (f({c.floor.bytes_per_step / BYTES_PER_GB for c in cards}) for f in (min, max))
+    return f"{sig(low)} GB" if low == high else f"{sig(low)} to {sig(high)} GB"
 
 
 def _fits(head: str, text: str) -> list[str]:
@@ -45,7 +39,7 @@ def _fits(head: str, text: str) -> list[str]:
 
 
 def format_paths(card: Card) -> str:
-    """The card's paths, one line each: median, multiple of the floor and spread, or why it is absent."""
+    """The card's paths, one line each: median, multiple of the floor and spread, or why absent."""
     lines = [f"{card.label}, floor {fmt_ms(card.floor.floor_ms)}"]
     for row in card.run.rows:
         head = f"  {row.path:<15}"
@@ -66,8 +60,7 @@ def claims(cards: list[Card]) -> list[str]:
     low_card, low = min(rows, key=lambda cr: cr[1].x_floor)
     below = [f"{c.label} {r.path}" for c, r in rows if is_below_floor(r.x_floor)]
     lines = ["expected: every measured path at or above its card's floor",
-             f"observed: the lowest is {fmt_times(low.x_floor)} "
-             f"({low_card.label}, {low.path})"
+             f"observed: the lowest is {fmt_times(low.x_floor)} ({low_card.label}, {low.path})"
              + (f"; below the floor: {', '.join(below)}" if below else "")]
     if len(cards) > 1:
         fast = max(cards, key=lambda c: c.floor.bandwidth_gbps)
@@ -116,11 +109,9 @@ def _span(ratios: list[float]) -> str:
 def noisy_clause(cards: list[Card], row: str = "eager") -> str:
     """A sentence naming the cards whose `row` timing is noisy, or ''."""
     noisy = [c.label for c in cards if getattr(c, row) is not None and getattr(c, row).timing.noisy]
-    if not noisy:
-        return ""
     these = "that card's" if len(noisy) == 1 else "those cards'"
-    return (f" The {row} timing of {', '.join(noisy)} is noisy (its p10-p90 band is wider than "
-            f"a quarter of its median), so read {these} figure loosely.")
+    return "" if not noisy else (f" The {row} timing of {', '.join(noisy)} is noisy (its p10-p90 band is "
+                                 f"wider than a quarter of its median), so read {these} figure loosely.")
 
 
 def _cell(row: Row | None, *, path: bool = False) -> str:
@@ -136,27 +127,23 @@ def floor_span(cards: list[Card]) -> str:
     slow = min(cards, key=lambda c: c.floor.bandwidth_gbps)
     fast = max(cards, key=lambda c: c.floor.bandwidth_gbps)
     if len(cards) == 1:
-        return (f"The gallery holds one card so far, so its floor of "
-                f"{fmt_ms(slow.floor.floor_ms)} has nothing yet to stand beside; add a card "
-                "and run the chapter again.")
+        return (f"The gallery holds one card so far, so its floor of {fmt_ms(slow.floor.floor_ms)} has nothing yet "
+                "to stand beside; add a card and run the chapter again.")
     grows = fast.floor.bandwidth_gbps / slow.floor.bandwidth_gbps
     ratio = slow.floor.floor_ms / fast.floor.floor_ms
     if sig(grows) == "1.00" and same_bytes(cards):
         return (f"Every card here streams at about {fmt_gbps(fast.floor.bandwidth_gbps)}, so "
                 f"they share one floor: {fmt_ms(fast.floor.floor_ms)}.")
     if not same_bytes(cards):
-        return (f"From {slow.label} to {fast.label} the bandwidth grows {sig(grows)}-fold and "
-                f"the floor shrinks {sig(ratio)}-fold, from {fmt_ms(slow.floor.floor_ms)} to "
-                f"{fmt_ms(fast.floor.floor_ms)}; the two differ because these runs counted "
-                "different bytes.")
-    return (f"From {slow.label} to {fast.label} the bandwidth grows {sig(grows)}-fold, and "
-            f"the floor shrinks by the same factor: {fmt_ms(slow.floor.floor_ms)} ÷ "
-            f"{sig(grows)} = {fmt_ms(fast.floor.floor_ms)}.")
+        return (f"From {slow.label} to {fast.label} the bandwidth grows {sig(grows)}-fold and the floor shrinks "
+                f"{sig(ratio)}-fold, from {fmt_ms(slow.floor.floor_ms)} to {fmt_ms(fast.floor.floor_ms)}; the two "
+                "differ because these runs counted different bytes.")
+    return (f"From {slow.label} to {fast.label} the bandwidth grows {sig(grows)}-fold, and the floor shrinks by the "
+            f"same factor: {fmt_ms(slow.floor.floor_ms)} ÷ {sig(grows)} = {fmt_ms(fast.floor.floor_ms)}.")
 
 
 def eager_span(cards: list[Card]) -> str:
-    """A sentence naming the cards farthest from and nearest to their floors when eager, where
-    their spreads tell them apart."""
+    """A sentence naming the cards farthest from and nearest to their floors when eager, spreads allowing."""
     far = max(cards, key=lambda c: c.eager.x_floor)
     near = min(cards, key=lambda c: c.eager.x_floor)
     noisy = noisy_clause(cards)
@@ -167,9 +154,8 @@ def eager_span(cards: list[Card]) -> str:
     spans = (f"An eager token takes from {fmt_times(near.eager.x_floor)} to "
              f"{fmt_times(far.eager.x_floor)} the floor, but the cards' spreads overlap, so "
              f"this gallery cannot say which card sits farthest above its floor.{noisy}")
-    ends = (f"An eager token takes {fmt_times(far.eager.x_floor)} the floor on {far.label}, "
-            f"the farthest of any card here, and {fmt_times(near.eager.x_floor)} on "
-            f"{near.label}, the nearest.{noisy}")
+    ends = (f"An eager token takes {fmt_times(far.eager.x_floor)} the floor on {far.label}, the farthest of any card "
+            f"here, and {fmt_times(near.eager.x_floor)} on {near.label}, the nearest.{noisy}")
     return compare(_in_floors(far), _in_floors(near)).verdict(ends, ends, spans)
 
 
@@ -204,9 +190,8 @@ NOWRAP = (3, 4, 5, 6, 8)  # the columns of numbers and the date
 
 
 def gallery_table(cards: list[Card]) -> str:
-    """The cards as an HTML table, alike in JupyterLab and the site: device, software, the bandwidth
-    the floor divides by and which, the floor, each path's median ms · multiple of the floor.
-    Every text in it is escaped: the cards come from strangers' files."""
+    """The cards as an HTML table (device, software, floor, each path's median ms · multiple of the
+    floor), every text escaped: the cards come from strangers' files."""
     def row(cells, tag="td"):  # numbers and dates stay on one line; names may wrap
         opened = [f'<{tag} style="white-space: nowrap">' if tag == "td" and i in NOWRAP
                   else f"<{tag}>" for i in range(len(cells))]
@@ -226,7 +211,7 @@ def gallery_table(cards: list[Card]) -> str:
 
 @dataclass(frozen=True)
 class ReplayCost:
-    """The fixed-cost model priced on one card: what each kernel of a replayed step costs beyond its bytes."""
+    """The fixed-cost model priced on one card: what each replayed kernel costs beyond its bytes."""
 
     label: str
     kernels: int
@@ -278,22 +263,19 @@ def launch_mistakes(cards: list[Card]) -> dict[str, dict[str, float]]:
 def check_smallest(my_name, my_value, values: dict[str, float], *, names: tuple[str, str],
                    unit: str, hint: str, wrong: dict[str, dict[str, float]] | None = None,
                    rel: float = 0.05) -> str:
-    """Challenge 1: the reader names the least of values ({label: number}) by whole words of its
-    label and gives its number within rel; names: the two answer variables. wrong maps a mistake
-    to the {label: number} it gives: a card least only by it, or its number, is refused by name."""
+    """Challenge 1: the reader names the least of values ({label: number}) by whole words of its label,
+    and its number within rel; wrong ({mistake: {label: number}}) is refused by name."""
     if my_name is None or my_value is None:
         return NOT_ATTEMPTED
     if not isinstance(my_name, str) or not my_name.strip():
-        return (f"not yet: {names[0]} should be part of a card's name in quotes, as the "
-                "table writes it.")
+        return (f"not yet: {names[0]} should be part of a card's name in quotes, as the table writes it.")
     wrong = wrong or {}
     least = min(values.values())
     words = re.compile(rf"(?<![a-z0-9]){re.escape(my_name.strip().lower())}(?![a-z0-9])")
     named = [label for label in values if words.search(label.lower())]  # whole words: not "a" in "cuda"
     exact = [label for label in named if my_name.strip().lower() == label.lower()]
     if not named:
-        return (f"not yet: no card's name contains {my_name!r} as whole words; copy part of one "
-                "from the table.")
+        return (f"not yet: no card's name contains {my_name!r} as whole words; copy part of one from the table.")
     if len(named) > 1 and not exact:
         return (f"not yet: {my_name!r} is part of {len(named)} cards' names ({', '.join(named[:4])}"
                 f"{', ...' if len(named) > 4 else ''}); copy enough of one to tell it apart.")
@@ -302,8 +284,7 @@ def check_smallest(my_name, my_value, values: dict[str, float], *, names: tuple[
     if not right:
         misled = [m for m, given in wrong.items() if given and min(given, key=given.get) in named]
         if misled:
-            return (f"not yet: {my_name!r} pays least only by the numbers you get with "
-                    f"{misled[0]}; {hint}")
+            return (f"not yet: {my_name!r} pays least only by the numbers you get with {misled[0]}; {hint}")
         return f"not yet: {my_name!r} is not the card that pays least; {hint}"
     label = right[0]
     number = read_number(my_value, names[1])

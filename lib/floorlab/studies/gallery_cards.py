@@ -1,9 +1,5 @@
-"""Studies wing: one card of the gallery: a `python -m floorlab measure` run read from a stranger's
-file (read_card), what the chapter reads of it (Card), and whether such a card can exist at all.
-
-A file that is not a possible card raises NotACard, whose message says why and how to measure
-again; gallery_folder skips that file and reads the rest.
-"""
+"""Studies wing: one card of the gallery: a measure run read from a stranger's file (read_card), what
+the chapter reads of it (Card), and NotACard, saying why, when no such card can exist."""
 from __future__ import annotations
 
 import json
@@ -18,7 +14,7 @@ from floorlab.core.files import UnreadableFile, read_regular
 from floorlab.core.numbers import nonnegative_number, positive_number, shown, whole_number
 from floorlab.core.prose import fmt_ms, fmt_times
 from floorlab.core.roofline import Floor, bytes_per_step, floor_ms, gap_ms, gap_verdict, is_below_floor, per_launch_us
-from floorlab.core.runs import CARD_KIND, LAYOUT, Row, Run
+from floorlab.core.runs import CARD_KIND, LAYOUT, RUN_FIELDS, Row, Run
 from floorlab.core.shapes import PRESETS
 
 GALLERY_DIR = paths.RESULTS_DIR / "gallery"
@@ -29,8 +25,6 @@ KINDS = ("cuda", "cpu")
 MAX_TEXT_CHARS = 80  # a device name, a torch version or a date longer than this is not one
 MAX_CARD_BYTES = 50_000_000  # a measure run is a few MB at most; larger is not a card
 ROUNDING = 1e-3  # how far a stored floor or multiple may sit from its own arithmetic
-FIELDS = {"stamp": dict, "device": dict, "floors": list, "rows": list, "timelines": dict, "launches": dict,
-          "facts": dict, "settings": dict}  # a run's fields and the JSON type each is stored as
 NESTED = ("floors", "rows", "timelines", "launches")  # each holds JSON objects
 DTYPE_BYTES = (1, 2, 4)  # the weight and cache widths a run may have been measured in
 MAX_STEP_MS = 120_000.0  # no decode step of a known preset takes two minutes on a working machine
@@ -69,14 +63,8 @@ class Card:
         """The UTC date of the measurement, YYYY-MM-DD."""
         return str(self.run.stamp.get("date", ""))[:10]
 
-    @property
-    def mine(self) -> bool:
-        return self.origin == "yours"
-
-    @property
-    def tag(self) -> str:
-        """'yours', 'stored' or '' for a card submitted by someone else."""
-        return self.origin if self.origin != "gallery" else ""
+    mine = property(lambda self: self.origin == "yours")
+    tag = property(lambda self: self.origin if self.origin != "gallery" else "")  # '' for a stranger's
 
     @property
     def label(self) -> str:
@@ -84,22 +72,12 @@ class Card:
         number = f" #{self.number}" if self.number else ""
         return f"{self.name}{number} ({', '.join(x for x in (self.kind, self.tag) if x)})"
 
-    @property
-    def floor(self) -> Floor:
-        return self.run.floor()
-
-    @property
-    def read_gbps(self) -> float:
-        return self.run.bandwidths.read.gbps
-
-    @property
-    def eager(self) -> Row:
-        return self.run.row("eager")
-
-    @property
-    def graph(self) -> Row | None:
-        """None where the replay did not run (a CPU has no graphs)."""
-        return self.run.find(GRAPH)
+    floor = property(lambda self: self.run.floor())
+    read_gbps = property(lambda self: self.run.bandwidths.read.gbps)
+    eager = property(lambda self: self.run.row("eager"))
+    graph = property(lambda self: self.run.find(GRAPH))  # None where no replay ran (a CPU's)
+    best = property(lambda self: self.run.best_row())
+    launches = property(lambda self: self.run.launches["eager"].kernels)  # kernels (a CPU's operators)
 
     @property
     def graph_note(self) -> str:
@@ -108,15 +86,6 @@ class Card:
         if self.graph is not None:
             return ""
         return f"{row.status}: {row.note}" if row is not None else "not measured"
-
-    @property
-    def best(self) -> Row:
-        return self.run.best_row()
-
-    @property
-    def launches(self) -> int:
-        """Kernels (on a CPU, operators) in one eager step."""
-        return self.run.launches["eager"].kernels
 
     @property
     def gap_per_launch_us(self) -> float:
@@ -141,15 +110,13 @@ def read_card(path, origin: str = "gallery") -> Card:
     except UnreadableFile as err:
         raise NotACard(str(err)) from None
     except (OSError, UnicodeDecodeError) as err:
-        raise NotACard(f"it cannot be read ({type(err).__name__}: {str(err)[:120]})") from None
+        raise NotACard(f"it cannot be read ({_why(err)})") from None
     except json.JSONDecodeError as err:
         raise NotACard(f"it is not valid JSON ({err}); copy it again, or delete it") from None
     except RecursionError:
-        raise NotACard(f"it nests its brackets deeper than Python reads, far deeper than any run; "
-                       f"{AGAIN}") from None
+        raise NotACard(f"it nests its brackets deeper than Python reads, far deeper than any run; {AGAIN}") from None
     except ValueError as err:  # e.g. an integer of more digits than Python converts
-        raise NotACard(f"it holds a number Python will not read ({str(err).split(';')[0][:100]}); "
-                       f"{AGAIN}") from None
+        raise NotACard(f"it holds a number Python will not read ({str(err).split(';')[0][:100]}); {AGAIN}") from None
     if not isinstance(data, dict):
         raise NotACard(f"it holds a JSON {type(data).__name__}, not a run")
     if data.get("layout") != LAYOUT:
@@ -158,7 +125,7 @@ def read_card(path, origin: str = "gallery") -> Card:
     if data.get("kind") != CARD_KIND:
         raise NotACard(f"it is a run of kind {shown(data.get('kind'), typed=False)}, not one made by "
                        "python -m floorlab measure")
-    for key, kind in FIELDS.items():
+    for key, kind in RUN_FIELDS.items():  # kind, a str, is checked above
         value = data.get(key, kind())
         items = value.values() if isinstance(value, dict) else value
         if not isinstance(value, kind) or (key in NESTED and not all(isinstance(v, dict) for v in items)):
@@ -167,15 +134,14 @@ def read_card(path, origin: str = "gallery") -> Card:
     try:
         run = Run.from_dict(data)
     except (KeyError, TypeError, AttributeError, RecursionError) as err:
-        raise NotACard(f"it is not in the book's run layout ({type(err).__name__}: {str(err)[:120]}); "
-                       f"{AGAIN}") from None
+        raise NotACard(f"it is not in the book's run layout ({_why(err)}); {AGAIN}") from None
     except ValueError as err:  # a Bandwidth, Floor or Row refused what no measurement gives
         raise NotACard(f"it holds what no measurement gives ({str(err)[:160]}); {AGAIN}") from None
     return card_from_run(run, path, origin)
 
 
 def card_from_run(run: Run, path=None, origin: str = "gallery") -> Card:
-    """A Card from a Run that has what the gallery draws; NotACard saying what is missing or impossible."""
+    """A Card from a Run; NotACard saying what is missing or impossible."""
     if run.bandwidths is None:
         raise NotACard("it holds no measured bandwidth; measure the card again")
     if len(run.floors) != 1:
@@ -189,7 +155,7 @@ def card_from_run(run: Run, path=None, origin: str = "gallery") -> Card:
 
 def check_card(card: Card) -> None:
     """NotACard unless the card is possible: text where text belongs, finite positive numbers, a
-    floor equal to its bytes over its bandwidth and of its preset's bytes, no time below it."""
+    floor of its preset's bytes over its bandwidth, no time below it."""
     run = card.run
     _text(run.device.get("name"), "device name", optional=True)  # None: an unnamed device
     if run.device.get("kind") not in KINDS:
@@ -212,8 +178,7 @@ def check_card(card: Card) -> None:
             try:
                 kernels, busy = line.kernels, line.busy_ms
             except (TypeError, ValueError, AttributeError) as err:
-                raise NotACard(f"its {key} timeline cannot be read ({type(err).__name__}: "
-                               f"{str(err)[:100]}); {AGAIN}") from None
+                raise NotACard(f"its {key} timeline cannot be read ({_why(err, 100)}); {AGAIN}") from None
             _measure(positive_number if kernels else nonnegative_number, busy, f"{key} busy_ms")
     reason = bytes_reason(run) or range_reason(run)  # against the physics, not only itself
     if reason:
@@ -221,8 +186,17 @@ def check_card(card: Card) -> None:
     try:  # what the chapter reads of every card, so that nothing fails later
         card.verdict, card.gap_per_launch_us, card.label, card.graph_note
     except (TypeError, ValueError, AttributeError, KeyError) as err:
-        raise NotACard(f"the gallery cannot read it ({type(err).__name__}: {str(err)[:120]}); "
-                       f"{AGAIN}") from None
+        raise NotACard(cannot_read(err)) from None
+
+
+def _why(err: Exception, chars: int = 120) -> str:
+    """'TypeError: what it said', cut to chars."""
+    return f"{type(err).__name__}: {str(err)[:chars]}"
+
+
+def cannot_read(err: Exception) -> str:
+    """Why the gallery skips a file that failed in a way no check foresaw."""
+    return f"the gallery cannot read it ({_why(err)}); {AGAIN}"
 
 
 def _text(value, what: str, *, optional: bool = False) -> None:
@@ -245,7 +219,7 @@ def _measure(check, value, what: str) -> float:
 
 
 def _check_row(row: Row, floor: Floor) -> None:
-    """NotACard unless a measured row is a possible time at the card's floor: ordered, not below it."""
+    """NotACard unless a measured row is a possible time at the card's floor."""
     _text(row.path, "path name")
     if not isinstance(row.note, str):
         raise NotACard(f"the note of its {row.path} row is {shown(row.note)}, not text; {AGAIN}")
@@ -259,10 +233,10 @@ def _check_row(row: Row, floor: Floor) -> None:
                                 (row.issue, f"{row.path} issue", nonnegative_number)):
         if timing is None:
             continue
-        fields = [_measure(check, getattr(timing, f), f"{what} {f}")
-                  for f in ("min_ms", "p10_ms", "median_ms", "p90_ms", "max_ms")]
+        names = ("min", "p10", "median", "p90", "max")
+        fields = [_measure(check, getattr(timing, f"{n}_ms"), f"{what} {n}_ms") for n in names]
         if fields != sorted(fields):
-            shown_ms = ", ".join(f"{name} {v:g}" for name, v in zip(("min", "p10", "median", "p90", "max"), fields))
+            shown_ms = ", ".join(f"{n} {v:g}" for n, v in zip(names, fields))
             raise NotACard(f"its {what} timing is out of order ({shown_ms} ms); {AGAIN}")
     ratio = row.timing.median_ms / floor.floor_ms
     if is_below_floor(ratio):  # the book's one rule for a time faster than the bytes allow

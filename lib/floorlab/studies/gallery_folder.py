@@ -1,7 +1,5 @@
 """Studies wing: the gallery itself: every card in one folder, the reader's own latest run beside
-them, and what was skipped and why. Each file is read on its own, so one bad file is skipped with
-a sentence, never the gallery; with no card at all, a stored reference run stands in, marked so.
-"""
+them, and each file skipped with why; with no card at all, a stored reference run, marked so."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -11,7 +9,7 @@ from floorlab.core import paths
 from floorlab.core.numbers import a_path
 from floorlab.core.prose import wrap
 from floorlab.core.runs import reference_run
-from floorlab.studies.gallery_cards import AGAIN, GALLERY_DIR, STORED, Card, NotACard, card_from_run, read_card
+from floorlab.studies.gallery_cards import GALLERY_DIR, STORED, Card, NotACard, cannot_read, card_from_run, read_card
 
 OWN_RUNS = "measure-*/run.json"  # where `python -m floorlab measure` writes the reader's runs
 
@@ -37,10 +35,7 @@ class Gallery:
     files: int = 0  # JSON files found in the folder
     own: Card | None = None  # the reader's latest run, when there is one
 
-    @property
-    def stored(self) -> bool:
-        """True when the only card is a stored reference run, for want of any other."""
-        return bool(self.cards) and all(c.origin == "stored" for c in self.cards)
+    stored = property(lambda self: bool(self.cards) and all(c.origin == "stored" for c in self.cards))
 
     def notes(self) -> list[str]:
         """What was read, what was skipped and why, whose run is whose: one line each."""
@@ -63,8 +58,7 @@ class Gallery:
 
 
 def count_words(n: int, word: str) -> str:
-    """'1 card', '3 cards'."""
-    return f"{n} {word}" + ("" if n == 1 else "s")
+    return f"{n} {word}" + ("" if n == 1 else "s")  # '1 card', '3 cards'
 
 
 def _shown(path: Path) -> str:
@@ -82,7 +76,7 @@ def card_or_skip(path: Path, origin: str, skipped: list[Skipped], why: str = "")
     except NotACard as err:
         reason = str(err)
     except Exception as err:  # noqa: BLE001 - a stranger's file the checks did not foresee
-        reason = f"the gallery cannot read it ({type(err).__name__}: {str(err)[:120]}); {AGAIN}"
+        reason = cannot_read(err)
     skipped.append(Skipped(path, why + reason))
     return None
 
@@ -99,8 +93,8 @@ def latest_own_run(results_dir, skipped: list[Skipped]) -> Card | None:
 
 
 def load_gallery(folder=None, *, results_dir=None, stored: str | None = STORED) -> Gallery:
-    """Every card in folder (default results/gallery/) plus the reader's own latest run, a duplicate
-    shown once; with no card at all, the stored reference run `stored` (None: an empty gallery)."""
+    """Every card in folder (default results/gallery/) and the reader's latest run, a duplicate once;
+    with none, the stored reference run `stored` (None: an empty gallery)."""
     folder = a_path(folder, "folder") if folder is not None else GALLERY_DIR
     gallery = Gallery(folder=folder)
     files = sorted(folder.glob("*.json")) if folder.is_dir() else []
@@ -109,15 +103,13 @@ def load_gallery(folder=None, *, results_dir=None, stored: str | None = STORED) 
         card = card_or_skip(path, "gallery", gallery.skipped)
         if card is None:
             continue
-        twin = _twin(gallery.cards, card)
-        if twin is not None:
+        if (twin := _twin(gallery.cards, card)) is not None:
             gallery.skipped.append(Skipped(path, f"the same run as {twin.path.name}"))
-            continue
-        gallery.cards.append(card)
+        else:
+            gallery.cards.append(card)
     own = latest_own_run(results_dir, gallery.skipped)
     if own is not None:
-        twin = _twin(gallery.cards, own)
-        if twin is not None:
+        if (twin := _twin(gallery.cards, own)) is not None:
             twin.origin, twin.run_path = "yours", own.path
             own = twin
         else:
@@ -126,17 +118,12 @@ def load_gallery(folder=None, *, results_dir=None, stored: str | None = STORED) 
     if not gallery.cards and stored:
         gallery.cards.append(card_from_run(reference_run(stored), origin="stored"))
     gallery.cards.sort(key=lambda c: c.read_gbps)
-    _number_namesakes(gallery.cards)
+    for card in gallery.cards:  # cards that share a name and kind are numbered 1, 2, ... to tell apart
+        same = [c for c in gallery.cards if (c.name, c.kind) == (card.name, card.kind)]
+        card.number = same.index(card) + 1 if len(same) > 1 else 0
     return gallery
 
 
 def _twin(cards: list[Card], card: Card) -> Card | None:
     """The card among cards that holds the same measurement (a submitted copy of a run), or None."""
     return next((c for c in cards if (c.run.stamp, c.run.device) == (card.run.stamp, card.run.device)), None)
-
-
-def _number_namesakes(cards: list[Card]) -> None:
-    """Give cards that share a name and kind the numbers 1, 2, ... so labels stay apart."""
-    for card in cards:
-        same = [c for c in cards if (c.name, c.kind) == (card.name, card.kind)]
-        card.number = same.index(card) + 1 if len(same) > 1 else 0

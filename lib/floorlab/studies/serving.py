@@ -1,12 +1,9 @@
-"""Studies wing: the chapter "Serving": every bucket timed eager and as a graph, the memory the
-graphs hold, and that graph side of a run, measured here or stored. On a machine without CUDA a
-PaddedEagerRunner pads as the graphs would, and the graph numbers come from the stored run of a
-named card. The stream is in serving_stream, the padding trap in serving_trap, choosing the
-buckets in serving_buckets.
-"""
+"""Studies wing: the chapter "Serving": every bucket timed eager and as a graph, the graphs' memory,
+and that graph side of a run, measured here or (without CUDA) the stored run of a named card."""
 from __future__ import annotations
 
 import itertools
+import statistics
 from dataclasses import asdict, dataclass, field
 
 import torch
@@ -35,13 +32,10 @@ def stored_run(name: str = REFERENCE) -> Run | None:
     return reference_run(name, missing_ok=True)
 
 
-# ---------------------------------------------------------------- every bucket, eager and graph
-
 def bucket_rows(model, tokens: torch.Tensor, positions: torch.Tensor, floors: dict[int, Floor],
                 *, warmup: int, repeats: int, runner: GraphRunner | None = None
                 ) -> tuple[dict[int, Row], dict[int, Row]]:
-    """Eager and (given a captured runner) graph Rows at every bucket; each graph Row is checked
-    bit for bit against the eager step at its batch."""
+    """Eager and (given a captured runner) graph Rows at every bucket, each graph Row checked bit for bit."""
     eager, graph = {}, {}
     for batch, floor in floors.items():
         tok, pos = tokens[:batch], positions[:batch]
@@ -57,10 +51,8 @@ def bucket_rows(model, tokens: torch.Tensor, positions: torch.Tensor, floors: di
 
 
 def speedup_lines(eager: dict[int, Row], graph: dict[int, Row]) -> str:
-    """One line per bucket: eager, graph, the speed-up where the spreads do not overlap, and the
-    multiple of the floor; noisy timings are marked."""
-    lines = [f"{'batch':>5}  {'eager':>10}  {'graph':>10}  {'speed-up':>9}  "
-             f"{'graph ÷ floor':>13}  bit-identical"]
+    """One line per bucket: eager, graph, the speed-up where the spreads allow, graph ÷ floor."""
+    lines = [f"{'batch':>5}  {'eager':>10}  {'graph':>10}  {'speed-up':>9}  {'graph ÷ floor':>13}  bit-identical"]
     apart = {b: compare(eager[b], row) for b, row in graph.items()}
     for batch, row in graph.items():
         same = {True: "yes", False: "NO", None: "not checked"}[row.bit_identical]
@@ -75,8 +67,7 @@ def speedup_lines(eager: dict[int, Row], graph: dict[int, Row]) -> str:
 
 
 def speedup_sentence(eager: dict[int, Row], graph: dict[int, Row], batches) -> str:
-    """'the replay is 3.9× as fast as eager at batch 1 and 3.6× at batch 16; the speed-up shrank
-    ...': each speed-up and how it moved from the first batch to the last, either way."""
+    """Each batch's speed-up of the replay over eager, and how it moved from the first batch to the last."""
     parts = [compare(eager[batch], graph[batch]).verdict(
         f"{{ratio}} {'as fast as eager ' if i == 0 else ''}at batch {batch}",
         f"slower than eager, {{inverse}} its time, at batch {batch}",
@@ -102,40 +93,28 @@ def every_bucket_sentence(eager: dict[int, Row], graph: dict[int, Row]) -> str:
 
 
 def slope_note(rows: dict[int, Row]) -> str:
-    """A sentence when ms_per_row's slope is not a row's price (a larger batch ran faster beyond
-    both spreads, or the smallest and largest batch overlap); else ''."""
+    """A sentence when ms_per_row's slope is not a row's price (load, or noise), else ''."""
     batches = sorted(rows)
     for a, b in itertools.combinations(batches, 2):
         if compare(rows[a], rows[b]).outcome == "more":
             return compare(rows[a], rows[b]).verdict(
-                f"Here batch {b} ran faster than batch {a}, beyond both spreads, which one more "
-                "row cannot cause: the machine's load changed during the run, so that slope "
-                "measures the load, not a row.", "", "")
+                f"Here batch {b} ran faster than batch {a}, beyond both spreads, which one more row cannot cause: "
+                "the machine's load changed during the run, so that slope measures the load, not a row.", "", "")
     return compare(rows[batches[0]], rows[batches[-1]]).verdict("", "", (
         f"Here batch {batches[0]} and batch {batches[-1]} differ by less than their spreads, so a "
         "row costs too little for this run to see, and the slope is inside the noise."))
 
 
 def ms_per_row(rows: dict[int, Row]) -> float:
-    """What one more row adds to a step, in ms: the least-squares slope of median time over batch.
-
-    A row cannot make a step faster, so a negative slope (noise) reads as 0, as does one row.
-    """
-    mean_b = sum(rows) / len(rows)
-    mean_ms = sum(r.median_ms for r in rows.values()) / len(rows)
-    spread = sum((b - mean_b) ** 2 for b in rows)
-    if spread == 0:
+    """ms one more row adds to a step: the least-squares slope of median over batch, at least 0."""
+    if len(rows) < 2:
         return 0.0
-    slope = sum((b - mean_b) * (r.median_ms - mean_ms) for b, r in rows.items()) / spread
-    return max(slope, 0.0)
+    return max(statistics.linear_regression(list(rows), [r.median_ms for r in rows.values()]).slope, 0.0)
 
-
-# ---------------------------------------------------------------- graph memory
 
 @dataclass
 class GraphMemoryReport:
-    """What each bucket's graph added to GPU memory, all in one shared pool and each in its own;
-    shared_mb and private_mb are the MB reserved in all."""
+    """What each bucket's graph added to GPU memory, in one shared pool and each in its own (MB)."""
 
     shared: list[GraphMemory]
     private: list[GraphMemory]
@@ -144,7 +123,6 @@ class GraphMemoryReport:
     private_mb = property(lambda self: sum(m.reserved_mb for m in self.private))
 
     def summary(self) -> str:
-        """A table of MB reserved per graph, own pool against shared pool, with the totals."""
         shared = {m.bucket: m for m in self.shared}
         lines = [f"{'bucket':>6}  {'own pool':>9}  {'shared pool':>11}  {'output kept':>11}"]
         for m in sorted(self.private, key=lambda m: m.bucket):
@@ -165,8 +143,7 @@ class GraphMemoryReport:
 
 def capture_runner(model, buckets, *, progress: str | None = None
                    ) -> tuple[GraphRunner, GraphMemoryReport]:
-    """A GraphRunner captured into one shared pool, and its graphs' memory against the same graphs
-    captured each into a pool of its own (captured first, then freed)."""
+    """A GraphRunner captured into one shared pool, and its memory against own pools (captured, freed)."""
     private = GraphRunner(model, buckets)
     private.capture(shared_pool=False, progress=progress and f"{progress}, own pools")
     own = [private.memory[b] for b in private.buckets]
@@ -185,12 +162,9 @@ def pool_sentence(memory: GraphMemoryReport) -> str:
         "a shared pool removed half of it here.")
 
 
-# ---------------------------------------------------------------- the graph side, here or stored
-
 @dataclass
 class GraphSide:
-    """The numbers only a GPU measures (rows per bucket, graph memory, the stream through the
-    graphs, the timelines), from this machine or from a stored run."""
+    """The numbers only a GPU measures, from this machine or from a stored run."""
 
     source: Source
     preset: str
@@ -203,7 +177,6 @@ class GraphSide:
     timelines: dict[str, Timeline] = field(default_factory=dict)
 
     def costs(self) -> BucketCosts:
-        """Step times and graph memory (own pools) per bucket, for choosing buckets."""
         return BucketCosts({b: r.median_ms for b, r in self.graph.items()},
                            {b: r.median_ms for b, r in self.eager.items()},
                            {m.bucket: m.reserved_mb for m in self.memory.private})

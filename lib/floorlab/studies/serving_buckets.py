@@ -1,7 +1,5 @@
-"""Studies wing: the chapter "Serving", choosing the buckets: step time and graph memory at any
-batch size, a choice's mean step over a distribution of live batches, the best choice within a
-memory budget, and the challenge that asks the reader for one.
-"""
+"""Studies wing: the chapter "Serving", choosing the buckets: a choice's mean step over live batches,
+the best choice within a memory budget, and the challenge that asks the reader for one."""
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -15,8 +13,7 @@ BUDGET_TOLERANCE = 0.01  # a bucket choice within 1% of the best mean step count
 
 @dataclass
 class BucketCosts:
-    """Step time (ms) and graph memory (MB, own pool) at any batch size, from measured buckets:
-    on a straight line between measured sizes, extended along the last one beyond them."""
+    """Step time (ms) and graph memory (MB, own pool) at any batch, interpolated between buckets."""
 
     graph_ms: dict[int, float]
     eager_ms: dict[int, float]
@@ -32,7 +29,6 @@ class BucketCosts:
         return max(_interpolate(self.graph_mb, bucket), 0.0)
 
     def table(self) -> str:
-        """The measured points: per bucket, graph and eager ms and the graph's MB (own pool)."""
         lines = [f"{'batch':>5}  {'graph':>10}  {'eager':>10}  {'graph memory':>12}"]
         for b in sorted(self.graph_ms):
             lines.append(f"{b:>5}  {fmt_ms(self.graph_ms[b]):>10}  "
@@ -59,9 +55,8 @@ class BucketScore:
     fallback_share: float  # steps that run eagerly
 
     def __str__(self) -> str:
-        return (f"buckets {self.buckets}: {sig(self.mean_ms)} ms per step, "
-                f"{sig(self.memory_mb)} MB, {self.padded_share:.0%} padded rows, "
-                f"{self.fallback_share:.0%} of steps eager")
+        return (f"buckets {self.buckets}: {sig(self.mean_ms)} ms per step, {sig(self.memory_mb)} MB, "
+                f"{self.padded_share:.0%} padded rows, {self.fallback_share:.0%} of steps eager")
 
 
 def score_buckets(buckets, histogram: dict[int, int], costs: BucketCosts) -> BucketScore:
@@ -84,12 +79,8 @@ def score_buckets(buckets, histogram: dict[int, int], costs: BucketCosts) -> Buc
 
 def best_buckets(histogram: dict[int, int], costs: BucketCosts, *, budget_mb: float,
                  max_bucket: int) -> BucketScore:
-    """The bucket choice (sizes 1..max_bucket) with the fastest mean step within budget_mb.
-
-    Only sizes that occur are worth a bucket: any other serves the same batches as the next
-    occurring size below it, slower and larger. Keeping each candidate set on a Pareto front of
-    (memory, time) makes the search exact and quick.
-    """
+    """The bucket choice (sizes 1..max_bucket) with the fastest mean step within budget_mb: exact, over
+    the sizes that occur, each candidate kept on a Pareto front of (memory, time)."""
     sizes = sorted(b for b in histogram if b <= max_bucket)
 
     def served(lo: int, hi: int) -> float:  # batches in (lo, hi] replayed at bucket hi
@@ -124,22 +115,18 @@ def _pareto(options):
 # Serving, challenge 1: buckets for a distribution of live batches, within a memory budget.
 
 def read_buckets(my_buckets, name: str = "my_buckets") -> tuple[int, ...]:
-    """The reader's buckets as whole batch sizes, from any sequence of numbers (NumPy's too);
-    raises Unreadable with a hint for text, a single number or a size that is not whole."""
+    """The reader's buckets as whole batch sizes from any sequence of numbers; Unreadable otherwise."""
     if isinstance(my_buckets, (str, bytes)) or not hasattr(my_buckets, "__iter__"):
         raise Unreadable(f"not yet: write {name} as a tuple of whole batch sizes, for example "
                          f"(2, 8, 20), not {my_buckets!r}.")
     sizes = [read_number(item, f"each bucket in {name}") for item in my_buckets]
-    for size in sizes:
-        if size != int(size) or size < 1:
-            raise Unreadable(f"not yet: a bucket is a whole batch size of at least 1, got "
-                             f"{size:g} in {name}.")
+    if bad := [size for size in sizes if size != int(size) or size < 1]:
+        raise Unreadable(f"not yet: a bucket is a whole batch size of at least 1, got {bad[0]:g} in {name}.")
     return tuple(int(size) for size in sizes)
 
 
 def score_choice(my_buckets, histogram: dict[int, int], costs) -> str:
-    """The reader's buckets scored as one printed line, or '' when there is no readable answer
-    yet (the check says why)."""
+    """The reader's buckets scored as one printed line, or '' with no readable answer yet."""
     try:
         chosen = read_buckets(my_buckets) if my_buckets is not None else ()
     except Unreadable:
@@ -150,16 +137,14 @@ def score_choice(my_buckets, histogram: dict[int, int], costs) -> str:
 @checked
 def check_bucket_choice(my_buckets, histogram: dict[int, int], costs, *, budget_mb: float,
                         max_bucket: int, default=None) -> str:
-    """Verdict on the reader's buckets: within budget, and within BUDGET_TOLERANCE of the best mean
-    step; default (the buckets the chapter captured) is named when the reader hands it back."""
+    """Verdict on the reader's buckets: within budget, and within BUDGET_TOLERANCE of the best mean step."""
     if my_buckets is None:
         return NOT_ATTEMPTED
     chosen = read_buckets(my_buckets)
     if not chosen:
         return "not yet: choose at least one bucket."
     if max(chosen) > max_bucket:
-        return (f"not yet: the model's cache holds {max_bucket} rows, so no bucket can be "
-                f"larger than {max_bucket}.")
+        return (f"not yet: the model's cache holds {max_bucket} rows, so no bucket can be larger than {max_bucket}.")
     mine = score_buckets(chosen, histogram, costs)
     if mine.memory_mb > budget_mb:
         return (f"not yet: those graphs reserve {sig(mine.memory_mb)} MB, over the "

@@ -1,7 +1,5 @@
-"""Studies wing: the chapter "Serving", a stream of requests: live batch sizes drawn as a server
-sees them, each step served through the buckets and timed, and what its padding and eager
-fallbacks cost, in words chosen by timing.compare.
-"""
+"""Studies wing: the chapter "Serving", a stream of requests through the buckets, each step timed,
+and what its padding and eager fallbacks cost."""
 from __future__ import annotations
 
 import random
@@ -19,8 +17,7 @@ from floorlab.engine.buckets import EagerFallbackWarning
 
 
 def request_stream(steps: int, *, largest: int, beyond: int = 4, seed: int = 0) -> list[int]:
-    """Live batch sizes for `steps` decode steps, drawn from 1..largest+beyond with weight 1/B
-    (small batches likelier, a few above the largest bucket); seeded, so the same everywhere."""
+    """Live batch sizes for `steps` steps from 1..largest+beyond, weighted 1/B, seeded."""
     steps, largest = whole_number(steps, "steps"), whole_number(largest, "largest")
     sizes = range(1, largest + whole_number(beyond, "beyond", at_least=0) + 1)
     return random.Random(seed).choices(sizes, weights=[1 / b for b in sizes], k=steps)
@@ -34,25 +31,14 @@ class StreamStep:
     bucket: int | None
     ms: float
 
-    @property
-    def rows(self) -> int:
-        """Rows the step computed: its bucket, or its batch when it ran eagerly."""
-        return self.batch if self.bucket is None else self.bucket
-
-    @property
-    def padded_rows(self) -> int:
-        return self.rows - self.batch
-
-    @property
-    def padding_ms(self) -> float:
-        """The padded rows' even share of the step: padded rows × (ms ÷ rows computed)."""
-        return self.padded_rows * self.ms / self.rows
+    rows = property(lambda self: self.batch if self.bucket is None else self.bucket)  # computed
+    padded_rows = property(lambda self: self.rows - self.batch)
+    padding_ms = property(lambda self: self.padded_rows * self.ms / self.rows)  # their even share
 
 
 @dataclass
 class StreamCost:
-    """A stream of live batches run through a runner; its totals are sums over the steps, in ms
-    and rows, padding included (padding_ms is the padded rows' even share of each step)."""
+    """A stream of live batches run through a runner; totals are sums over its steps (ms, rows)."""
 
     path: str
     buckets: tuple[int, ...]
@@ -63,11 +49,7 @@ class StreamCost:
     computed_rows = property(lambda self: sum(s.rows for s in self.steps))
     padding_ms = property(lambda self: sum(s.padding_ms for s in self.steps))
     fallback_ms = property(lambda self: sum(s.ms for s in self.fallbacks))
-
-    @property
-    def fallbacks(self) -> list[StreamStep]:
-        """The steps above the largest bucket, which ran eagerly."""
-        return [s for s in self.steps if s.bucket is None]
+    fallbacks = property(lambda self: [s for s in self.steps if s.bucket is None])  # ran eagerly
 
     @property
     def bucket_ms(self) -> float:
@@ -76,12 +58,10 @@ class StreamCost:
         return sum(timed) / len(timed) if timed else float("nan")
 
     def histogram(self) -> dict[int, int]:
-        """{live batch: steps}."""
         return dict(sorted(Counter(s.batch for s in self.steps).items()))
 
     def summary(self, ms_per_row: float | None = None) -> str:
-        """Printed lines: steps, padding (as a share of each step and, given ms_per_row, at what
-        a row adds) and the eager fallbacks."""
+        """Printed lines: steps, padding (even share, and at ms_per_row if given), eager fallbacks."""
         total, falls = self.total_ms, self.fallbacks
         lines = [
             f"{len(self.steps)} steps through {self.path}, buckets {self.buckets}: {fmt_ms(total)} in all",
@@ -111,8 +91,7 @@ class StreamCost:
 
 def serve_stream(runner, batches, tokens: torch.Tensor, positions: torch.Tensor, *, device,
                  progress: str | None = None) -> StreamCost:
-    """Run each live batch B through runner.step on rows 0..B-1 of tokens and positions: the
-    whole stream once to warm up, then once more, each step timed on its own."""
+    """Each live batch B through runner.step on rows 0..B-1: once to warm up, once more timed per step."""
     batches = whole_numbers(batches, "the stream's live batches",
                             hint="pass a sequence of live batch sizes such as [1, 3, 5]")
     if max(batches) > tokens.shape[0]:
@@ -129,17 +108,13 @@ def serve_stream(runner, batches, tokens: torch.Tensor, positions: torch.Tensor,
     return cost
 
 
-# ---------------------------------------------------------------- what the stream cost, in words
-
 def pricing_sentence(stream: StreamCost, ms_per_row: float) -> str:
-    """Whether the even share of each step (the accounting price of padding) overstates or
-    understates what the padded rows add at the slope of step time over batch."""
+    """Whether padding's even share of each step over- or understates what its rows add at ms_per_row."""
     if stream.padded_rows == 0:
         return "This stream needed no padding, so there is nothing to price."
     return compare(Band.exact(stream.padding_ms), Band.exact(stream.padded_rows * ms_per_row)).verdict(
-        "That is an accounting answer, and it overstates the cost: dropping the padding would "
-        "not give that time back, because a step with fewer rows costs less only by the slope "
-        "below.",
+        "That is an accounting answer, and it overstates the cost: dropping the padding would not give that time "
+        "back, because a step with fewer rows costs less only by the slope below.",
         "That is an accounting answer, and here it understates the cost: by the slope below, a "
         "row adds more than its even share of a step.",
         "That is an accounting answer, and here it agrees with the slope below.")

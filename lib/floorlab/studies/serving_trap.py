@@ -10,7 +10,7 @@ from dataclasses import asdict, dataclass
 import torch
 import torch.nn.functional as F
 
-from floorlab.core.checks import NOT_ATTEMPTED, checked, read_number, refusal
+from floorlab.core.checks import check_number
 from floorlab.core.runs import Row
 from floorlab.core.timing import compare
 from floorlab.engine.buckets import PAD_POSITION, PAD_TOKEN
@@ -24,8 +24,7 @@ def _same(a: torch.Tensor, b: torch.Tensor) -> bool:
 
 @contextmanager
 def _cache_put_back(model, fill: float | None = None, from_row: int = 0):
-    """Yields (k_cache, v_cache), filled with `fill` from row from_row on when fill is given, and
-    puts both back as they were when the block ends."""
+    """Yields (k_cache, v_cache), rows from_row.. filled with fill if given; both put back after."""
     caches = model.k_cache, model.v_cache
     saved = [c.clone() for c in caches]
     try:
@@ -58,10 +57,7 @@ class TrapReport:
                 "live rows' KV cache equal to the clean step's": self.live_cache_equal,
                 f"rows {self.batch} on left bit for bit as they were": self.other_rows_kept}
 
-    @property
-    def passed(self) -> bool:
-        """True when the live rows saw nothing of the poison and no other row was written."""
-        return all(self.checks().values())
+    passed = property(lambda self: all(self.checks().values()))
 
     def summary(self) -> str:
         return "\n".join(
@@ -75,9 +71,7 @@ class TrapReport:
 
 def check_padding_trap(runner, tokens: torch.Tensor, positions: torch.Tensor, batch: int
                        ) -> TrapReport:
-    """Run one padded step twice from the same cache: clean, then with every cache row from
-    `batch` on filled with NaN and the runner's static padding inputs with garbage. The model's
-    cache is put back afterwards."""
+    """One padded step run clean, then with cache rows batch.. NaN and garbage padding inputs."""
     bucket = runner.bucket_for(batch)
     if bucket is None or bucket == batch:
         raise ValueError(f"batch {batch} needs padding for this check; pick one between two "
@@ -88,7 +82,11 @@ def check_padding_trap(runner, tokens: torch.Tensor, positions: torch.Tensor, ba
         clean_live = [c[:, :batch].clone() for c in caches]
     with _cache_put_back(runner.model, float("nan"), from_row=batch) as caches:
         poisoned = [c[:, batch:].clone() for c in caches]
-        _poison_static_inputs(runner, batch, bucket)
+        if getattr(runner, "static_tokens", None) is not None:  # garbage the runner must overwrite
+            with torch.inference_mode():  # the captured outputs are inference tensors
+                runner.static_tokens[batch:bucket].fill_(runner.model.shape.vocab_size - 1)
+                runner.static_positions[batch:bucket].fill_(runner.model.max_context - 1)
+                runner.static_outputs[bucket][batch:].fill_(float("nan"))
         out = runner.step(tok, pos)
         return TrapReport(
             batch, bucket, runner.path_name,
@@ -100,12 +98,8 @@ def check_padding_trap(runner, tokens: torch.Tensor, positions: torch.Tensor, ba
 
 def overwritten_values(model, tokens: torch.Tensor, positions: torch.Tensor, batch: int,
                        bucket: int) -> int:
-    """KV-cache values of rows batch.. that one padded step overwrites WITHOUT keep_padding_rows.
-
-    Runs model.decode_step on the batch padded as the runners pad it, after filling rows batch..
-    with +inf, a value no step writes (keys and values are finite, or NaN once an inf reaches
-    them), and counts the values no longer +inf. The model's cache is put back afterwards.
-    """
+    """KV-cache values of rows batch.. one padded step overwrites unguarded: rows filled with +inf
+    (which no step writes), then counted once no longer +inf; the cache is put back."""
     if bucket <= batch or bucket > model.max_batch:
         raise ValueError(f"bucket must be above batch ({batch}) and at most max_batch "
                          f"({model.max_batch}), got {bucket}")
@@ -122,38 +116,34 @@ def values_padding_writes(shape, padded_rows: int) -> int:
     return padded_rows * shape.num_layers * 2 * shape.num_kv_heads * shape.head_dim
 
 
-def _poison_static_inputs(runner, batch: int, bucket: int) -> None:
-    """Garbage in a GraphRunner's static padding inputs and outputs (the runner must overwrite them)."""
-    if getattr(runner, "static_tokens", None) is None:
-        return
-    with torch.inference_mode():  # the captured outputs are inference tensors
-        runner.static_tokens[batch:bucket].fill_(runner.model.shape.vocab_size - 1)
-        runner.static_positions[batch:bucket].fill_(runner.model.max_context - 1)
-        runner.static_outputs[bucket][batch:].fill_(float("nan"))
-
-
 def guard_cost_sentence(padded: Row, full: Row) -> str:
-    """What a padded step's time says against a full bucket's: both compute the whole bucket,
-    so beyond the spreads the difference is the guard's copies."""
+    """A padded step's time against a full bucket's: beyond the spreads, the guard's copies."""
     return compare(padded, full).verdict(
         "the padded step took {ratio} the time, beyond both spreads; both compute every row of "
         "the bucket, so the guard's copies are the difference.",
-        "the padded step was the faster one, beyond both spreads, though it computes the same "
-        "rows and adds the guard's copies: the machine's load changed between the two timings, "
-        "so re-run before pricing the guard.",
-        "the two differ by less than their spreads, so on this run the guard costs too little "
-        "to see.")
+        "the padded step was the faster one, beyond both spreads, though it computes the same rows and adds the "
+        "guard's copies: the machine's load changed between the two timings, so re-run before pricing the guard.",
+        "the two differ by less than their spreads, so on this run the guard costs too little to see.")
 
 
 # Serving, challenge 2: what padding overwrites without the guard.
 
+def named_together(right: float, wrong: dict[str, float], *, apart: float = 0.0) -> dict[str, float]:
+    """wrong ({mistake: number}) less those within apart (a fraction) of right, mistakes that
+    give one number named together ('A, or with B')."""
+    named: dict[float, str] = {}
+    for mistake, n in wrong.items():
+        if abs(n - right) > apart * right:
+            named[n] = f"{named[n]}, or with {mistake}" if n in named else mistake
+    return {mistake: n for n, mistake in named.items()}
+
+
 def overwrite_mistakes(shape, batch: int, bucket: int, cache_tokens: int) -> dict[str, int]:
-    """The plausible wrong counts of what one padded step overwrites, {mistake: values}; a
-    mistake that gives the right count is left out, and mistakes with one count are named together."""
+    """The plausible wrong counts of what one padded step overwrites, {mistake: values}."""
     padded = bucket - batch
     right = values_padding_writes(shape, padded)
     per_row = right // padded
-    wrong = {
+    return named_together(right, {
         "K or V alone, not both": right // 2,
         "one layer, not every layer": right // shape.num_layers,
         f"the {shape.num_heads} query heads instead of the {shape.num_kv_heads} KV heads":
@@ -162,25 +152,15 @@ def overwrite_mistakes(shape, batch: int, bucket: int, cache_tokens: int) -> dic
             right * cache_tokens,
         f"the {bucket} rows of the bucket, live rows included": per_row * bucket,
         f"the {batch} live rows instead of the {padded} padding rows": per_row * batch,
-    }
-    named: dict[int, str] = {}
-    for mistake, n in wrong.items():
-        if n != right:
-            named[n] = f"{named[n]}, or with {mistake}" if n in named else mistake
-    return {mistake: n for n, mistake in named.items()}
+    })
 
 
-@checked
-def check_overwritten(my_values, expected: int, measured: int, *,
-                      wrong: dict[str, int] | None = None) -> str:
-    """Verdict on the reader's count of cache values one padded step overwrites unguarded: the
-    exact count, or the mistake in wrong ({mistake: count}) that gives the reader's number."""
-    if my_values is None:
-        return NOT_ATTEMPTED
-    value = read_number(my_values, "my_overwritten_values")
-    if refused := refusal(value, expected, rel=0.0, wrong=wrong, name="my_overwritten_values",
-                          hint="Each padding row writes one slot of its cache row, for K and for V, "
-                               "in every layer, for every KV head: head_dim values each."):
-        return refused
+def check_overwritten(my_values, expected: int, measured: int, *, wrong: dict[str, int] | None = None) -> str:
+    """Verdict on the reader's count of cache values one padded step overwrites unguarded."""
+    verdict = check_number(my_values, expected, rel=0.0, wrong=wrong, name="my_overwritten_values",
+                           hint="Each padding row writes one slot of its cache row, for K and for V, "
+                                "in every layer, for every KV head: head_dim values each.")
+    if not verdict.startswith("right"):
+        return verdict
     agree = "and" if measured == expected else "but"
     return f"right: {expected:,} values, {agree} the step run without the guard overwrote {measured:,}."

@@ -1,8 +1,5 @@
-"""Studies wing: the chapter "Shared buffers": a captured graph reads its inputs from, and writes
-its logits to, fixed addresses; what a replay overwrites, how two callers corrupt each other, and
-the fixes. StandInRunner gives a machine without CUDA the same buffers, so every hazard is the
-same there. The challenges are checked in shared_buffers_checks.
-"""
+"""Studies wing: the chapter "Shared buffers": what a replay overwrites at a graph's fixed addresses,
+how two callers corrupt each other, the fixes; StandInRunner gives a CPU the same buffers."""
 from __future__ import annotations
 
 import threading
@@ -27,14 +24,12 @@ class StandInGraph:
         self.output = fn(tokens, positions).clone()  # "recording" allocates the output once
 
     def replay(self) -> None:
-        """Run the step from the static inputs and write its logits into the static output."""
         self.output.copy_(self.fn(self.tokens, self.positions))
 
 
 class StandInRunner(GraphRunner):
-    """GraphRunner with StandInGraphs in place of CUDA graphs, on any device: it copies in,
-    "replays" and lends or copies out with GraphRunner's own code, so a caller sharing its
-    buffers sees what a graph's caller would see; only the launch cost differs."""
+    """GraphRunner with StandInGraphs for CUDA graphs, on any device: its buffers behave as a graph's
+    do (GraphRunner's own code copies in and out); only the launch cost differs."""
 
     @staticmethod
     def _device_for(model) -> torch.device:
@@ -42,8 +37,7 @@ class StandInRunner(GraphRunner):
 
     def capture(self, *, warmup: int = 1, progress: str | None = None,
                 shared_pool: bool = False) -> float:
-        """Allocate the static inputs and one static output per bucket; returns the seconds taken.
-        (warmup and shared_pool keep GraphRunner's signature: each output is a tensor of its own.)"""
+        """Allocate the static inputs and one output per bucket; seconds taken (GraphRunner's signature)."""
         start_s = time.perf_counter()
         self.static_tokens = torch.zeros(self.largest_bucket, dtype=torch.long, device=self.device)
         self.static_positions = torch.zeros_like(self.static_tokens)
@@ -57,12 +51,8 @@ class StandInRunner(GraphRunner):
 
 
 def static_runner(model, buckets=(1,), *, debug: bool = False, guard: bool = False) -> GraphRunner:
-    """A captured runner: a GraphRunner of CUDA graphs on a CUDA model, else a StandInRunner.
-
-    Unguarded unless guard=True, so the chapter can show what two callers sharing one runner
-    get. Each graph gets a memory pool of its own: in one shared pool a later graph's output may
-    sit where an earlier graph keeps intermediates, and a kept view would follow every bucket.
-    """
+    """A captured GraphRunner on a CUDA model, else a StandInRunner; each graph in a pool of its own,
+    so a kept view shows one bucket's output, not whatever a later graph left there."""
     kind = GraphRunner if torch.device(model.device).type == "cuda" else StandInRunner
     runner = kind(model, buckets=buckets, debug=debug, guard=guard)
     runner.capture(shared_pool=False)
@@ -92,14 +82,8 @@ class Kept:
     kept: torch.Tensor         # what the caller kept
     later: list[torch.Tensor]  # the later requests' logits
 
-    @property
-    def changed(self) -> bool:
-        return not torch.equal(self.kept, self.at_the_time)
-
-    @property
-    def poisoned(self) -> bool:
-        """True when the kept logits read NaN (a debug runner poisoned them)."""
-        return bool(torch.isnan(self.kept).any())
+    changed = property(lambda self: not torch.equal(self.kept, self.at_the_time))
+    poisoned = property(lambda self: bool(torch.isnan(self.kept).any()))  # a debug runner's NaN
 
     def holds(self) -> int | None:
         """Which later request's logits the kept tensor now holds (0-based), or None."""
@@ -129,12 +113,8 @@ def keep_first(runner: GraphRunner, first: Request, later: list[Request], *,
 # ---- the input buffers: two callers, one runner
 
 class LockedRunner:
-    """A runner behind a lock, so one caller at a time holds its static buffers.
-
-    A host lock orders the host only: on CUDA each holder records an event on its
-    stream as it leaves, and the next holder's stream waits for it, so a copy-in on
-    one stream cannot overtake a replay still running on another.
-    """
+    """A runner behind a lock, one caller at a time; on CUDA the next holder's stream also waits for
+    the last holder's event, so a copy-in cannot overtake a replay on another stream."""
 
     def __init__(self, runner: GraphRunner):
         self.runner = runner
@@ -194,15 +174,8 @@ def _sync(device: torch.device) -> None:
 def between(how: str, caller_a, caller_b, request_a: Request, request_b: Request, *,
             streams: bool = False, alone: tuple[torch.Tensor, torch.Tensor] | None = None,
             timeout_s: float = 120.0) -> Between:
-    """Run A and B on two threads, B's whole step between A's copy-in and A's replay, so the
-    corruption shown is deterministic, not a race that happens to lose.
-
-    caller_a and caller_b are runners (the same one, or one each) or LockedRunners. A pauses
-    after its copy-in until B has finished, been refused, or queued at A's lock; each side
-    waits for its device work at each hand-over, so the order holds on a GPU too. streams=True
-    gives each thread its own CUDA stream. Each request first runs alone for comparison,
-    unless alone gives those logits.
-    """
+    """Callers A and B (runners or LockedRunners) on two threads, B's whole step (or its refusal, or
+    its wait at A's lock) forced between A's copy-in and replay: deterministic, never a race."""
     lock = caller_a if isinstance(caller_a, LockedRunner) else None
     runner_a = caller_a.runner if lock is not None else caller_a
     device = runner_a.device

@@ -1,12 +1,11 @@
-"""Studies wing: the checks of the chapter "Shared buffers": which snippets keep their logits,
-what a kept view holds, and what the copy-out costs, each with its plausible wrong answers by
-name. The snippets run on the reader's runner, so a verdict rests on what each did in this run.
-"""
+"""Studies wing: the checks of the chapter "Shared buffers": which snippets keep their logits (run
+on the reader's runner), what a kept view holds, and what the copy-out costs."""
 from __future__ import annotations
 
 import torch
 
 from floorlab.core.checks import NOT_ATTEMPTED, Unreadable, checked
+from floorlab.studies.serving_trap import named_together
 
 BORROW = "with runner.borrow(tokens, positions) as logits:\n    "
 SNIPPETS = {  # {letter: (code, why it keeps or loses its logits)}
@@ -22,8 +21,7 @@ SNIPPETS = {  # {letter: (code, why it keeps or loses its logits)}
 
 
 def snippets_keep(runner, first, second) -> dict[str, bool]:
-    """Run every snippet for the first request, then one second request: {letter: its `out`
-    unchanged}. Only the second request changes a static output, since all replay the first."""
+    """{letter: its `out` unchanged} once every snippet ran the first request and one more ran."""
     tokens, positions = first
     outs = {}
     for name, (code, _) in SNIPPETS.items():
@@ -41,12 +39,10 @@ def _letters(value, name: str) -> set[str]:
         try:
             items = [str(v).strip().lower() for v in value]
         except TypeError:
-            raise Unreadable(f"not yet: {name} should be letters such as {{'a', 'b'}}, "
-                              f"got {value!r}.") from None
+            raise Unreadable(f"not yet: {name} should be letters such as {{'a', 'b'}}, got {value!r}.") from None
     unknown = sorted(set(items) - set(SNIPPETS))
     if unknown:
-        raise Unreadable(f"not yet: {', '.join(unknown)} is not a snippet; pick from "
-                          f"{', '.join(SNIPPETS)}.")
+        raise Unreadable(f"not yet: {', '.join(unknown)} is not a snippet; pick from {', '.join(SNIPPETS)}.")
     return set(items)
 
 
@@ -66,8 +62,7 @@ def check_safe_snippets(answer, keeps: dict[str, bool]) -> str:
 
 
 def kept_holds_mistakes(names, buckets, expected: str) -> dict[str, str]:
-    """Why each wrong answer to 'whose logits does A's view hold?' is wrong, {name: why}, given
-    the bucket each request replayed (buckets, in the order of names) and the right name."""
+    """{name: why it is wrong} for 'whose logits does A's view hold?', given each name's bucket."""
     mine, why = buckets[0], {}
     for i, (name, bucket) in enumerate(zip(names, buckets)):
         if bucket != mine:
@@ -84,8 +79,7 @@ def kept_holds_mistakes(names, buckets, expected: str) -> dict[str, str]:
 
 @checked
 def check_kept_holds(answer, expected: str, names, *, wrong: dict[str, str] | None = None) -> str:
-    """Verdict on whose logits the reader predicts a kept view holds; wrong ({name: why}) says
-    why a plausible wrong name is wrong."""
+    """Verdict on whose logits the reader predicts a kept view holds; wrong: {name: why}."""
     if answer is None:
         return NOT_ATTEMPTED
     if not isinstance(answer, str) or answer.strip().upper() not in names:
@@ -100,8 +94,7 @@ def check_kept_holds(answer, expected: str, names, *, wrong: dict[str, str] | No
 
 def copy_mistakes(copy_us: float, *, rows: int, bandwidths, floor_gbps: float,
                   logit_bytes: int) -> dict[str, float]:
-    """The plausible wrong answers for the copy-out's µs, {mistake: µs}; one that lies within 1%
-    of the right answer is left out, since the printed numbers cannot tell the two apart."""
+    """The plausible wrong µs for the copy-out, {mistake: µs}; none within 1%, which prints alike."""
     wrong = {
         "each byte counted once, not read and then written": copy_us / 2,
         f"one row of logits instead of {rows}": copy_us / rows,
@@ -112,8 +105,4 @@ def copy_mistakes(copy_us: float, *, rows: int, bandwidths, floor_gbps: float,
         wrong[f"the {kind} bandwidth, not the larger one the floor divides by"] = (
             copy_us * floor_gbps / gbps)
     wrong[f"2 bytes per logit where these logits take {logit_bytes}"] = copy_us * 2 / logit_bytes
-    named: dict[float, str] = {}  # mistakes that give the same number are named together
-    for mistake, us in wrong.items():
-        if abs(us - copy_us) > 0.01 * copy_us:
-            named[us] = f"{named[us]}, or with {mistake}" if us in named else mistake
-    return {mistake: us for us, mistake in named.items()}
+    return named_together(copy_us, wrong, apart=0.01)
