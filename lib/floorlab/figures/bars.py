@@ -1,7 +1,6 @@
 """Figures wing: the stacked bar, time per token split into the floor and what lies above it."""
 from __future__ import annotations
 
-import matplotlib
 from matplotlib.figure import Figure
 from matplotlib.patches import Patch
 
@@ -14,12 +13,12 @@ from floorlab.figures.style import (
     FLOOR_BLUE,
     INK,
     REST_ORANGE,
-    STYLE,
     bar_axis,
     finish,
     new_figure,
     spread_handle,
     times_floor,
+    whiskers,
 )
 
 LABEL_REACH = 0.04  # a whisker longer than this share of the axis moves the label onto the bar's end
@@ -72,8 +71,7 @@ def stacked_bar(bars, floor_ms, *, title: str | None = None, path=None, note: st
     right_ms = max(max(t + hi for t, hi in zip(totals, highs)), max(floors))
     xmax = right_ms * 1.32
 
-    with matplotlib.rc_context(STYLE):
-        fig = new_figure(1.55 + 0.62 * len(values))
+    with new_figure(1.55 + 0.62 * len(values)) as fig:
         ax = fig.subplots()
         height = 0.58
         below = [is_below_floor(t / f) for t, f in zip(totals, floors)]
@@ -90,10 +88,8 @@ def stacked_bar(bars, floor_ms, *, title: str | None = None, path=None, note: st
         if any(spreads):
             xs = [t for t, s in zip(totals, spreads) if s > 0]
             yw = [y for y, s in zip(ys, spreads) if s > 0]
-            errs = [[lo for lo, s in zip(lows, spreads) if s > 0],
-                    [hi for hi, s in zip(highs, spreads) if s > 0]]
-            ax.errorbar(xs, yw, xerr=errs, fmt="none", ecolor=INK, elinewidth=1.0,
-                        capsize=3, capthick=1.0, zorder=3)
+            whiskers(ax, xs, yw, [lo for lo, s in zip(lows, spreads) if s > 0],
+                     [hi for hi, s in zip(highs, spreads) if s > 0])
             handles.append(spread_handle())
 
         # Values inside the segments when they fit beside the whisker: the arithmetic, drawn.

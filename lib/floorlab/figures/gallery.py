@@ -3,14 +3,13 @@ from __future__ import annotations
 
 import math
 
-import matplotlib
 from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 from matplotlib.patches import Patch
 from matplotlib.ticker import FixedLocator, FuncFormatter, NullLocator
 
 from floorlab.core.prose import fmt_gbps, fmt_times
-from floorlab.figures.style import INK, MUTED, REST_ORANGE, STYLE, bar_axis, finish, new_figure
+from floorlab.figures.style import INK, MUTED, REST_ORANGE, bar_axis, finish, new_figure
 
 # ---- the gallery: many cards side by side ---------------------------------------------------
 
@@ -61,8 +60,7 @@ def gallery_bars(cards, *, path=None, title: str | None = None, note: str | None
     low = min(0.7, min(ratios) / 1.3)
     high = max(max(ratios), 3.0) ** (1 / 0.68) * low ** (1 - 1 / 0.68)  # tallest bar at 68%
 
-    with matplotlib.rc_context(STYLE):
-        fig = new_figure(0.95 + 1.0 * len(cards))
+    with new_figure(0.95 + 1.0 * len(cards)) as fig:
         ax = fig.subplots()
         ax.set_xscale("log")
         for y, ratio, colour, text in bars:
@@ -100,8 +98,7 @@ def gallery_scatter(cards, *, cost=None, path=None, title: str | None = None,
     left, right = min(span) / 2.2, max(span) * 2.2
     ys = [c.eager.x_floor for c in cards] + [c.best.x_floor for c in cards]
 
-    with matplotlib.rc_context(STYLE):
-        fig = new_figure(4.6)
+    with new_figure(4.6) as fig:
         ax = fig.subplots()
         ax.set_xscale("log")
         ax.set_yscale("log")

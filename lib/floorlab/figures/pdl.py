@@ -4,7 +4,6 @@ Not a measurement: the durations are illustrative, and the figure says so.
 """
 from __future__ import annotations
 
-import matplotlib
 from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 from matplotlib.patches import Patch
@@ -19,7 +18,7 @@ from floorlab.figures.style import (
     INK,
     MUTED,
     REST_ORANGE,
-    STYLE,
+    bar_axis,
     legend_and_note,
     new_figure,
     save_png,
@@ -93,8 +92,7 @@ def pdl_schematic(kernels: int = 2, *, start_us: float = 1.0, stream_us: float =
     panels = pdl_phases(kernels, start_us=start_us, stream_us=stream_us, drain_us=drain_us, early_us=early_us)
     right = max(b for chain in panels.values() for phases in chain for _, _, b in phases)
     row_h = 0.6
-    with matplotlib.rc_context(STYLE):
-        fig = new_figure(1.2 + 1.05 * (kernels + 1))
+    with new_figure(1.2 + 1.05 * (kernels + 1)) as fig:
         axes = fig.subplots(2, 1, sharex=True)
         fig.subplots_adjust(hspace=0.55)
         for ax, (label, chain) in zip(axes, panels.items()):
@@ -110,10 +108,8 @@ def pdl_schematic(kernels: int = 2, *, start_us: float = 1.0, stream_us: float =
                            linewidth=0, gid="bus")
             ax.broken_barh(gaps, (-row_h / 2, row_h), facecolors=IDLE_RED, alpha=IDLE_ALPHA, linewidth=0,
                            gid="bus idle")
-            ax.set_yticks(range(kernels + 1), ["memory bus"] + [f"kernel {kernels - y + 1}"
-                                                                for y in range(1, kernels + 1)])
-            ax.tick_params(axis="y", length=0)
-            ax.spines["left"].set_visible(False)
+            bar_axis(ax, ["memory bus"] + [f"kernel {kernels - y + 1}" for y in range(1, kernels + 1)],
+                     pad=3.5)  # matplotlib's own pad
             ax.set_ylim(-0.6, kernels + 0.6)
             ax.set_xlim(0, right * 1.02)
             ax.set_title(label, loc="left", color=INK, fontsize=10, pad=4)

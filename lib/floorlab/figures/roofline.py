@@ -1,7 +1,6 @@
 """Figures wing: the roofline, achieved TFLOP/s against arithmetic intensity."""
 from __future__ import annotations
 
-import matplotlib
 from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 
@@ -12,7 +11,6 @@ from floorlab.figures.style import (
     MUTED,
     SERIES_COLOURS,
     SERIES_MARKERS,
-    STYLE,
     finish,
     new_figure,
 )
@@ -39,8 +37,7 @@ def roofline_plot(series, *, bandwidth_gbps: float, peak_tflops: float, path=Non
     y_lo = min([y for _, y, _ in points] + [slope * x_lo]) / 3
     y_hi = peak_tflops * 3
 
-    with matplotlib.rc_context(STYLE):
-        fig = new_figure(4.6)
+    with new_figure(4.6) as fig:
         ax = fig.subplots()
         ax.set_xscale("log")
         ax.set_yscale("log")

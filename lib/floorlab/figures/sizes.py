@@ -1,7 +1,6 @@
 """Figures wing: the multiple of the floor against model size, one line per decode path."""
 from __future__ import annotations
 
-import matplotlib
 from matplotlib.figure import Figure
 from matplotlib.ticker import NullLocator
 
@@ -9,7 +8,6 @@ from floorlab.figures.style import (
     INK,
     SERIES_COLOURS,
     SERIES_MARKERS,
-    STYLE,
     finish,
     label_ends,
     new_figure,
@@ -37,8 +35,7 @@ def scaling(lines, *, stored=(), title: str | None = None, path=None, note: str 
     xs = sorted({x for x, _ in points})
     top = max(max(y for _, y in points), 1.0)
 
-    with matplotlib.rc_context(STYLE):
-        fig = new_figure(4.4)
+    with new_figure(4.4) as fig:
         ax = fig.subplots()
         ax.set_xscale("log")
         ax.set_yscale("log")

@@ -5,6 +5,8 @@ No function touches global matplotlib settings: the style lives in a context aro
 from __future__ import annotations
 
 import textwrap
+from collections.abc import Iterator
+from contextlib import contextmanager
 from io import BytesIO
 
 from matplotlib.figure import Figure
@@ -72,14 +74,17 @@ def show_as_png_in_ipython() -> None:
         png.for_type(Figure, png_bytes)
 
 
-def new_figure(height_in: float) -> Figure:
-    """A Figure that a notebook shows when returned, but not again at the end of the cell."""
+@contextmanager
+def new_figure(height_in: float) -> Iterator[Figure]:
+    """A Figure drawn in STYLE that a notebook shows when returned, but not again at the end of the cell."""
+    import matplotlib
     import matplotlib.pyplot as plt  # loads the notebook's display backend
 
     show_as_png_in_ipython()
-    fig = plt.figure(figsize=(FIG_WIDTH_IN, height_in))
-    plt.close(fig)  # pyplot forgets it: shown once, as the returned value
-    return fig
+    with matplotlib.rc_context(STYLE):
+        fig = plt.figure(figsize=(FIG_WIDTH_IN, height_in))
+        plt.close(fig)  # pyplot forgets it: shown once, as the returned value
+        yield fig
 
 
 def save_png(fig: Figure, path) -> None:
@@ -100,11 +105,17 @@ def finish(fig: Figure, ax, handles, *, title: str | None, note: str | None, pat
     return fig
 
 
-def bar_axis(ax, labels) -> None:
-    """Horizontal bars' y axis: one label per bar, no ticks, no spine."""
+def bar_axis(ax, labels, *, pad: float = 6) -> None:
+    """Horizontal rows' y axis: one label per row from y = 0 up, no ticks, no spine."""
     ax.set_yticks(range(len(labels)), labels)
-    ax.tick_params(axis="y", length=0, pad=6)
+    ax.tick_params(axis="y", length=0, pad=pad)
     ax.spines["left"].set_visible(False)
+
+
+def whiskers(ax, xs, ys, lows, highs) -> None:
+    """p10-p90 whiskers at (xs, ys), reaching lows to the left and highs to the right."""
+    ax.errorbar(xs, ys, xerr=[lows, highs], fmt="none", ecolor=INK, elinewidth=1.0, capsize=3,
+                capthick=1.0, zorder=3)
 
 
 def spread_handle() -> Line2D:

@@ -1,7 +1,6 @@
 """Figures wing: the timeline, who works when, host calls above and GPU kernels below."""
 from __future__ import annotations
 
-import matplotlib
 from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 from matplotlib.patches import Patch
@@ -19,7 +18,6 @@ from floorlab.figures.style import (
     IDLE_RED,
     INK,
     MUTED,
-    STYLE,
     finish,
     new_figure,
 )
@@ -63,8 +61,7 @@ def timeline(timelines, *, path=None, title: str | None = None, note: str | None
     panel_in, gap_in, top_in, bottom_in = 1.0, 1.05, 0.45 if title else 0.3, 0.5
     height_in = n * panel_in + (n - 1) * gap_in + top_in + bottom_in
 
-    with matplotlib.rc_context(STYLE):
-        fig = new_figure(height_in)
+    with new_figure(height_in) as fig:
         axes = fig.subplots(n, 1, sharex=True, squeeze=False)[:, 0]
         fig.subplots_adjust(top=1 - top_in / height_in, bottom=bottom_in / height_in,
                             hspace=gap_in / panel_in)
