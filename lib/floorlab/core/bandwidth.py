@@ -1,8 +1,5 @@
 """Core wing: measured bandwidth and matmul rate, the denominators of every floor in the book.
-
-Measured, never looked up: a copy (read + write) and a reduction (read) on buffers far larger
-than any cache. GB means 1e9 bytes.
-"""
+Measured, never looked up: a copy (read + write) and a reduction (read) far beyond any cache; GB = 1e9 bytes."""
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass
@@ -109,7 +106,6 @@ class Bandwidths:
 
 def _timed_band(make, amount: float, *, repeats: int, device: torch.device) -> tuple[float, float, float]:
     """(median, p10, p90) of amount per second over repeats timed calls of make(); the p10 rate is the p90 time's.
-
     The call's buffers are freed before the CUDA cache is emptied."""
     fn = make()
     timing = time_ms(fn, warmup=3, repeats=repeats, device=device)
@@ -186,10 +182,8 @@ class MatmulRate:
 
 def measure_matmul_tflops(device=None, *, dtype: torch.dtype | None = None, size: int | None = None,
                           repeats: int = 10) -> MatmulRate:
-    """The compute roof in TFLOP/s: one n×n product (2·n³ FLOPs) in dtype (bf16 on CUDA, float32 on a CPU).
-
-    The second matrix is read transposed, as F.linear reads a weight: a CPU's bf16 product of two
-    row-major matrices takes a path about 15 times slower, a roof the model's prefill would pass."""
+    """The compute roof in TFLOP/s: one n×n product (2·n³ FLOPs) in dtype (bf16 on CUDA, float32 on a CPU), the
+    second read transposed as F.linear reads a weight (a CPU's row-major bf16 product is ~15× slower)."""
 
     device = resolve_device(device)
     if dtype is None:

@@ -1,8 +1,5 @@
-"""Core wing: how the book writes a file: whole or not at all, and never at the cost of a measurement.
-
-Every file goes through write_whole (a temporary file beside the target, synced, then os.replace),
-so the target holds the old file or the new one, never half of either.
-"""
+"""Core wing: how the book writes a file: whole or not at all (write_whole: a synced temporary file, then
+os.replace), and never at the cost of a measurement."""
 from __future__ import annotations
 
 import dataclasses
@@ -112,7 +109,6 @@ class UnreadableFile(ValueError):
 
 def read_regular(path, max_bytes: int) -> bytes:
     """The bytes of path when it is a regular file of at most max_bytes; UnreadableFile saying why not.
-
     A pipe, device or folder is refused before it is opened, so reading never waits on a writer."""
     path = Path(path)
     try:

@@ -1,8 +1,5 @@
 """Core wing: roofline arithmetic for one decode step: bytes moved, the floor, the gap.
-
-Plain arithmetic, no torch. GB means 1e9 bytes, so 1.19 GB / 380 GB/s = 3.13 ms reads the same
-in code as on the page.
-"""
+Plain arithmetic, no torch; GB means 1e9 bytes, so 1.19 GB / 380 GB/s = 3.13 ms reads alike in code and on the page."""
 from __future__ import annotations
 
 import warnings
@@ -36,10 +33,8 @@ class BelowFloorError(RuntimeError):
 
 
 def bytes_per_step(shape, batch_size: int, context_len: int, dtype_bytes: int = 2) -> int:
-    """Bytes one decode step must read: the weights it streams plus the KV cache of every sequence.
-
-    context_len counts the tokens each row attends to (prompt + the decoded token); an untied input
-    table counts only the batch_size rows the lookup gathers."""
+    """Bytes one decode step reads: the weights it streams (of an untied input table, the batch_size rows gathered)
+    plus the KV cache of context_len tokens (prompt + the decoded token) for every row."""
     batch_size = whole_number(batch_size, "batch_size", hint="pass the rows decoded together, e.g. 1")
     context_len = whole_number(context_len, "context_len", at_least=0,
                                hint="pass the tokens each row attends to, e.g. prompt + 1")
@@ -64,7 +59,6 @@ def prefill_bytes(shape, prompt_tokens: int, batch: int = 1, dtype_bytes: int = 
 @dataclass(frozen=True)
 class Floor:
     """The floor of one configuration: bytes over the larger measured bandwidth, in ms.
-
     visible_tokens is what the floor counts per row; cache_tokens what masked attention reads."""
 
     preset: str

@@ -50,10 +50,8 @@ def _bar_values(bars) -> list[tuple[str, float, float, float]]:
 def stacked_bar(bars, floor_ms, *, title: str | None = None, path=None, note: str | None = None,
                 xlabel: str = "time per decode token (ms)", floors: dict | None = None,
                 floor_label: str = "memory traffic (the floor)") -> Figure:
-    """Horizontal bars of time per token in ms, each split into the floor and the rest.
-
-    bars: {label: Timing or ms}, in drawing order, a Timing's p10-p90 drawn as a whisker. floor_ms is
-    one floor, a list of one per bar, or {label: ms} for some bars."""
+    """Horizontal bars of time per token in ms from {label: Timing or ms}, each split into the floor and the rest, a
+    p10-p90 whisker on each Timing; floor_ms is one floor or one per bar, floors {label: ms} for some."""
     values = _bar_values(bars)
     labels = [v[0] for v in values]
     totals = [v[1] for v in values]

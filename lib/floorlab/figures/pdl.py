@@ -1,7 +1,5 @@
-"""Figures wing: a schematic of programmatic dependent launch, two kernels without and with it.
-
-Not a measurement: the durations are illustrative, and the figure says so.
-"""
+"""Figures wing: a schematic of programmatic dependent launch, kernels without and with it.
+Not a measurement: the durations are illustrative, and the figure says so."""
 from __future__ import annotations
 
 from matplotlib.figure import Figure
@@ -39,10 +37,8 @@ def _positive(name: str, value) -> float:
 
 def pdl_phases(kernels: int = 2, *, start_us: float = 1.0, stream_us: float = 4.0, drain_us: float = 1.0,
                early_us: float = 0.7) -> dict[str, list[list[tuple[str, float, float]]]]:
-    """{'without PDL': kernels, 'with PDL': kernels}; each kernel a list of (phase, start µs, end µs).
-
-    With PDL a kernel starts while the one before still streams, loads early_us of weights, waits
-    for that one to end, then streams the rest."""
+    """{'without PDL': kernels, 'with PDL': kernels}, each kernel a list of (phase, start µs, end µs); with PDL a kernel
+    starts while the one before streams, loads early_us of weights, waits for it to end, then streams the rest."""
     kernels = whole_number(kernels, "kernels", at_least=2, hint="pdl_schematic draws a chain of at least 2 kernels")
     start_us, stream_us = _positive("start_us", start_us), _positive("stream_us", stream_us)
     drain_us, early_us = _positive("drain_us", drain_us), _positive("early_us", early_us)

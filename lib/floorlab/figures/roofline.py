@@ -19,7 +19,6 @@ from floorlab.figures.style import (
 def roofline_plot(series, *, bandwidth_gbps: float, peak_tflops: float, path=None, title: str | None = None,
                   note: str | None = None) -> Figure:
     """Achieved TFLOP/s against FLOPs per byte, log-log, under the roofline.
-
     series: {label: [(flops_per_byte, tflops, text), ...]}; a non-empty text labels its point."""
     groups = [(str(label), [(float(x), float(y), str(t)) for x, y, t in points])
               for label, points in (series.items() if hasattr(series, "items") else series)]

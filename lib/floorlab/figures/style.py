@@ -1,7 +1,5 @@
 """Figures wing: the look every figure shares (colours, fonts, sizes) and the small drawing helpers.
-
-No function touches global matplotlib settings: the style lives in a context around each drawing.
-"""
+No function touches global matplotlib settings: the style lives in a context around each drawing."""
 from __future__ import annotations
 
 import textwrap

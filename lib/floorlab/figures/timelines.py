@@ -25,10 +25,8 @@ from floorlab.figures.style import (
 
 def timeline(timelines, *, path=None, title: str | None = None, note: str | None = None,
              max_us: float | None = None, min_us: float | None = None) -> Figure:
-    """One panel per Timeline: a CPU row of calls and a GPU row of kernels, idle GPU time shaded.
-
-    Overlapping kernels (under PDL) take turns in the row's halves. max_us and min_us crop the
-    shared axis (min_us=0 leaves out the launch calls before the first kernel)."""
+    """One panel per Timeline: a CPU row of calls, a GPU row of kernels (overlapping ones in turn in its halves), idle
+    GPU time shaded; max_us and min_us crop the shared axis (min_us=0 drops the calls before the first kernel)."""
     if isinstance(timelines, (str, bytes, Timeline)) or not hasattr(timelines, "__iter__"):
         raise ValueError(f"timelines must be a list of Timelines, got {shown_value(timelines)}; wrap one in a "
                          "list: timeline([steady_timeline(...)])")
