@@ -8,7 +8,7 @@ import torch
 
 from floorlab.core.device import resolve_device
 from floorlab.core.numbers import positive_number, shown, whole_number
-from floorlab.core.prose import sig
+from floorlab.core.prose import fmt_band, fmt_gb, sig
 from floorlab.core.roofline import BANDWIDTH_KINDS, floor_bandwidth
 from floorlab.core.timing import time_ms
 
@@ -39,10 +39,8 @@ class Bandwidth:
             raise ValueError(f"device must be the device's name, e.g. 'cuda:0', got {shown(self.device)}")
 
     def __str__(self) -> str:
-        return (
-            f"{self.kind} bandwidth {sig(self.gbps)} GB/s (p10-p90 {sig(self.p10_gbps)}-"
-            f"{sig(self.p90_gbps)}, {sig(self.bytes_per_rep / 1e9)} GB per repeat) on {self.device}"
-        )
+        return (f"{self.kind} bandwidth {sig(self.gbps)} GB/s ({fmt_band(self.p10_gbps, self.p90_gbps)}, "
+                f"{fmt_gb(self.bytes_per_rep)} per repeat) on {self.device}")
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -169,8 +167,8 @@ class MatmulRate:
     device: str
 
     def __str__(self) -> str:
-        return (f"matmul {sig(self.tflops)} TFLOP/s (p10-p90 {sig(self.p10_tflops)}-"
-                f"{sig(self.p90_tflops)}, {self.size}×{self.size} {self.dtype}) on {self.device}")
+        return (f"matmul {sig(self.tflops)} TFLOP/s ({fmt_band(self.p10_tflops, self.p90_tflops)}, "
+                f"{self.size}×{self.size} {self.dtype}) on {self.device}")
 
     def to_dict(self) -> dict:
         return asdict(self)

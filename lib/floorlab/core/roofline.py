@@ -8,7 +8,7 @@ from dataclasses import asdict, dataclass
 
 from floorlab.core.host import SEED_DISPATCH_US, DispatchComparison
 from floorlab.core.numbers import element_bytes, nonnegative_number, number, positive_number, shown, whole_number
-from floorlab.core.prose import fmt_gbps, fmt_ms, sig
+from floorlab.core.prose import fmt_gb, fmt_gbps, fmt_ms
 
 BYTES_PER_GB = 1e9
 BELOW_FLOOR_RATIO = 0.95  # a 5% allowance for timer noise before a result counts as below the floor
@@ -97,7 +97,7 @@ class Floor:
     def arithmetic(self) -> str:
         """The floor as one line of arithmetic, e.g. '1.196 GB ÷ 4347 GB/s (read) = 0.275 ms'."""
 
-        return (f"{sig(self.bytes_per_step / BYTES_PER_GB)} GB ÷ {fmt_gbps(self.bandwidth_gbps)} "
+        return (f"{fmt_gb(self.bytes_per_step)} ÷ {fmt_gbps(self.bandwidth_gbps)} "
                 f"({self.bandwidth_kind}) = {fmt_ms(self.floor_ms)}")
 
     def reads_note(self) -> str:
@@ -107,7 +107,7 @@ class Floor:
             return f"The floor counts {self.visible_tokens} visible tokens per row, as the step reads them."
         return (f"The floor counts the {self.visible_tokens} tokens each row can see; the engine's "
                 f"masked attention reads all {self.cache_tokens} slots of its static cache, "
-                f"{sig(read / BYTES_PER_GB)} GB per step, {read / self.bytes_per_step - 1:.1%} more.")
+                f"{fmt_gb(read)} per step, {read / self.bytes_per_step - 1:.1%} more.")
 
     def to_dict(self) -> dict:
         return asdict(self)

@@ -14,7 +14,7 @@ import torch
 from floorlab.core.device import resolve_device
 from floorlab.core.numbers import nonnegative_number, whole_number
 from floorlab.core.progress import progress_bar
-from floorlab.core.prose import fmt_times, sig
+from floorlab.core.prose import fmt_band, fmt_times, sig
 
 IN_FLIGHT = 2  # calls the timing loop lets the host queue ahead of the device
 SETTLE_MAX_CALLS = 20  # most extra warm-up calls on a CPU before timing starts anyway
@@ -48,13 +48,13 @@ class Timing:
         """A one-line warning for a noisy timing, its band in unit (scale per ms), else ''."""
         if not self.noisy:
             return ""
-        return (f"warning: {what} is noisy (p10-p90 {sig(self.p10_ms * scale)}-{sig(self.p90_ms * scale)} {unit}, "
+        return (f"warning: {what} is noisy ({fmt_band(self.p10_ms * scale, self.p90_ms * scale)} {unit}, "
                 f"{self.spread_ms / self.median_ms:.0%} of the median); something else was "
                 "running. Re-run it before reading much into it.")
 
     def __str__(self) -> str:
         """'2.08 ms (p10-p90 2.07-2.09, n=50)': three significant figures, all a spread allows."""
-        return f"{sig(self.median_ms)} ms (p10-p90 {sig(self.p10_ms)}-{sig(self.p90_ms)}, n={len(self.samples_ms)})"
+        return f"{sig(self.median_ms)} ms ({fmt_band(self.p10_ms, self.p90_ms)}, n={len(self.samples_ms)})"
 
     def to_dict(self) -> dict:
         out = asdict(self)

@@ -5,7 +5,7 @@ from matplotlib.figure import Figure
 from matplotlib.patches import Patch
 
 from floorlab.core.numbers import positive_number, shown
-from floorlab.core.prose import fmt_ms
+from floorlab.core.prose import fmt_ms, fmt_times
 from floorlab.core.roofline import is_below_floor
 from floorlab.core.timing import NOISY_SPREAD
 from floorlab.figures.style import (
@@ -17,7 +17,6 @@ from floorlab.figures.style import (
     finish,
     new_figure,
     spread_handle,
-    times_floor,
     whiskers,
 )
 
@@ -102,7 +101,7 @@ def stacked_bar(bars, floor_ms, *, title: str | None = None, path=None, note: st
 
         for y, t, lo, hi, f in zip(ys, totals, lows, highs, floors):
             ratio = t / f
-            text = f"{fmt_ms(t)} · {times_floor(ratio)}"
+            text = f"{fmt_ms(t)} · {fmt_times(ratio)} floor"
             if lo + hi > NOISY_SPREAD * t:  # the book's one noise rule, said where the number is
                 text += " (noisy)"
             if is_below_floor(ratio):

@@ -17,9 +17,8 @@ from floorlab.figures.style import (
     MUTED,
     REST_ORANGE,
     bar_axis,
-    legend_and_note,
+    finish,
     new_figure,
-    save_png,
 )
 
 PHASES = {  # phase: (colour, hatch, legend label)
@@ -122,6 +121,4 @@ def pdl_schematic(kernels: int = 2, *, start_us: float = 1.0, stream_us: float =
         handles.append(Patch(facecolor=IDLE_RED, alpha=IDLE_ALPHA, label="bus idle: no weights move"))
         handles.append(Line2D([], [], color=INK, linestyle=":", linewidth=1.0,
                               label="the kernel before ends; the wait returns"))
-        legend_and_note(axes[-1], handles, ncol=2, note=note, below_pt=34)
-        save_png(fig, path)
-    return fig
+        return finish(fig, axes[-1], handles, title=None, note=note, path=path, ncol=2, below_pt=34)

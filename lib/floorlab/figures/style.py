@@ -12,7 +12,6 @@ from matplotlib.lines import Line2D
 from matplotlib.transforms import offset_copy
 
 from floorlab.core.files import write_whole
-from floorlab.core.prose import fmt_times
 
 # Okabe-Ito colours: distinguishable with every common colour-vision deficiency.
 FLOOR_BLUE = "#0072B2"
@@ -95,10 +94,18 @@ def save_png(fig: Figure, path) -> None:
 
 def finish(fig: Figure, ax, handles, *, title: str | None, note: str | None, path, ncol: int,
            below_pt: float = 36) -> Figure:
-    """The title (when given) at ax's top left, the legend and note below, the PNG at path; returns fig."""
+    """The title (when given) at ax's top left, the legend below_pt points under ax and the note under it, the PNG at
+    path; returns fig."""
     if title:
         ax.set_title(title, loc="left", color=INK, pad=8)
-    legend_and_note(ax, handles, ncol=ncol, note=note, below_pt=below_pt)
+    anchor = offset_copy(ax.transAxes, fig=ax.figure, y=-below_pt, units="points")
+    legend = ax.legend(handles=handles, loc="upper left", bbox_to_anchor=(0.0, 0.0), bbox_transform=anchor, ncol=ncol,
+                       borderaxespad=0.0, handlelength=1.6, columnspacing=1.6)
+    if note:
+        width = int(ax.figure.get_figwidth() * NOTE_CHARS_PER_IN)
+        ax.annotate("\n".join(textwrap.wrap(note, width)), xy=(0.0, 0.0), xycoords=legend, xytext=(0, -6),
+                    textcoords="offset points", ha="left", va="top", fontsize=8.5, color=MUTED, fontstyle="italic",
+                    annotation_clip=False)
     save_png(fig, path)
     return fig
 
@@ -119,28 +126,6 @@ def whiskers(ax, xs, ys, lows, highs) -> None:
 def spread_handle() -> Line2D:
     """The legend's entry for a p10-p90 whisker."""
     return Line2D([], [], color=INK, lw=1.0, marker="|", markersize=7, label="p10–p90 spread")
-
-
-def legend_and_note(ax, handles, *, ncol: int, note: str | None, below_pt: float) -> None:
-    """Put a legend below ax (below_pt points under its bottom edge) and the note under it."""
-    anchor = offset_copy(ax.transAxes, fig=ax.figure, y=-below_pt, units="points")
-    legend = ax.legend(
-        handles=handles, loc="upper left", bbox_to_anchor=(0.0, 0.0),
-        bbox_transform=anchor, ncol=ncol, borderaxespad=0.0, handlelength=1.6,
-        columnspacing=1.6,
-    )
-    if note:
-        width = int(ax.figure.get_figwidth() * NOTE_CHARS_PER_IN)
-        ax.annotate(
-            "\n".join(textwrap.wrap(note, width)), xy=(0.0, 0.0), xycoords=legend, xytext=(0, -6),
-            textcoords="offset points", ha="left", va="top",
-            fontsize=8.5, color=MUTED, fontstyle="italic", annotation_clip=False,
-        )
-
-
-def times_floor(ratio: float) -> str:
-    """'2.5× floor' for big ratios, '1.09× floor' near 1, where the digits matter."""
-    return f"{fmt_times(ratio)} floor"
 
 
 # Okabe-Ito colours and distinct markers for the paths of the scaling figure, in drawing order.
