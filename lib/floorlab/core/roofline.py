@@ -262,12 +262,10 @@ def diagnose_gap(*, eager_ms: float, floor_ms: float, launches: int,
     us = per_launch_us(gap, launches)
     verdict = gap_verdict(eager_ms=eager_ms, floor_ms=floor_ms, launches=launches,
                           issue_ms=issue_ms, busy_ms=busy_ms, dispatch=dispatch)
-    if dispatch is None:
-        lines = [f"gap per launch: {gap:.3f} ms ÷ {launches} = {us:.1f} µs (the laptop study "
-                 f"quoted {DISPATCH_US[0]:.0f}-{DISPATCH_US[1]:.0f} µs for an eager dispatch; "
-                 "this run measured none of its own)."]
-    else:
-        lines = [f"gap per launch: {gap:.3f} ms ÷ {launches} = {us:.1f} µs.", dispatch.says()]
+    head = f"gap per launch: {gap:.3f} ms ÷ {launches} = {us:.1f} µs"
+    lines = [f"{head}.", dispatch.says()] if dispatch is not None else [
+        f"{head} (the laptop study quoted {DISPATCH_US[0]:.0f}-{DISPATCH_US[1]:.0f} µs for an eager dispatch; "
+        "this run measured none of its own)."]
     if verdict == "bytes":
         lines.append(f"The step runs at {eager_ms / floor_ms:.2f}× the floor: there is hardly "
                      "a gap to explain. Verdict: on this machine the bytes set the pace and "
