@@ -41,8 +41,8 @@ class Timing:
 
     @property
     def noisy(self) -> bool:
-        """True when the p10-p90 band is wider than NOISY_SPREAD of the median."""
-        return self.spread_ms > NOISY_SPREAD * self.median_ms
+        """True when the p10-p90 band is wider than NOISY_SPREAD of the median (Band.noisy)."""
+        return band_of(self).noisy
 
     def noise_note(self, what: str = "this timing", *, scale: float = 1.0, unit: str = "ms") -> str:
         """A one-line warning for a noisy timing, its band in unit (scale per ms), else ''."""
