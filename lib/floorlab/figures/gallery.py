@@ -6,10 +6,10 @@ import math
 from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 from matplotlib.patches import Patch
-from matplotlib.ticker import FixedLocator, FuncFormatter, NullLocator
+from matplotlib.ticker import FuncFormatter
 
 from floorlab.core.prose import fmt_gbps, fmt_times
-from floorlab.figures.style import INK, MUTED, REST_ORANGE, bar_axis, finish, new_figure
+from floorlab.figures.style import INK, MUTED, REST_ORANGE, bar_axis, finish, new_figure, times_ticks
 
 # ---- the gallery: many cards side by side ---------------------------------------------------
 
@@ -22,14 +22,6 @@ def _cards(cards) -> list:
     if not cards:
         raise ValueError("draw at least one card, e.g. floorlab.studies.gallery_folder.load_gallery().cards")
     return cards
-
-
-def _times_ticks(axis, low: float, high: float) -> None:
-    """Ticks at 1, 2, 5, 10, ... within [low, high] on a log axis (ax.xaxis), written as '2×'."""
-    ticks = [m * 10 ** e for e in range(-1, 5) for m in (1, 2, 5) if low <= m * 10 ** e <= high]
-    axis.set_major_locator(FixedLocator(ticks))
-    axis.set_minor_locator(NullLocator())
-    axis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}×"))
 
 
 def _plain(text: str) -> str:
@@ -75,7 +67,7 @@ def gallery_bars(cards, *, path=None, title: str | None = None, note: str | None
         ax.annotate("the floor (1×)", xy=(1.0, -0.62), xytext=(-4, 0), textcoords="offset points",
                     ha="right", va="center", fontsize=9, color=INK)
         ax.set_xlim(low, high)
-        _times_ticks(ax.xaxis, low, high)
+        times_ticks(ax.xaxis, low, high)
         ax.set_ylim(len(cards) - 0.5, -0.75)
         bar_axis(ax, [_card_tick(c) for c in cards])
         for tick, card in zip(ax.get_yticklabels(), cards):
@@ -152,7 +144,7 @@ def gallery_scatter(cards, *, cost=None, path=None, title: str | None = None,
                     ha="left", va="bottom", fontsize=9, color=INK)
         ax.set_xlim(left, right)
         ax.set_ylim(low, high)
-        _times_ticks(ax.yaxis, low, high)
+        times_ticks(ax.yaxis, low, high)
         ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
         ax.set_xlabel("the bandwidth each floor divides by: the larger of copy and read "
                       "(GB/s, log scale)")

@@ -11,6 +11,7 @@ from floorlab.figures.style import (
     finish,
     label_ends,
     new_figure,
+    times_ticks,
 )
 
 
@@ -58,9 +59,7 @@ def scaling(lines, *, stored=(), title: str | None = None, path=None, note: str 
         ax.set_ylim(0.8, top * 1.5)
         ax.set_xticks(xs, [_billions_label(x) for x in xs])
         ax.xaxis.set_minor_locator(NullLocator())
-        ticks = [t for t in (1, 2, 5, 10, 20, 50, 100, 200, 500) if t <= top * 1.5]
-        ax.set_yticks(ticks, [f"{t:g}×" for t in ticks])
-        ax.yaxis.set_minor_locator(NullLocator())
+        times_ticks(ax.yaxis, 0.8, top * 1.5)
         label_ends(ax, ends)
         ax.set_xlabel(xlabel)
         ax.set_ylabel("time per token ÷ the floor (log scale)")

@@ -9,6 +9,7 @@ from io import BytesIO
 
 from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
+from matplotlib.ticker import FixedLocator, FuncFormatter, NullLocator
 from matplotlib.transforms import offset_copy
 
 from floorlab.core.files import write_whole
@@ -108,6 +109,14 @@ def finish(fig: Figure, ax, handles, *, title: str | None, note: str | None, pat
                     annotation_clip=False)
     save_png(fig, path)
     return fig
+
+
+def times_ticks(axis, low: float, high: float) -> None:
+    """Ticks at 1, 2, 5, 10, ... within [low, high] on a log axis (ax.xaxis), written as '2×'."""
+    ticks = [m * 10 ** e for e in range(-1, 5) for m in (1, 2, 5) if low <= m * 10 ** e <= high]
+    axis.set_major_locator(FixedLocator(ticks))
+    axis.set_minor_locator(NullLocator())
+    axis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}×"))
 
 
 def bar_axis(ax, labels, *, pad: float = 6) -> None:
