@@ -115,9 +115,8 @@ def stacked_bar(bars, floor_ms, *, title: str | None = None, path=None, note: st
                         bbox=dict(boxstyle="square,pad=0.15", fc="white", ec="none"))
 
         if one_floor:
-            ax.axvline(floor_ms, color=INK, linestyle="--", linewidth=1.2, zorder=4,
-                       label=f"floor = bytes ÷ bandwidth = {fmt_ms(floor_ms)}")
             floor_text = f"floor = bytes ÷ bandwidth = {fmt_ms(floor_ms)}"
+            ax.axvline(floor_ms, color=INK, linestyle="--", linewidth=1.2, zorder=4, label=floor_text)
         else:
             for y, f in zip(ys, floors):
                 ax.plot([f, f], [y - 0.42, y + 0.42], color=INK, linestyle="--",

@@ -29,10 +29,13 @@ def _plain(text: str) -> str:
     return str(text).replace("$", r"\$")
 
 
+def _card_name(card) -> str:
+    return card.name + (f" #{card.number}" if card.number else "")
+
+
 def _card_tick(card) -> str:
     """A card's axis label: its name, then its kind and date (and whose it is)."""
-    name = card.name + (f" #{card.number}" if card.number else "")
-    return _plain(f"{name}\n{' · '.join(x for x in (card.kind, card.date, card.tag) if x)}")
+    return _plain(f"{_card_name(card)}\n{' · '.join(x for x in (card.kind, card.date, card.tag) if x)}")
 
 
 def gallery_bars(cards, *, path=None, title: str | None = None, note: str | None = None) -> Figure:
@@ -123,8 +126,7 @@ def gallery_scatter(cards, *, cost=None, path=None, title: str | None = None,
             x, eager, best = card.floor.bandwidth_gbps, card.eager.x_floor, card.best.x_floor
             edge = dict(edgecolor=INK, linewidth=1.8) if card.mine else dict(edgecolor="white")
             ax.scatter([x], [eager], s=70, color=PATH_COLOURS["eager"], zorder=3, **edge)
-            name = card.name + (f" #{card.number}" if card.number else "")
-            name += f" ({card.tag})" if card.tag else ""
+            name = _card_name(card) + (f" ({card.tag})" if card.tag else "")
             if card.best.path == "eager":  # nothing beat eager: one point says both
                 name += "\neager is its best path"
             else:
