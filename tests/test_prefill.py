@@ -10,7 +10,6 @@ import torch
 
 from floorlab.core.bandwidth import MatmulRate, measure_bandwidths, measure_matmul_tflops
 from floorlab.core.intensity import (
-    attainable_tflops,
     fixed_cost_knee_tokens,
     flops_per_token,
     intensity,
@@ -105,12 +104,6 @@ def test_knee_is_peak_over_bandwidth():
     assert knee_intensity(800.0, 4000.0) == pytest.approx(200.0)
     with pytest.raises(ValueError, match="measured"):
         knee_intensity(0.0, 4000.0)
-
-
-def test_attainable_rate_is_the_lower_of_the_slope_and_the_roof():
-    assert attainable_tflops(10.0, peak_tflops=800.0, bandwidth_gbps=4000.0) == pytest.approx(40.0)
-    assert attainable_tflops(1e4, peak_tflops=800.0, bandwidth_gbps=4000.0) == 800.0
-    assert attainable_tflops(200.0, peak_tflops=800.0, bandwidth_gbps=4000.0) == pytest.approx(800.0)
 
 
 def test_roofline_knee_is_the_first_compute_bound_prompt():
@@ -456,8 +449,6 @@ def test_a_mistake_no_check_could_tell_from_the_right_answer_is_not_named():
     (lambda: knee_intensity(float("nan"), 4000.0), "peak_tflops"),
     (lambda: knee_intensity(800.0, float("inf")), "bandwidth_gbps"),
     (lambda: knee_intensity("800", 4000.0), "peak_tflops"),
-    (lambda: attainable_tflops(10.0, peak_tflops=0.0, bandwidth_gbps=4000.0), "peak_tflops"),
-    (lambda: attainable_tflops(float("nan"), peak_tflops=800.0, bandwidth_gbps=4000.0), "flops_per_byte"),
     (lambda: intensity(1e9, 0), "bytes_moved"),
     (lambda: intensity(float("nan"), 1e9), "flops"),
     (lambda: fixed_cost_knee_tokens(SMALL, peak_tflops=0.0, step_ms=1.0), "peak_tflops"),

@@ -1,8 +1,5 @@
 """Core wing: measured bandwidth and matmul rate, the denominators of every floor in the book.
-
-Measured, never looked up: a copy (read + write) and a reduction (read) on buffers far larger
-than any cache. GB means 1e9 bytes.
-"""
+Measured, never looked up: a copy (read + write) and a reduction (read) far beyond any cache; GB = 1e9 bytes."""
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass
@@ -11,7 +8,7 @@ import torch
 
 from floorlab.core.device import resolve_device
 from floorlab.core.numbers import positive_number, shown, whole_number
-from floorlab.core.prose import sig
+from floorlab.core.prose import fmt_band, fmt_gb, sig
 from floorlab.core.roofline import BANDWIDTH_KINDS, floor_bandwidth
 from floorlab.core.timing import time_ms
 
@@ -42,10 +39,8 @@ class Bandwidth:
             raise ValueError(f"device must be the device's name, e.g. 'cuda:0', got {shown(self.device)}")
 
     def __str__(self) -> str:
-        return (
-            f"{self.kind} bandwidth {sig(self.gbps)} GB/s (p10-p90 {sig(self.p10_gbps)}-"
-            f"{sig(self.p90_gbps)}, {sig(self.bytes_per_rep / 1e9)} GB per repeat) on {self.device}"
-        )
+        return (f"{self.kind} bandwidth {sig(self.gbps)} GB/s ({fmt_band(self.p10_gbps, self.p90_gbps)}, "
+                f"{fmt_gb(self.bytes_per_rep)} per repeat) on {self.device}")
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -109,7 +104,6 @@ class Bandwidths:
 
 def _timed_band(make, amount: float, *, repeats: int, device: torch.device) -> tuple[float, float, float]:
     """(median, p10, p90) of amount per second over repeats timed calls of make(); the p10 rate is the p90 time's.
-
     The call's buffers are freed before the CUDA cache is emptied."""
     fn = make()
     timing = time_ms(fn, warmup=3, repeats=repeats, device=device)
@@ -173,8 +167,8 @@ class MatmulRate:
     device: str
 
     def __str__(self) -> str:
-        return (f"matmul {sig(self.tflops)} TFLOP/s (p10-p90 {sig(self.p10_tflops)}-"
-                f"{sig(self.p90_tflops)}, {self.size}×{self.size} {self.dtype}) on {self.device}")
+        return (f"matmul {sig(self.tflops)} TFLOP/s ({fmt_band(self.p10_tflops, self.p90_tflops)}, "
+                f"{self.size}×{self.size} {self.dtype}) on {self.device}")
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -186,10 +180,8 @@ class MatmulRate:
 
 def measure_matmul_tflops(device=None, *, dtype: torch.dtype | None = None, size: int | None = None,
                           repeats: int = 10) -> MatmulRate:
-    """The compute roof in TFLOP/s: one n×n product (2·n³ FLOPs) in dtype (bf16 on CUDA, float32 on a CPU).
-
-    The second matrix is read transposed, as F.linear reads a weight: a CPU's bf16 product of two
-    row-major matrices takes a path about 15 times slower, a roof the model's prefill would pass."""
+    """The compute roof in TFLOP/s: one n×n product (2·n³ FLOPs) in dtype (bf16 on CUDA, float32 on a CPU), the
+    second read transposed as F.linear reads a weight (a CPU's row-major bf16 product is ~15× slower)."""
 
     device = resolve_device(device)
     if dtype is None:

@@ -1,9 +1,5 @@
-"""Core wing: the machinery every challenge check shares, and the worked answers kept hidden.
-
-A check returns one line: "not attempted yet", "right", or "not yet" with a hint; an answer made
-with a named plausible mistake is refused by name. `with worked_answer(show_answer):` keeps an
-answer's output back unless asked for, or FLOORLAB_SHOW_ANSWERS=1 (the built site) is set.
-"""
+"""Core wing: what every challenge check shares: one line ("not attempted yet", "right", or "not yet" and a hint,
+a named mistake refused by name), and worked answers kept hidden unless asked for or FLOORLAB_SHOW_ANSWERS=1."""
 from __future__ import annotations
 
 import contextlib
@@ -119,9 +115,8 @@ def judge(value: float, expected: float, *, rel: float, wrong: dict[str, float] 
 def refusal(value: float, expected: float | Sequence[float] | dict[str, float], *, rel: float, hint: str,
             name: str = "your answer", what: str = "number", wrong: dict[str, float] | None = None,
             lead: str = "") -> str | None:
-    """None when value is right: within rel of expected (or of one of several right forms, a sequence or {form:
-    number}), narrowed so that no mistake in wrong also passes. Otherwise the one line that refuses it: the mistake
-    it matches and the hint, a request for more digits, or the hint alone."""
+    """None when value is within rel of expected (or of a right form), narrowed so no mistake in wrong passes; else the
+    line refusing it: the mistake it matches and the hint, a request for more digits, or the hint alone."""
     judged: dict[Verdict, tuple[str, float]] = {}
     for right in _forms(expected):
         verdict, mistake = judge(value, right, rel=rel, wrong=wrong)

@@ -1,8 +1,5 @@
-"""Core wing: how the book writes a file: whole or not at all, and never at the cost of a measurement.
-
-Every file goes through write_whole (a temporary file beside the target, synced, then os.replace),
-so the target holds the old file or the new one, never half of either.
-"""
+"""Core wing: how the book writes a file: whole or not at all (write_whole: a synced temporary file, then
+os.replace), and never at the cost of a measurement."""
 from __future__ import annotations
 
 import dataclasses
@@ -16,6 +13,10 @@ from pathlib import Path
 from floorlab.core.numbers import a_path
 
 KEPT_PREFIX = "floorlab-kept-"  # the temporary folders that hold what could not be written where asked
+
+
+def _why(err: OSError) -> str:
+    return f"{type(err).__name__}: {err.strerror or err}"
 
 
 def write_whole(path, write) -> Path:
@@ -50,12 +51,12 @@ def write_or_keep(path, write) -> tuple[Path, str]:
     try:
         return write_whole(path, write), ""
     except OSError as err:
-        first = f"{type(err).__name__}: {err.strerror or err}"
+        first = _why(err)
     try:
         kept = keep_somewhere(path.name, write)
     except OSError as err:
         raise OSError(f"{path} could not be written ({first}), nor a copy in the temporary folder "
-                      f"({type(err).__name__}: {err.strerror or err}); free some disk space and run again") from None
+                      f"({_why(err)}); free some disk space and run again") from None
     return kept, (f"{path} could not be written ({first}); the file is kept at {kept} instead: "
                   f"copy it where you want it")
 
@@ -71,7 +72,7 @@ def unwritable_folder(folder) -> str:
         os.close(handle)
         os.unlink(probe)
     except OSError as err:
-        return f"it cannot be written ({type(err).__name__}: {err.strerror or err})"
+        return f"it cannot be written ({_why(err)})"
     return ""
 
 
@@ -112,13 +113,12 @@ class UnreadableFile(ValueError):
 
 def read_regular(path, max_bytes: int) -> bytes:
     """The bytes of path when it is a regular file of at most max_bytes; UnreadableFile saying why not.
-
     A pipe, device or folder is refused before it is opened, so reading never waits on a writer."""
     path = Path(path)
     try:
         info = path.stat()
     except OSError as err:
-        raise UnreadableFile(f"it cannot be read ({type(err).__name__}: {err.strerror or err})") from None
+        raise UnreadableFile(f"it cannot be read ({_why(err)})") from None
     if not stat.S_ISREG(info.st_mode):
         kind = ("a folder" if stat.S_ISDIR(info.st_mode) else "a named pipe" if stat.S_ISFIFO(info.st_mode)
                 else "a device or socket")
@@ -132,7 +132,7 @@ def read_regular(path, max_bytes: int) -> bytes:
                 raise UnreadableFile("it is not a regular file; only files are read")
             data = stream.read(max_bytes + 1)
     except OSError as err:
-        raise UnreadableFile(f"it cannot be read ({type(err).__name__}: {err.strerror or err})") from None
+        raise UnreadableFile(f"it cannot be read ({_why(err)})") from None
     if len(data) > max_bytes:
         raise UnreadableFile(f"it grew past the {max_bytes / 1e6:.3g} MB read while it was read")
     return data

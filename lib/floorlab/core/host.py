@@ -14,7 +14,8 @@ import torch
 
 from floorlab.core import paths
 from floorlab.core.device import cpu_name, cpuinfo, resolve_device
-from floorlab.core.prose import sig
+from floorlab.core.numbers import whole_number
+from floorlab.core.prose import fmt_band, sig
 from floorlab.core.timing import Comparison, Timing, compare
 
 LAUNCHES_PER_SAMPLE = 200  # tiny launches timed together: one is too short for a clock to see
@@ -22,19 +23,12 @@ DISPATCH_SAMPLES = 30  # samples of that many launches, for the median and the p
 SEED_DISPATCH_US = (5.0, 20.0)  # the laptop study's quoted cost of one eager dispatch: a lead, never a verdict
 
 
-def _max_clock_mhz() -> float | None:
-    """The CPU's highest clock in MHz as Linux reports it, or None where it is not readable."""
-    try:
-        return int(Path("/sys/devices/system/cpu/cpu0/cpufreq/cpuinfo_max_freq").read_text()) / 1e3
-    except (OSError, ValueError):
-        return None
-
-
 def read_cpu() -> dict:
-    """The host CPU: its model, its logical cores and its clock in MHz (the highest where Linux
-    reports one, else the current one; None where neither can be read)."""
-    clock = _max_clock_mhz()
-    if clock is None:
+    """The host CPU: its model, its logical cores and its clock in MHz (the highest where Linux reports one, else the
+    current one; None where neither can be read)."""
+    try:
+        clock = int(Path("/sys/devices/system/cpu/cpu0/cpufreq/cpuinfo_max_freq").read_text()) / 1e3
+    except (OSError, ValueError):
         try:
             clock = float(cpuinfo()["cpu MHz"])
         except (KeyError, ValueError):
@@ -104,7 +98,7 @@ class Host:
         if self.dispatch is None:
             return "not measured on this host"
         d = self.dispatch
-        return (f"{sig(d.median_ms * 1e3)} µs (p10-p90 {sig(d.p10_ms * 1e3)}-{sig(d.p90_ms * 1e3)}, "
+        return (f"{sig(d.median_ms * 1e3)} µs ({fmt_band(d.p10_ms * 1e3, d.p90_ms * 1e3)}, "
                 f"n={len(d.samples_ms)} runs of {self.launches}), an add on {self.dispatch_device}")
 
     def dispatch_note(self) -> str:
@@ -137,8 +131,7 @@ def read_host(device=None, *, dispatch: bool = True) -> Host:
 def gap_per_launch(eager: Timing, floor_ms: float, launches: int) -> Timing:
     """The step's time above its floor spread over its launches, for each timed step: a Timing in
     ms per launch, so its band is the step's own band, moved and scaled."""
-    if launches < 1:
-        raise ValueError(f"launches must be at least 1, got {launches!r}; pass the counted launches")
+    launches = whole_number(launches, "launches", hint="pass the counted launches")
     samples = eager.samples_ms or [eager.p10_ms, eager.median_ms, eager.p90_ms]
     return Timing.from_samples([max(s - floor_ms, 0.0) / launches for s in samples])
 

@@ -59,14 +59,6 @@ def decode_against_knee(decode_flops_per_byte: float, knee_flops_per_byte: float
             "hundred FLOPs per byte or more, and decode is far below it.")
 
 
-def attainable_tflops(flops_per_byte: float, *, peak_tflops: float, bandwidth_gbps: float) -> float:
-    """The roofline: the most TFLOP/s work of that intensity can reach, min(peak, bandwidth × it)."""
-    flops_per_byte = nonnegative_number(flops_per_byte, "flops_per_byte", "pass intensity(flops, bytes)")
-    peak_tflops = positive_number(peak_tflops, "peak_tflops", PEAK_HINT)
-    bandwidth_gbps = positive_number(bandwidth_gbps, "bandwidth_gbps", GBPS_HINT)
-    return min(peak_tflops, bandwidth_gbps * 1e9 * flops_per_byte / 1e12)
-
-
 def achieved_tflops(flops: float, ms: float) -> float:
     """TFLOP/s that doing flops in ms milliseconds amounts to."""
     flops = nonnegative_number(flops, "flops", "pass e.g. prefill_flops(shape, prompt_tokens)")

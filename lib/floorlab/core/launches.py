@@ -1,8 +1,5 @@
-"""Core wing: counting launches: how many kernels one step runs, and who waits for whom.
-
-A step is profiled after one warm-up call. On a GPU the count is of the kernels the device ran
-and the host's launch calls; on the CPU, of the operators the step dispatched.
-"""
+"""Core wing: counting launches after one warm-up call: on a GPU the kernels the device ran and the host's
+launch calls; on the CPU the operators the step dispatched."""
 from __future__ import annotations
 
 import contextlib

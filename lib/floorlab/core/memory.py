@@ -8,7 +8,7 @@ import torch
 
 from floorlab.core.device import resolve_device
 from floorlab.core.numbers import element_bytes, nonnegative_number, positive_number, shown, whole_number
-from floorlab.core.prose import sig
+from floorlab.core.prose import fmt_gb
 from floorlab.core.shapes import get_shape
 
 HEADROOM_BYTES = 1_000_000_000  # activations, logits, library workspaces and a graph's pool
@@ -77,18 +77,16 @@ class Fit:
 
     def message(self) -> str:
         """One sentence: the GB needed, the GB free and, when it does not fit, what to do."""
-        need = (f"{self.preset} needs {sig(self.need_bytes / 1e9)} GB "
-                f"({sig(self.weight_bytes / 1e9)} GB of bf16 weights, "
-                f"{sig(self.cache_bytes / 1e9)} GB of KV cache, "
-                f"{sig(self.headroom_bytes / 1e9)} GB to work in)")
+        need = (f"{self.preset} needs {fmt_gb(self.need_bytes)} ({fmt_gb(self.weight_bytes)} of bf16 weights, "
+                f"{fmt_gb(self.cache_bytes)} of KV cache, {fmt_gb(self.headroom_bytes)} to work in)")
         if self.free_bytes is None:
             return f"{need}; the free {self.where} memory could not be read, so it is tried anyway."
-        free = f"{sig(self.free_bytes / 1e9)} GB of {self.where} memory is free"
+        free = f"{fmt_gb(self.free_bytes)} of {self.where} memory is free"
         if self.ok:
             return f"{need}; {free}: it fits."
         return (f"{need}, but only {free}: skipped before anything was allocated. Close other "
                 f"programs or notebooks that hold {self.where} memory, or use a device with "
-                f"{sig(self.need_bytes / 1e9)} GB free.")
+                f"{fmt_gb(self.need_bytes)} free.")
 
 
 def check_fits(preset_or_shape, device, *, max_batch: int, max_context: int,

@@ -1,8 +1,5 @@
-"""Core wing: where the book keeps its reference runs, and where a reader's figures and results go.
-
-A reader's files go under the source checkout (an editable install), else the working directory;
-FLOORLAB_FIGURES names another folder, and an unwritable one falls back to a temporary folder.
-"""
+"""Core wing: where the reference runs live, and where a reader's figures and results go: the source checkout, else
+the working directory; FLOORLAB_FIGURES names another, and an unwritable one falls back to a temporary folder."""
 from __future__ import annotations
 
 import tempfile

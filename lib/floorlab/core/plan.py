@@ -108,7 +108,7 @@ class CardPlan:
             head += ": the book measures the Mac's CPU"
         rows = [("dtype", f"{self.dtype_name}: {self.dtype_note}"),
                 ("graphs", _yes_no(self.graphs, self.graphs_note)),
-                ("triton", f"{self.triton}" + (f": {self.triton_note}" if self.triton_note else "")),
+                ("triton", _noted(self.triton, self.triton_note)),
                 ("PDL", _yes_no(self.pdl, self.pdl_note)),
                 ("tested", self.ran_note)]
         out = textwrap.wrap(head, WIDTH, subsequent_indent="  ")
@@ -118,8 +118,12 @@ class CardPlan:
         return "\n".join(out)
 
 
+def _noted(value: str, note: str) -> str:
+    return f"{value}: {note}" if note else value
+
+
 def _yes_no(on: bool, note: str) -> str:
-    return ("yes" if on else "no") + (f": {note}" if note else "")
+    return _noted("yes" if on else "no", note)
 
 
 def stored_cards() -> dict:
@@ -268,10 +272,6 @@ KNOWN_CARDS = {
 }
 
 
-def _cell(value: str, note: str) -> str:
-    return (f"{value}: {note}" if note else value).replace("|", "/")
-
-
 def plan_table(cards: dict | None = None) -> str:
     """The markdown table of KNOWN_CARDS' plans: dtype, graphs, Triton, PDL, run on a real card."""
     stored = stored_cards() if cards is None else cards
@@ -279,11 +279,10 @@ def plan_table(cards: dict | None = None) -> str:
              "|---|---|---|---|---|---|"]
     for label, facts in KNOWN_CARDS.items():
         p = plan_for(facts, stored)
-        dtype = p.dtype_name if p.dtype == torch.bfloat16 else _cell(p.dtype_name, p.dtype_note)
-        cells = [label, dtype, _cell(_yes_no(p.graphs, ""), p.graphs_note),
-                 _cell(p.triton, p.triton_note), _cell(_yes_no(p.pdl, ""), p.pdl_note),
-                 _cell(p.ran_note, "")]
-        lines.append("| " + " | ".join(cells) + " |")
+        dtype = p.dtype_name if p.dtype == torch.bfloat16 else _noted(p.dtype_name, p.dtype_note)
+        cells = [label, dtype, _yes_no(p.graphs, p.graphs_note), _noted(p.triton, p.triton_note),
+                 _yes_no(p.pdl, p.pdl_note), p.ran_note]
+        lines.append("| " + " | ".join(cell.replace("|", "/") for cell in cells) + " |")
     return "\n".join(lines)
 
 

@@ -43,6 +43,16 @@ def fmt_gbps(gbps: float) -> str:
     return f"{sig(gbps)} GB/s"
 
 
+def fmt_band(p10: float, p90: float) -> str:
+    """A p10-p90 band at three significant figures: 'p10-p90 2.07-2.09'."""
+    return f"p10-p90 {sig(p10)}-{sig(p90)}"
+
+
+def fmt_gb(nbytes: float) -> str:
+    """Bytes as GB (1e9 bytes) at three significant figures: '1.20 GB'."""
+    return f"{sig(nbytes / 1e9)} GB"
+
+
 def fmt_times(ratio: float) -> str:
     """A multiple at three significant figures: '17.3×', '1.81×', '0.150×'."""
     return f"{sig(ratio)}×"

@@ -1,8 +1,5 @@
 """Core wing: roofline arithmetic for one decode step: bytes moved, the floor, the gap.
-
-Plain arithmetic, no torch. GB means 1e9 bytes, so 1.19 GB / 380 GB/s = 3.13 ms reads the same
-in code as on the page.
-"""
+Plain arithmetic, no torch; GB means 1e9 bytes, so 1.19 GB / 380 GB/s = 3.13 ms reads alike in code and on the page."""
 from __future__ import annotations
 
 import warnings
@@ -11,7 +8,7 @@ from dataclasses import asdict, dataclass
 
 from floorlab.core.host import SEED_DISPATCH_US, DispatchComparison
 from floorlab.core.numbers import element_bytes, nonnegative_number, number, positive_number, shown, whole_number
-from floorlab.core.prose import fmt_gbps, fmt_ms, sig
+from floorlab.core.prose import fmt_gb, fmt_gbps, fmt_ms
 
 BYTES_PER_GB = 1e9
 BELOW_FLOOR_RATIO = 0.95  # a 5% allowance for timer noise before a result counts as below the floor
@@ -36,10 +33,8 @@ class BelowFloorError(RuntimeError):
 
 
 def bytes_per_step(shape, batch_size: int, context_len: int, dtype_bytes: int = 2) -> int:
-    """Bytes one decode step must read: the weights it streams plus the KV cache of every sequence.
-
-    context_len counts the tokens each row attends to (prompt + the decoded token); an untied input
-    table counts only the batch_size rows the lookup gathers."""
+    """Bytes one decode step reads: the weights it streams (of an untied input table, the batch_size rows gathered)
+    plus the KV cache of context_len tokens (prompt + the decoded token) for every row."""
     batch_size = whole_number(batch_size, "batch_size", hint="pass the rows decoded together, e.g. 1")
     context_len = whole_number(context_len, "context_len", at_least=0,
                                hint="pass the tokens each row attends to, e.g. prompt + 1")
@@ -64,7 +59,6 @@ def prefill_bytes(shape, prompt_tokens: int, batch: int = 1, dtype_bytes: int = 
 @dataclass(frozen=True)
 class Floor:
     """The floor of one configuration: bytes over the larger measured bandwidth, in ms.
-
     visible_tokens is what the floor counts per row; cache_tokens what masked attention reads."""
 
     preset: str
@@ -103,7 +97,7 @@ class Floor:
     def arithmetic(self) -> str:
         """The floor as one line of arithmetic, e.g. '1.196 GB ÷ 4347 GB/s (read) = 0.275 ms'."""
 
-        return (f"{sig(self.bytes_per_step / BYTES_PER_GB)} GB ÷ {fmt_gbps(self.bandwidth_gbps)} "
+        return (f"{fmt_gb(self.bytes_per_step)} ÷ {fmt_gbps(self.bandwidth_gbps)} "
                 f"({self.bandwidth_kind}) = {fmt_ms(self.floor_ms)}")
 
     def reads_note(self) -> str:
@@ -113,7 +107,7 @@ class Floor:
             return f"The floor counts {self.visible_tokens} visible tokens per row, as the step reads them."
         return (f"The floor counts the {self.visible_tokens} tokens each row can see; the engine's "
                 f"masked attention reads all {self.cache_tokens} slots of its static cache, "
-                f"{sig(read / BYTES_PER_GB)} GB per step, {read / self.bytes_per_step - 1:.1%} more.")
+                f"{fmt_gb(read)} per step, {read / self.bytes_per_step - 1:.1%} more.")
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -268,12 +262,10 @@ def diagnose_gap(*, eager_ms: float, floor_ms: float, launches: int,
     us = per_launch_us(gap, launches)
     verdict = gap_verdict(eager_ms=eager_ms, floor_ms=floor_ms, launches=launches,
                           issue_ms=issue_ms, busy_ms=busy_ms, dispatch=dispatch)
-    if dispatch is None:
-        lines = [f"gap per launch: {gap:.3f} ms ÷ {launches} = {us:.1f} µs (the laptop study "
-                 f"quoted {DISPATCH_US[0]:.0f}-{DISPATCH_US[1]:.0f} µs for an eager dispatch; "
-                 "this run measured none of its own)."]
-    else:
-        lines = [f"gap per launch: {gap:.3f} ms ÷ {launches} = {us:.1f} µs.", dispatch.says()]
+    head = f"gap per launch: {gap:.3f} ms ÷ {launches} = {us:.1f} µs"
+    lines = [f"{head}.", dispatch.says()] if dispatch is not None else [
+        f"{head} (the laptop study quoted {DISPATCH_US[0]:.0f}-{DISPATCH_US[1]:.0f} µs for an eager dispatch; "
+        "this run measured none of its own)."]
     if verdict == "bytes":
         lines.append(f"The step runs at {eager_ms / floor_ms:.2f}× the floor: there is hardly "
                      "a gap to explain. Verdict: on this machine the bytes set the pace and "

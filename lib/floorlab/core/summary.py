@@ -14,9 +14,8 @@ def preset_size(preset: str) -> float:
 
 
 def paths_table(run: Run, *, batch: int = 1, paths=None) -> str:
-    """Each path's time and multiple of the floor at one batch size, presets side by side, wrapped
-    to the page's column (every path, or those named in paths). Presets that do not fit side by
-    side in the column are shown in further blocks below."""
+    """Each path's (or those in paths) time and multiple of the floor at one batch size, presets side by side in the
+    page's column; presets that do not fit go to further blocks below."""
     presets = sorted(dict.fromkeys(r.preset for r in run.rows), key=preset_size)
     paths = list(paths or dict.fromkeys(r.path for r in run.rows))
     table = {}

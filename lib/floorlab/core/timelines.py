@@ -1,8 +1,5 @@
-"""Core wing: timelines: who worked when during one step, in the steady state the timing loop sees.
-
-steady_timeline profiles back-to-back calls and keeps the middle one, so a launch that overlaps
-the previous step shows as overlap, not idle time.
-"""
+"""Core wing: who worked when during one step, in the steady state the timing loop sees (the middle of
+back-to-back calls, so a launch that overlaps the previous step shows as overlap, not idle time)."""
 from __future__ import annotations
 
 import re
@@ -37,10 +34,8 @@ class Interval:
 
 @dataclass
 class Timeline:
-    """Who worked when during one step: a CPU row and a GPU row, times in µs from the step's start.
-
-    span_us runs to the next step's first kernel (or operator), so launch latency hidden behind the
-    previous step is not idle time; timed_ms is the step timed without the profiler."""
+    """A CPU row and a GPU row, µs from the step's start; span_us runs to the next step's first kernel (or operator),
+    and timed_ms is the step timed without the profiler."""
 
     cpu: list[Interval]
     gpu: list[Interval]

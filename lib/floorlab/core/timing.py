@@ -1,9 +1,5 @@
-"""Core wing: timing a step the honest way: warm up, wait for the device, report a median and a
-spread.
-
-On CUDA each repeat is timed with a pair of CUDA events (the GPU's own time); on the CPU a wall
-clock. The host's time to issue a step is taken in the same loop.
-"""
+"""Core wing: timing a step the honest way: warm up, wait for the device, report a median and a spread.
+CUDA events time the GPU's own work (a wall clock on a CPU); the host's time to issue a step comes from one loop."""
 from __future__ import annotations
 
 import math
@@ -18,7 +14,7 @@ import torch
 from floorlab.core.device import resolve_device
 from floorlab.core.numbers import nonnegative_number, whole_number
 from floorlab.core.progress import progress_bar
-from floorlab.core.prose import fmt_times, sig
+from floorlab.core.prose import fmt_band, fmt_times, sig
 
 IN_FLIGHT = 2  # calls the timing loop lets the host queue ahead of the device
 SETTLE_MAX_CALLS = 20  # most extra warm-up calls on a CPU before timing starts anyway
@@ -45,20 +41,20 @@ class Timing:
 
     @property
     def noisy(self) -> bool:
-        """True when the p10-p90 band is wider than NOISY_SPREAD of the median."""
-        return self.spread_ms > NOISY_SPREAD * self.median_ms
+        """True when the p10-p90 band is wider than NOISY_SPREAD of the median (Band.noisy)."""
+        return band_of(self).noisy
 
     def noise_note(self, what: str = "this timing", *, scale: float = 1.0, unit: str = "ms") -> str:
         """A one-line warning for a noisy timing, its band in unit (scale per ms), else ''."""
         if not self.noisy:
             return ""
-        return (f"warning: {what} is noisy (p10-p90 {sig(self.p10_ms * scale)}-{sig(self.p90_ms * scale)} {unit}, "
+        return (f"warning: {what} is noisy ({fmt_band(self.p10_ms * scale, self.p90_ms * scale)} {unit}, "
                 f"{self.spread_ms / self.median_ms:.0%} of the median); something else was "
                 "running. Re-run it before reading much into it.")
 
     def __str__(self) -> str:
         """'2.08 ms (p10-p90 2.07-2.09, n=50)': three significant figures, all a spread allows."""
-        return f"{sig(self.median_ms)} ms (p10-p90 {sig(self.p10_ms)}-{sig(self.p90_ms)}, n={len(self.samples_ms)})"
+        return f"{sig(self.median_ms)} ms ({fmt_band(self.p10_ms, self.p90_ms)}, n={len(self.samples_ms)})"
 
     def to_dict(self) -> dict:
         out = asdict(self)
@@ -159,8 +155,7 @@ class Comparison:
         return "more" if above else "less"
 
     def verdict(self, more: str, less: str, untold: str) -> str:
-        """The one sentence of the three that this run supports: `more` when the first lies above the second beyond both
-        spreads, `less` when below, `untold` when they overlap. Each may hold {ratio} (first ÷ second) and
+        """The one of three sentences this run supports (see outcome); each may hold {ratio} (first ÷ second) and
         {inverse}, written as multiples ('1.81×')."""
         chosen = {"more": more, "less": less, "untold": untold}[self.outcome]
         if "{ratio}" in chosen or "{inverse}" in chosen:
@@ -177,9 +172,8 @@ class Comparison:
 
 
 def tally(named: dict, more: str, less: str, untold: str) -> str:
-    """Several comparisons said at once: one clause for each outcome that occurred, in the order
-    more, less, untold, joined by '; '. Each clause may hold {names} (the items with that outcome),
-    {count} (how many) and {of} (how many in all); an empty clause is left out."""
+    """Several comparisons at once: a clause per outcome that occurred (more, less, untold), joined by '; '; each
+    may hold {names} (the items with that outcome), {count} and {of} (how many in all); an empty one is left out."""
     groups = {"more": [], "less": [], "untold": []}
     for name, comparison in named.items():
         groups[comparison.outcome].append(name)
@@ -233,10 +227,8 @@ def _settle(fn: Callable[[], object]) -> int:
 
 def _timed_loop(fn: Callable[[], object], *, warmup: int, repeats: int, device,
                 progress: str | None) -> tuple[list[float], list[float]]:
-    """(step ms, host issue ms) for each of `repeats` back-to-back calls, after warm-up.
-
-    At most IN_FLIGHT calls queue ahead of the device, so the host never stalls on a full launch
-    queue and the issue time stays its own."""
+    """(step ms, host issue ms) for each of `repeats` back-to-back calls after warm-up; at most IN_FLIGHT calls queue
+    ahead of the device, so the host never stalls on a full launch queue and the issue time stays its own."""
     whole_number(warmup, "warmup", at_least=0, hint="pass how many untimed calls to run first, e.g. 3")
     whole_number(repeats, "repeats", hint="pass how many timed calls to run, e.g. 20")
     device = resolve_device(device)

@@ -1,12 +1,11 @@
 """Figures wing: the stacked bar, time per token split into the floor and what lies above it."""
 from __future__ import annotations
 
-import matplotlib
 from matplotlib.figure import Figure
 from matplotlib.patches import Patch
 
 from floorlab.core.numbers import positive_number, shown
-from floorlab.core.prose import fmt_ms
+from floorlab.core.prose import fmt_ms, fmt_times
 from floorlab.core.roofline import is_below_floor
 from floorlab.core.timing import NOISY_SPREAD
 from floorlab.figures.style import (
@@ -14,12 +13,11 @@ from floorlab.figures.style import (
     FLOOR_BLUE,
     INK,
     REST_ORANGE,
-    STYLE,
     bar_axis,
     finish,
     new_figure,
     spread_handle,
-    times_floor,
+    whiskers,
 )
 
 LABEL_REACH = 0.04  # a whisker longer than this share of the axis moves the label onto the bar's end
@@ -51,10 +49,8 @@ def _bar_values(bars) -> list[tuple[str, float, float, float]]:
 def stacked_bar(bars, floor_ms, *, title: str | None = None, path=None, note: str | None = None,
                 xlabel: str = "time per decode token (ms)", floors: dict | None = None,
                 floor_label: str = "memory traffic (the floor)") -> Figure:
-    """Horizontal bars of time per token in ms, each split into the floor and the rest.
-
-    bars: {label: Timing or ms}, in drawing order, a Timing's p10-p90 drawn as a whisker. floor_ms is
-    one floor, a list of one per bar, or {label: ms} for some bars."""
+    """Horizontal bars of time per token in ms from {label: Timing or ms}, each split into the floor and the rest, a
+    p10-p90 whisker on each Timing; floor_ms is one floor or one per bar, floors {label: ms} for some."""
     values = _bar_values(bars)
     labels = [v[0] for v in values]
     totals = [v[1] for v in values]
@@ -72,8 +68,7 @@ def stacked_bar(bars, floor_ms, *, title: str | None = None, path=None, note: st
     right_ms = max(max(t + hi for t, hi in zip(totals, highs)), max(floors))
     xmax = right_ms * 1.32
 
-    with matplotlib.rc_context(STYLE):
-        fig = new_figure(1.55 + 0.62 * len(values))
+    with new_figure(1.55 + 0.62 * len(values)) as fig:
         ax = fig.subplots()
         height = 0.58
         below = [is_below_floor(t / f) for t, f in zip(totals, floors)]
@@ -90,10 +85,8 @@ def stacked_bar(bars, floor_ms, *, title: str | None = None, path=None, note: st
         if any(spreads):
             xs = [t for t, s in zip(totals, spreads) if s > 0]
             yw = [y for y, s in zip(ys, spreads) if s > 0]
-            errs = [[lo for lo, s in zip(lows, spreads) if s > 0],
-                    [hi for hi, s in zip(highs, spreads) if s > 0]]
-            ax.errorbar(xs, yw, xerr=errs, fmt="none", ecolor=INK, elinewidth=1.0,
-                        capsize=3, capthick=1.0, zorder=3)
+            whiskers(ax, xs, yw, [lo for lo, s in zip(lows, spreads) if s > 0],
+                     [hi for hi, s in zip(highs, spreads) if s > 0])
             handles.append(spread_handle())
 
         # Values inside the segments when they fit beside the whisker: the arithmetic, drawn.
@@ -108,7 +101,7 @@ def stacked_bar(bars, floor_ms, *, title: str | None = None, path=None, note: st
 
         for y, t, lo, hi, f in zip(ys, totals, lows, highs, floors):
             ratio = t / f
-            text = f"{fmt_ms(t)} · {times_floor(ratio)}"
+            text = f"{fmt_ms(t)} · {fmt_times(ratio)} floor"
             if lo + hi > NOISY_SPREAD * t:  # the book's one noise rule, said where the number is
                 text += " (noisy)"
             if is_below_floor(ratio):
@@ -122,9 +115,8 @@ def stacked_bar(bars, floor_ms, *, title: str | None = None, path=None, note: st
                         bbox=dict(boxstyle="square,pad=0.15", fc="white", ec="none"))
 
         if one_floor:
-            ax.axvline(floor_ms, color=INK, linestyle="--", linewidth=1.2, zorder=4,
-                       label=f"floor = bytes ÷ bandwidth = {fmt_ms(floor_ms)}")
             floor_text = f"floor = bytes ÷ bandwidth = {fmt_ms(floor_ms)}"
+            ax.axvline(floor_ms, color=INK, linestyle="--", linewidth=1.2, zorder=4, label=floor_text)
         else:
             for y, f in zip(ys, floors):
                 ax.plot([f, f], [y - 0.42, y + 0.42], color=INK, linestyle="--",

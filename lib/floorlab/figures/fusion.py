@@ -2,7 +2,6 @@
 folded into five (RMSNorm as a GEMV's prologue, SiLU·mul and residual adds as epilogues)."""
 from __future__ import annotations
 
-import matplotlib
 from matplotlib.figure import Figure
 from matplotlib.patches import FancyBboxPatch, Patch
 
@@ -12,7 +11,6 @@ from floorlab.figures.style import (
     INK,
     MUTED,
     REST_ORANGE,
-    STYLE,
     finish,
     new_figure,
 )
@@ -58,8 +56,7 @@ def fusion_schematic(ops=LAYER_OPS, kernels=BOOK_KERNELS, *, title: str | None =
     rows = {"one kernel per operation": [[op] for group in groups for op in group],
             "folded into the GEMVs": groups}
     box_w, gap_op, gap_kernel, box_h = 1.25, 0.08, 0.24, 0.62
-    with matplotlib.rc_context(STYLE):
-        fig = new_figure(3.4)
+    with new_figure(3.4) as fig:
         ax = fig.subplots()
         widest = 0.0
         for y, (label, groups) in zip((1.3, 0.0), rows.items()):

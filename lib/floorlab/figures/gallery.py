@@ -3,14 +3,13 @@ from __future__ import annotations
 
 import math
 
-import matplotlib
 from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 from matplotlib.patches import Patch
-from matplotlib.ticker import FixedLocator, FuncFormatter, NullLocator
+from matplotlib.ticker import FuncFormatter
 
 from floorlab.core.prose import fmt_gbps, fmt_times
-from floorlab.figures.style import INK, MUTED, REST_ORANGE, STYLE, bar_axis, finish, new_figure
+from floorlab.figures.style import INK, MUTED, REST_ORANGE, bar_axis, finish, new_figure, times_ticks
 
 # ---- the gallery: many cards side by side ---------------------------------------------------
 
@@ -25,23 +24,18 @@ def _cards(cards) -> list:
     return cards
 
 
-def _times_ticks(axis, low: float, high: float) -> None:
-    """Ticks at 1, 2, 5, 10, ... within [low, high] on a log axis (ax.xaxis), written as '2×'."""
-    ticks = [m * 10 ** e for e in range(-1, 5) for m in (1, 2, 5) if low <= m * 10 ** e <= high]
-    axis.set_major_locator(FixedLocator(ticks))
-    axis.set_minor_locator(NullLocator())
-    axis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}×"))
-
-
 def _plain(text: str) -> str:
     """text as matplotlib draws it letter for letter: a '$' in a stranger's device name is no math."""
     return str(text).replace("$", r"\$")
 
 
+def _card_name(card) -> str:
+    return card.name + (f" #{card.number}" if card.number else "")
+
+
 def _card_tick(card) -> str:
     """A card's axis label: its name, then its kind and date (and whose it is)."""
-    name = card.name + (f" #{card.number}" if card.number else "")
-    return _plain(f"{name}\n{' · '.join(x for x in (card.kind, card.date, card.tag) if x)}")
+    return _plain(f"{_card_name(card)}\n{' · '.join(x for x in (card.kind, card.date, card.tag) if x)}")
 
 
 def gallery_bars(cards, *, path=None, title: str | None = None, note: str | None = None) -> Figure:
@@ -61,8 +55,7 @@ def gallery_bars(cards, *, path=None, title: str | None = None, note: str | None
     low = min(0.7, min(ratios) / 1.3)
     high = max(max(ratios), 3.0) ** (1 / 0.68) * low ** (1 - 1 / 0.68)  # tallest bar at 68%
 
-    with matplotlib.rc_context(STYLE):
-        fig = new_figure(0.95 + 1.0 * len(cards))
+    with new_figure(0.95 + 1.0 * len(cards)) as fig:
         ax = fig.subplots()
         ax.set_xscale("log")
         for y, ratio, colour, text in bars:
@@ -77,7 +70,7 @@ def gallery_bars(cards, *, path=None, title: str | None = None, note: str | None
         ax.annotate("the floor (1×)", xy=(1.0, -0.62), xytext=(-4, 0), textcoords="offset points",
                     ha="right", va="center", fontsize=9, color=INK)
         ax.set_xlim(low, high)
-        _times_ticks(ax.xaxis, low, high)
+        times_ticks(ax.xaxis, low, high)
         ax.set_ylim(len(cards) - 0.5, -0.75)
         bar_axis(ax, [_card_tick(c) for c in cards])
         for tick, card in zip(ax.get_yticklabels(), cards):
@@ -100,8 +93,7 @@ def gallery_scatter(cards, *, cost=None, path=None, title: str | None = None,
     left, right = min(span) / 2.2, max(span) * 2.2
     ys = [c.eager.x_floor for c in cards] + [c.best.x_floor for c in cards]
 
-    with matplotlib.rc_context(STYLE):
-        fig = new_figure(4.6)
+    with new_figure(4.6) as fig:
         ax = fig.subplots()
         ax.set_xscale("log")
         ax.set_yscale("log")
@@ -134,8 +126,7 @@ def gallery_scatter(cards, *, cost=None, path=None, title: str | None = None,
             x, eager, best = card.floor.bandwidth_gbps, card.eager.x_floor, card.best.x_floor
             edge = dict(edgecolor=INK, linewidth=1.8) if card.mine else dict(edgecolor="white")
             ax.scatter([x], [eager], s=70, color=PATH_COLOURS["eager"], zorder=3, **edge)
-            name = card.name + (f" #{card.number}" if card.number else "")
-            name += f" ({card.tag})" if card.tag else ""
+            name = _card_name(card) + (f" ({card.tag})" if card.tag else "")
             if card.best.path == "eager":  # nothing beat eager: one point says both
                 name += "\neager is its best path"
             else:
@@ -155,7 +146,7 @@ def gallery_scatter(cards, *, cost=None, path=None, title: str | None = None,
                     ha="left", va="bottom", fontsize=9, color=INK)
         ax.set_xlim(left, right)
         ax.set_ylim(low, high)
-        _times_ticks(ax.yaxis, low, high)
+        times_ticks(ax.yaxis, low, high)
         ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
         ax.set_xlabel("the bandwidth each floor divides by: the larger of copy and read "
                       "(GB/s, log scale)")

@@ -1,7 +1,6 @@
 """Figures wing: one GEMV's achieved bandwidth against its weight size."""
 from __future__ import annotations
 
-import matplotlib
 from matplotlib.figure import Figure
 from matplotlib.ticker import NullLocator
 
@@ -10,7 +9,6 @@ from floorlab.figures.style import (
     INK,
     SERIES_COLOURS,
     SERIES_MARKERS,
-    STYLE,
     finish,
     new_figure,
 )
@@ -29,8 +27,7 @@ def gemv_sizes(rows, read_gbps: float, *, title: str | None = None, path=None,
     if read_gbps <= 0:
         raise ValueError(f"read_gbps must be above 0, got {read_gbps}")
     mb = [r["bytes"] / 1e6 for r in rows]
-    with matplotlib.rc_context(STYLE):
-        fig = new_figure(4.4)
+    with new_figure(4.4) as fig:
         ax = fig.subplots()
         ax.set_xscale("log")
         handles = []

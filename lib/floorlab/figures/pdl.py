@@ -1,10 +1,7 @@
-"""Figures wing: a schematic of programmatic dependent launch, two kernels without and with it.
-
-Not a measurement: the durations are illustrative, and the figure says so.
-"""
+"""Figures wing: a schematic of programmatic dependent launch, kernels without and with it.
+Not a measurement: the durations are illustrative, and the figure says so."""
 from __future__ import annotations
 
-import matplotlib
 from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 from matplotlib.patches import Patch
@@ -19,10 +16,9 @@ from floorlab.figures.style import (
     INK,
     MUTED,
     REST_ORANGE,
-    STYLE,
-    legend_and_note,
+    bar_axis,
+    finish,
     new_figure,
-    save_png,
 )
 
 PHASES = {  # phase: (colour, hatch, legend label)
@@ -40,10 +36,8 @@ def _positive(name: str, value) -> float:
 
 def pdl_phases(kernels: int = 2, *, start_us: float = 1.0, stream_us: float = 4.0, drain_us: float = 1.0,
                early_us: float = 0.7) -> dict[str, list[list[tuple[str, float, float]]]]:
-    """{'without PDL': kernels, 'with PDL': kernels}; each kernel a list of (phase, start µs, end µs).
-
-    With PDL a kernel starts while the one before still streams, loads early_us of weights, waits
-    for that one to end, then streams the rest."""
+    """{'without PDL': kernels, 'with PDL': kernels}, each kernel a list of (phase, start µs, end µs); with PDL a kernel
+    starts while the one before streams, loads early_us of weights, waits for it to end, then streams the rest."""
     kernels = whole_number(kernels, "kernels", at_least=2, hint="pdl_schematic draws a chain of at least 2 kernels")
     start_us, stream_us = _positive("start_us", start_us), _positive("stream_us", stream_us)
     drain_us, early_us = _positive("drain_us", drain_us), _positive("early_us", early_us)
@@ -93,8 +87,7 @@ def pdl_schematic(kernels: int = 2, *, start_us: float = 1.0, stream_us: float =
     panels = pdl_phases(kernels, start_us=start_us, stream_us=stream_us, drain_us=drain_us, early_us=early_us)
     right = max(b for chain in panels.values() for phases in chain for _, _, b in phases)
     row_h = 0.6
-    with matplotlib.rc_context(STYLE):
-        fig = new_figure(1.2 + 1.05 * (kernels + 1))
+    with new_figure(1.2 + 1.05 * (kernels + 1)) as fig:
         axes = fig.subplots(2, 1, sharex=True)
         fig.subplots_adjust(hspace=0.55)
         for ax, (label, chain) in zip(axes, panels.items()):
@@ -110,10 +103,8 @@ def pdl_schematic(kernels: int = 2, *, start_us: float = 1.0, stream_us: float =
                            linewidth=0, gid="bus")
             ax.broken_barh(gaps, (-row_h / 2, row_h), facecolors=IDLE_RED, alpha=IDLE_ALPHA, linewidth=0,
                            gid="bus idle")
-            ax.set_yticks(range(kernels + 1), ["memory bus"] + [f"kernel {kernels - y + 1}"
-                                                                for y in range(1, kernels + 1)])
-            ax.tick_params(axis="y", length=0)
-            ax.spines["left"].set_visible(False)
+            bar_axis(ax, ["memory bus"] + [f"kernel {kernels - y + 1}" for y in range(1, kernels + 1)],
+                     pad=3.5)  # matplotlib's own pad
             ax.set_ylim(-0.6, kernels + 0.6)
             ax.set_xlim(0, right * 1.02)
             ax.set_title(label, loc="left", color=INK, fontsize=10, pad=4)
@@ -130,6 +121,4 @@ def pdl_schematic(kernels: int = 2, *, start_us: float = 1.0, stream_us: float =
         handles.append(Patch(facecolor=IDLE_RED, alpha=IDLE_ALPHA, label="bus idle: no weights move"))
         handles.append(Line2D([], [], color=INK, linestyle=":", linewidth=1.0,
                               label="the kernel before ends; the wait returns"))
-        legend_and_note(axes[-1], handles, ncol=2, note=note, below_pt=34)
-        save_png(fig, path)
-    return fig
+        return finish(fig, axes[-1], handles, title=None, note=note, path=path, ncol=2, below_pt=34)

@@ -1,7 +1,6 @@
 """Figures wing: the roofline, achieved TFLOP/s against arithmetic intensity."""
 from __future__ import annotations
 
-import matplotlib
 from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 
@@ -12,7 +11,6 @@ from floorlab.figures.style import (
     MUTED,
     SERIES_COLOURS,
     SERIES_MARKERS,
-    STYLE,
     finish,
     new_figure,
 )
@@ -21,7 +19,6 @@ from floorlab.figures.style import (
 def roofline_plot(series, *, bandwidth_gbps: float, peak_tflops: float, path=None, title: str | None = None,
                   note: str | None = None) -> Figure:
     """Achieved TFLOP/s against FLOPs per byte, log-log, under the roofline.
-
     series: {label: [(flops_per_byte, tflops, text), ...]}; a non-empty text labels its point."""
     groups = [(str(label), [(float(x), float(y), str(t)) for x, y, t in points])
               for label, points in (series.items() if hasattr(series, "items") else series)]
@@ -39,8 +36,7 @@ def roofline_plot(series, *, bandwidth_gbps: float, peak_tflops: float, path=Non
     y_lo = min([y for _, y, _ in points] + [slope * x_lo]) / 3
     y_hi = peak_tflops * 3
 
-    with matplotlib.rc_context(STYLE):
-        fig = new_figure(4.6)
+    with new_figure(4.6) as fig:
         ax = fig.subplots()
         ax.set_xscale("log")
         ax.set_yscale("log")

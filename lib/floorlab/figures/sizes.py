@@ -1,7 +1,6 @@
 """Figures wing: the multiple of the floor against model size, one line per decode path."""
 from __future__ import annotations
 
-import matplotlib
 from matplotlib.figure import Figure
 from matplotlib.ticker import NullLocator
 
@@ -9,10 +8,10 @@ from floorlab.figures.style import (
     INK,
     SERIES_COLOURS,
     SERIES_MARKERS,
-    STYLE,
     finish,
     label_ends,
     new_figure,
+    times_ticks,
 )
 
 
@@ -37,8 +36,7 @@ def scaling(lines, *, stored=(), title: str | None = None, path=None, note: str 
     xs = sorted({x for x, _ in points})
     top = max(max(y for _, y in points), 1.0)
 
-    with matplotlib.rc_context(STYLE):
-        fig = new_figure(4.4)
+    with new_figure(4.4) as fig:
         ax = fig.subplots()
         ax.set_xscale("log")
         ax.set_yscale("log")
@@ -61,9 +59,7 @@ def scaling(lines, *, stored=(), title: str | None = None, path=None, note: str 
         ax.set_ylim(0.8, top * 1.5)
         ax.set_xticks(xs, [_billions_label(x) for x in xs])
         ax.xaxis.set_minor_locator(NullLocator())
-        ticks = [t for t in (1, 2, 5, 10, 20, 50, 100, 200, 500) if t <= top * 1.5]
-        ax.set_yticks(ticks, [f"{t:g}×" for t in ticks])
-        ax.yaxis.set_minor_locator(NullLocator())
+        times_ticks(ax.yaxis, 0.8, top * 1.5)
         label_ends(ax, ends)
         ax.set_xlabel(xlabel)
         ax.set_ylabel("time per token ÷ the floor (log scale)")

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-import matplotlib
 from matplotlib.figure import Figure
 from matplotlib.patches import Patch
 
@@ -14,11 +13,11 @@ from floorlab.figures.style import (
     FLOOR_BLUE,
     INK,
     REST_ORANGE,
-    STYLE,
     bar_axis,
     finish,
     new_figure,
     spread_handle,
+    whiskers,
 )
 
 PART_COLOURS = (FLOOR_BLUE, "#009E73", "#CC79A7", "#56B4E9")  # Okabe-Ito, after the floor's blue
@@ -67,8 +66,7 @@ def split_bar(bars, *, title: str | None = None, note: str | None = None, path=N
         raise ValueError(f"at most {len(PART_COLOURS)} named parts, got {names}")
     colour = dict(zip(names, PART_COLOURS))
     right = max(max(b.band_ms()[1], sum(ms for _, ms in b.parts)) for b in bars) * 1.36
-    with matplotlib.rc_context(STYLE):
-        fig = new_figure(1.55 + 0.62 * len(bars))
+    with new_figure(1.55 + 0.62 * len(bars)) as fig:
         ax = fig.subplots()
         for y, bar in enumerate(bars):
             left = 0.0
@@ -85,8 +83,7 @@ def split_bar(bars, *, title: str | None = None, note: str | None = None, path=N
                 ax.plot([bar.median_ms] * 2, [y - 0.36, y + 0.36], color=INK, linewidth=1.4)
             p10, p90 = bar.band_ms()
             if p90 > p10:
-                ax.errorbar([bar.median_ms], [y], xerr=[[bar.median_ms - p10], [p90 - bar.median_ms]],
-                            fmt="none", ecolor=INK, elinewidth=1.0, capsize=3, zorder=3)
+                whiskers(ax, [bar.median_ms], [y], [bar.median_ms - p10], [p90 - bar.median_ms])
             ax.annotate(fmt_ms(bar.median_ms), xy=(max(p90, left), y), xytext=(6, 0),
                         textcoords="offset points", ha="left", va="center", color=INK,
                         fontsize=9.5, annotation_clip=False)

@@ -1,18 +1,18 @@
 """Figures wing: the look every figure shares (colours, fonts, sizes) and the small drawing helpers.
-
-No function touches global matplotlib settings: the style lives in a context around each drawing.
-"""
+No function touches global matplotlib settings: the style lives in a context around each drawing."""
 from __future__ import annotations
 
 import textwrap
+from collections.abc import Iterator
+from contextlib import contextmanager
 from io import BytesIO
 
 from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
+from matplotlib.ticker import FixedLocator, FuncFormatter, NullLocator
 from matplotlib.transforms import offset_copy
 
 from floorlab.core.files import write_whole
-from floorlab.core.prose import fmt_times
 
 # Okabe-Ito colours: distinguishable with every common colour-vision deficiency.
 FLOOR_BLUE = "#0072B2"
@@ -72,14 +72,17 @@ def show_as_png_in_ipython() -> None:
         png.for_type(Figure, png_bytes)
 
 
-def new_figure(height_in: float) -> Figure:
-    """A Figure that a notebook shows when returned, but not again at the end of the cell."""
+@contextmanager
+def new_figure(height_in: float) -> Iterator[Figure]:
+    """A Figure drawn in STYLE that a notebook shows when returned, but not again at the end of the cell."""
+    import matplotlib
     import matplotlib.pyplot as plt  # loads the notebook's display backend
 
     show_as_png_in_ipython()
-    fig = plt.figure(figsize=(FIG_WIDTH_IN, height_in))
-    plt.close(fig)  # pyplot forgets it: shown once, as the returned value
-    return fig
+    with matplotlib.rc_context(STYLE):
+        fig = plt.figure(figsize=(FIG_WIDTH_IN, height_in))
+        plt.close(fig)  # pyplot forgets it: shown once, as the returned value
+        yield fig
 
 
 def save_png(fig: Figure, path) -> None:
@@ -92,46 +95,46 @@ def save_png(fig: Figure, path) -> None:
 
 def finish(fig: Figure, ax, handles, *, title: str | None, note: str | None, path, ncol: int,
            below_pt: float = 36) -> Figure:
-    """The title (when given) at ax's top left, the legend and note below, the PNG at path; returns fig."""
+    """The title (when given) at ax's top left, the legend below_pt points under ax and the note under it, the PNG at
+    path; returns fig."""
     if title:
         ax.set_title(title, loc="left", color=INK, pad=8)
-    legend_and_note(ax, handles, ncol=ncol, note=note, below_pt=below_pt)
+    anchor = offset_copy(ax.transAxes, fig=ax.figure, y=-below_pt, units="points")
+    legend = ax.legend(handles=handles, loc="upper left", bbox_to_anchor=(0.0, 0.0), bbox_transform=anchor, ncol=ncol,
+                       borderaxespad=0.0, handlelength=1.6, columnspacing=1.6)
+    if note:
+        width = int(ax.figure.get_figwidth() * NOTE_CHARS_PER_IN)
+        ax.annotate("\n".join(textwrap.wrap(note, width)), xy=(0.0, 0.0), xycoords=legend, xytext=(0, -6),
+                    textcoords="offset points", ha="left", va="top", fontsize=8.5, color=MUTED, fontstyle="italic",
+                    annotation_clip=False)
     save_png(fig, path)
     return fig
 
 
-def bar_axis(ax, labels) -> None:
-    """Horizontal bars' y axis: one label per bar, no ticks, no spine."""
+def times_ticks(axis, low: float, high: float) -> None:
+    """Ticks at 1, 2, 5, 10, ... within [low, high] on a log axis (ax.xaxis), written as '2×'."""
+    ticks = [m * 10 ** e for e in range(-1, 5) for m in (1, 2, 5) if low <= m * 10 ** e <= high]
+    axis.set_major_locator(FixedLocator(ticks))
+    axis.set_minor_locator(NullLocator())
+    axis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}×"))
+
+
+def bar_axis(ax, labels, *, pad: float = 6) -> None:
+    """Horizontal rows' y axis: one label per row from y = 0 up, no ticks, no spine."""
     ax.set_yticks(range(len(labels)), labels)
-    ax.tick_params(axis="y", length=0, pad=6)
+    ax.tick_params(axis="y", length=0, pad=pad)
     ax.spines["left"].set_visible(False)
+
+
+def whiskers(ax, xs, ys, lows, highs) -> None:
+    """p10-p90 whiskers at (xs, ys), reaching lows to the left and highs to the right."""
+    ax.errorbar(xs, ys, xerr=[lows, highs], fmt="none", ecolor=INK, elinewidth=1.0, capsize=3,
+                capthick=1.0, zorder=3)
 
 
 def spread_handle() -> Line2D:
     """The legend's entry for a p10-p90 whisker."""
     return Line2D([], [], color=INK, lw=1.0, marker="|", markersize=7, label="p10–p90 spread")
-
-
-def legend_and_note(ax, handles, *, ncol: int, note: str | None, below_pt: float) -> None:
-    """Put a legend below ax (below_pt points under its bottom edge) and the note under it."""
-    anchor = offset_copy(ax.transAxes, fig=ax.figure, y=-below_pt, units="points")
-    legend = ax.legend(
-        handles=handles, loc="upper left", bbox_to_anchor=(0.0, 0.0),
-        bbox_transform=anchor, ncol=ncol, borderaxespad=0.0, handlelength=1.6,
-        columnspacing=1.6,
-    )
-    if note:
-        width = int(ax.figure.get_figwidth() * NOTE_CHARS_PER_IN)
-        ax.annotate(
-            "\n".join(textwrap.wrap(note, width)), xy=(0.0, 0.0), xycoords=legend, xytext=(0, -6),
-            textcoords="offset points", ha="left", va="top",
-            fontsize=8.5, color=MUTED, fontstyle="italic", annotation_clip=False,
-        )
-
-
-def times_floor(ratio: float) -> str:
-    """'2.5× floor' for big ratios, '1.09× floor' near 1, where the digits matter."""
-    return f"{fmt_times(ratio)} floor"
 
 
 # Okabe-Ito colours and distinct markers for the paths of the scaling figure, in drawing order.

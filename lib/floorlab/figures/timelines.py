@@ -1,7 +1,6 @@
 """Figures wing: the timeline, who works when, host calls above and GPU kernels below."""
 from __future__ import annotations
 
-import matplotlib
 from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 from matplotlib.patches import Patch
@@ -19,7 +18,6 @@ from floorlab.figures.style import (
     IDLE_RED,
     INK,
     MUTED,
-    STYLE,
     finish,
     new_figure,
 )
@@ -27,10 +25,8 @@ from floorlab.figures.style import (
 
 def timeline(timelines, *, path=None, title: str | None = None, note: str | None = None,
              max_us: float | None = None, min_us: float | None = None) -> Figure:
-    """One panel per Timeline: a CPU row of calls and a GPU row of kernels, idle GPU time shaded.
-
-    Overlapping kernels (under PDL) take turns in the row's halves. max_us and min_us crop the
-    shared axis (min_us=0 leaves out the launch calls before the first kernel)."""
+    """One panel per Timeline: a CPU row of calls, a GPU row of kernels (overlapping ones in turn in its halves), idle
+    GPU time shaded; max_us and min_us crop the shared axis (min_us=0 drops the calls before the first kernel)."""
     if isinstance(timelines, (str, bytes, Timeline)) or not hasattr(timelines, "__iter__"):
         raise ValueError(f"timelines must be a list of Timelines, got {shown_value(timelines)}; wrap one in a "
                          "list: timeline([steady_timeline(...)])")
@@ -63,8 +59,7 @@ def timeline(timelines, *, path=None, title: str | None = None, note: str | None
     panel_in, gap_in, top_in, bottom_in = 1.0, 1.05, 0.45 if title else 0.3, 0.5
     height_in = n * panel_in + (n - 1) * gap_in + top_in + bottom_in
 
-    with matplotlib.rc_context(STYLE):
-        fig = new_figure(height_in)
+    with new_figure(height_in) as fig:
         axes = fig.subplots(n, 1, sharex=True, squeeze=False)[:, 0]
         fig.subplots_adjust(top=1 - top_in / height_in, bottom=bottom_in / height_in,
                             hspace=gap_in / panel_in)
