@@ -1,8 +1,5 @@
-"""Engine wing: a Qwen3 checkpoint (safetensors only) from a local folder or the Hugging Face hub.
-
-The folder is read safely: its config.json and the safetensors files it names, nothing else, never
-unpickled. Every failure is a CheckpointError (a ValueError) that names the file and says how to fix it.
-"""
+"""Engine wing: a Qwen3 checkpoint (safetensors only, never unpickled) from a local folder or the hub;
+every failure is a CheckpointError naming the file and saying how to fix it."""
 from __future__ import annotations
 
 import json
@@ -117,11 +114,8 @@ def checkpoint_files(folder: Path, weight_map: dict[str, str] | None) -> list[Pa
 
 def read_tensors(files: list[Path], weight_map: dict[str, str] | None = None,
                  folder: Path | None = None) -> dict[str, torch.Tensor]:
-    """Every tensor of the files by name; each file's names must be those weight_map gives it (when given).
-
-    folder: the checkpoint folder the index's shard names are relative to (default: each file's own
-    folder), so an index may place its shards in a subfolder ("weights/model.safetensors").
-    Every tensor must hold floating-point numbers: an integer or bool tensor is refused by name."""
+    """Every tensor of the files by name, each file's names those weight_map (relative to folder) gives it;
+    an integer or bool tensor is refused by name."""
     state: dict[str, torch.Tensor] = {}
     for path in files:
         try:

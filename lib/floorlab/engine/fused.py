@@ -1,8 +1,5 @@
-"""Engine wing: a fused decode step: the same model and weights, written for torch.compile (Inductor)
-so the elementwise work runs in few kernels (each RMSNorm one, the q/k norms, RoPE and the cache
-write one region, SwiGLU one); the matrix products stay library GEMMs. Compiled without Inductor's
-own CUDA graphs, so GraphRunner(model, step_fn=fused) captures it, sharing the model's KV cache.
-"""
+"""Engine wing: the decode step written for torch.compile (Inductor) to fuse its elementwise work into few
+kernels; compiled without Inductor's CUDA graphs, so GraphRunner(model, step_fn=fused) captures it."""
 from __future__ import annotations
 
 from typing import Callable
@@ -78,12 +75,8 @@ def fused_forward(model, tokens: torch.Tensor, positions: torch.Tensor) -> torch
 
 
 def fused_step(model, *, mode: str | None = None, tuned: bool = False) -> StepFn:
-    """A compiled step (tokens[B], positions[B]) -> logits [B, vocab]; one compile per batch size.
-
-    fused_forward compiled under no_grad (the compiler refuses inference mode). mode is Inductor's,
-    never "reduce-overhead" (its CUDA graphs skip a step that mutates the cache); tuned=True takes
-    tuned_options() instead (minutes of tuning per batch size on a GPU), which step.options lists.
-    """
+    """A compiled step (tokens[B], positions[B]) -> logits [B, vocab], one compile per batch size; mode is
+    Inductor's (never reduce-overhead), tuned=True takes tuned_options() instead (minutes per batch size)."""
     if not hasattr(model, "k_cache") or not hasattr(model, "layers"):
         raise TypeError(
             f"fused_step needs a floorlab Qwen3Decoder (floorlab.engine.model.build_model), got "

@@ -1,10 +1,5 @@
-"""Engine wing: CUDA graphs for the decode step: capture once per batch bucket, replay with padding.
-
-A graph records the step's hundreds of launches once and replays them with one. It reads its
-inputs from and writes its logits to static buffers: the runner copies inputs in before a replay
-and hands back a clone of the output (borrow() lends the view itself for one `with` block).
-The buckets, the padding and what the runners share live in engine.buckets.
-"""
+"""Engine wing: CUDA graphs of the decode step, captured once per batch bucket (engine.buckets) and
+replayed from static input buffers; step() hands back a clone of the output, borrow() the view itself."""
 from __future__ import annotations
 
 import gc
@@ -29,7 +24,7 @@ from floorlab.engine.inputs import resolved_device
 @dataclass
 class GraphMemory:
     """GPU memory one captured graph added, measured around its capture: allocated (tensors it keeps
-    alive, such as its output) and reserved (segments its memory pool holds)."""
+    alive) and reserved (segments its memory pool holds), in bytes."""
 
     bucket: int
     allocated_bytes: int
@@ -65,12 +60,8 @@ def _memory_now(device) -> tuple[int, int]:
 
 def capture_graph(fn: Callable[[], object], *, warmup: int = 3, pool=None,
                   stream: torch.cuda.Stream | None = None):
-    """Record one call of fn into a CUDA graph; returns (graph, output).
-
-    Every graph in the book is recorded here. fn first runs `warmup` times on
-    the capture stream (a fresh side stream unless one is given), as capture
-    requires. The output tensor is static: each replay overwrites it.
-    """
+    """Record one call of fn into a CUDA graph after `warmup` calls on the capture stream (a fresh side
+    stream unless given); returns (graph, output), the output static: each replay overwrites it."""
     side = stream if stream is not None else torch.cuda.Stream()
     if warmup:
         side.wait_stream(torch.cuda.current_stream())
@@ -86,13 +77,8 @@ def capture_graph(fn: Callable[[], object], *, warmup: int = 3, pool=None,
 
 
 class GraphRunner(BucketRunner):
-    """Runs a model's decode step through CUDA graphs captured at a few batch buckets.
-
-    `model` as BucketRunner's, with cache_slots(rows, position) for padded batches; `step_fn`
-    (a torch.compile'd step, say) must add no CUDA graphs of its own. A second caller stepping it
-    while another is inside a step gets SharedBufferError; guard=False lets it through, only to
-    show the wrong logits it would get.
-    """
+    """Runs a model's decode step (or step_fn, which must add no CUDA graphs) through graphs captured at
+    batch buckets; guard=False lets a second caller in, only to show the wrong logits it would get."""
 
     path_name = "graph"
 
@@ -131,12 +117,8 @@ class GraphRunner(BucketRunner):
 
     def capture(self, *, warmup: int = 3, progress: str | None = None,
                 shared_pool: bool = True) -> float:
-        """Warm up and capture one graph per bucket, largest first; returns the seconds taken (capture_s).
-
-        The graphs share one memory pool (shared_pool=False: a pool each); what each added to GPU
-        memory is kept in memory[bucket]. Warm-up writes the KV cache, so the model's reset_cache()
-        (when it has one) clears it afterwards.
-        """
+        """Warm up and capture one graph per bucket, largest first, in one shared memory pool (or a pool each);
+        keeps each graph's memory in memory[bucket], clears the KV cache after, returns seconds taken."""
         warmup = whole_number(warmup, "warmup", hint="capture needs at least one warm-up call")
         start_s = time.perf_counter()
         self.graphs, self.static_outputs, self.memory = {}, {}, {}
@@ -176,12 +158,8 @@ class GraphRunner(BucketRunner):
         return self.static_outputs[bucket]
 
     def replay_fn(self, batch: int) -> Callable[[], None]:
-        """A no-argument callable replaying the bucket's graph as-is (for timing and profiling).
-
-        It replays the inputs the last step loaded, padding rows included, without
-        keep_padding_rows: time it after a step whose batch fills the bucket. It holds the
-        runner, whose static inputs the graph reads.
-        """
+        """A no-argument callable replaying the bucket's graph on the inputs the last step loaded, padding
+        rows included and not restored (for timing and profiling)."""
         bucket = self.bucket_for(batch)
         if bucket is None:
             raise ValueError(
@@ -196,11 +174,8 @@ class GraphRunner(BucketRunner):
         return replay
 
     def check_bit_identical(self, tokens: torch.Tensor, positions: torch.Tensor) -> bool:
-        """True when a graph replay gives exactly the eager step's logits (torch.equal); B must be a bucket.
-
-        Both runs write the same KV values at the same slots. The largest absolute logit
-        difference is kept in last_max_abs_diff.
-        """
+        """True when a replay gives exactly the eager step's logits (torch.equal); B must be a bucket.
+        The largest absolute logit difference is kept in last_max_abs_diff."""
         batch = self.check_inputs(tokens, positions)
         if batch not in self.buckets:
             raise ValueError(

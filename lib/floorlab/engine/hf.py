@@ -28,12 +28,8 @@ def _empty_hf(shape: Qwen3Shape, device, dtype: torch.dtype, attn_implementation
 
 
 class HFDecoder:
-    """prefill / decode_step / generate / reset_cache around transformers' model and StaticCache.
-
-    The StaticCache is sized by the batch of the last prefill, keeps one position for all rows and
-    (in transformers 5.2x) writes at its own counter: call decode_step once per position, in order.
-    cache_tokens counts, on the host, the slots that counter has filled.
-    """
+    """prefill / decode_step / generate / reset_cache around transformers' model and StaticCache, which keeps
+    one position for all rows and writes at its own counter (cache_tokens): step once per position, in order."""
 
     def __init__(self, model: Qwen3ForCausalLM, shape: Qwen3Shape, *, max_batch: int = 16, max_context: int = 256):
         self.model, self.shape = model, shape
@@ -60,10 +56,8 @@ class HFDecoder:
                                    max_batch=self.max_batch, max_context=self.max_context)
 
     def _check_order(self, positions: torch.Tensor) -> None:
-        """Refuse a step the StaticCache has no slot for, and (host positions) rows that differ or skip slots.
-
-        A repeated position is let through: timing loops repeat one step (the cache takes its next slot).
-        """
+        """Refuse a step the StaticCache has no slot for, and host positions that differ by row or skip slots
+        (a repeated position passes: timing loops repeat one step)."""
         filled = self.cache_tokens
         if filled >= self.max_context:
             raise ValueError(

@@ -1,6 +1,5 @@
-"""Engine wing: the chapters' measurements, one call each: measured here when this machine can, else
-the stored run of a named card, labelled as that card's and never as the reader's.
-"""
+"""Engine wing: the chapters' measurements, one call each: measured here when this machine can, else a
+named card's stored run, labelled as that card's and never as the reader's."""
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -127,12 +126,8 @@ def graph_replay(model, tokens: torch.Tensor, positions: torch.Tensor, *, floor:
                  warmup: int, repeats: int, reference: str, buckets=DEFAULT_BUCKETS,
                  restore: Callable[[], object] | None = None, path: str = "graph replay",
                  step_fn=None, missing_ok: bool = False) -> Replay | None:
-    """Capture the decode step at every bucket, time and check its replay; on a CPU, the stored run
-    (None with missing_ok when it does not exist yet).
-
-    restore() runs after capture, which zeroes the KV cache (to prefill again, say); step_fn replaces
-    model.decode_step, and the eager Row must be the same step's.
-    """
+    """Capture, time and check the decode step's replay (restore() runs after capture zeroes the cache); on a
+    CPU the stored run, or None with missing_ok when it does not exist yet."""
     source = source_for(model.device, reference, missing_ok=missing_ok)
     if not source.here:
         if source.run is None:

@@ -1,6 +1,5 @@
-"""Engine wing: a minimal Qwen3 decoder in plain PyTorch ops, with a static KV cache and a graph-
-capturable decode step. Its inputs go through engine.inputs.check_decode_inputs.
-"""
+"""Engine wing: a minimal Qwen3 decoder in plain PyTorch ops, with a static KV cache and a graph-capturable
+decode step; its inputs go through engine.inputs.check_decode_inputs."""
 from __future__ import annotations
 
 import torch
@@ -75,10 +74,7 @@ class Qwen3Decoder(nn.Module):
     # ---- the forward pass -------------------------------------------------------------
     def _layer(self, i: int, x: torch.Tensor, cos: torch.Tensor,
                sin_signed: torch.Tensor, attend) -> None:
-        """Run layer i on x [B, T, hidden] in place.
-
-        attend(i, q, k, v) returns [B, T, heads * head_dim].
-        """
+        """Run layer i on x [B, T, hidden] in place; attend(i, q, k, v) returns [B, T, heads * head_dim]."""
         s, w = self.shape, self.layers[i]
         batch, tokens = x.shape[:2]
         nq, nkv, d = s.num_heads, s.num_kv_heads, s.head_dim
@@ -100,9 +96,8 @@ class Qwen3Decoder(nn.Module):
         self.project_back(x2d, mlp, w.down)
 
     def project_back(self, x2d: torch.Tensor, inputs: torch.Tensor, weight: torch.Tensor) -> None:
-        """Add inputs @ weight.T to the residual x2d in place: o_proj and down, one kernel each.
-
-        The tensor-parallel decoder overrides this to sum each rank's partial product first."""
+        """Add inputs @ weight.T to the residual x2d in place (o_proj and down); the tensor-parallel
+        decoder sums each rank's partial product first."""
         x2d.addmm_(inputs, weight.t())
 
     def _logits(self, x: torch.Tensor) -> torch.Tensor:
@@ -139,12 +134,8 @@ class Qwen3Decoder(nn.Module):
     @torch.inference_mode()
     def decode_step(self, tokens: torch.Tensor,
                     positions: torch.Tensor) -> torch.Tensor:
-        """Logits [B, vocab] for one token per row at its position.
-
-        CUDA-graph capturable: no host syncs, static buffers only. Each row's position
-        is its own cache slot (any order: the static cache keeps no count); CUDA inputs
-        get check_decode_inputs' metadata checks only.
-        """
+        """Logits [B, vocab] for one token per row, each at its own position (any order); capturable in a
+        CUDA graph: no host syncs, static buffers only."""
         batch = self.check_inputs(tokens, positions)
         s = self.shape
         nkv, d = s.num_kv_heads, s.head_dim

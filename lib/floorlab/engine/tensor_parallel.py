@@ -1,10 +1,5 @@
-"""Engine wing: tensor parallelism for the decode step: each rank holds a share of the heads, of
-the MLP and of the vocabulary.
-
-A rank's shard is a Qwen3Decoder of its share, so the layer, the cache and RoPE are the engine's own.
-qkv and gate_up are cut by columns, o_proj and down by rows (each followed by one all-reduce), and the
-output head by vocabulary, its logits joined by all_gather. Starting the ranks is engine.ranks' job.
-"""
+"""Engine wing: tensor parallelism for the decode step: each rank's shard is a Qwen3Decoder of its share
+of the heads, the MLP and the vocabulary (qkv, gate_up by columns; o_proj, down by rows; head by vocabulary)."""
 from __future__ import annotations
 
 import math
@@ -171,9 +166,8 @@ def _cols(t: torch.Tensor, rank: int, ranks: int) -> torch.Tensor:
 
 
 def cut(name: str, full: torch.Tensor, shape, rank: int, ranks: int) -> torch.Tensor:
-    """Rank `rank`'s slice of the whole model's parameter `name` (Qwen3Decoder names): qkv its query
-    heads then its KV heads, gate_up its gate rows then its up rows, o_proj and down their columns,
-    the output head its vocabulary rows; the norms and the input table stay whole."""
+    """Rank `rank`'s slice of the whole model's parameter `name`: qkv and gate_up by part, o_proj and down
+    by columns, the output head by vocabulary rows; norms and the input table stay whole."""
     s = get_shape(shape)
     leaf = name.rsplit(".", 1)[-1]
     if leaf == "qkv":

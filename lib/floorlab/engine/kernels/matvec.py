@@ -1,11 +1,5 @@
-"""Engine wing: decode GEMVs y[B, N] = x[B, K] @ W[N, K]^T for B = 1..16, with an RMSNorm prologue
-and fused epilogues (residual add, SwiGLU).
-
-A program computes rows_per_program output rows for every batch row over block_k tiles of K (grid
-cdiv(N, rows) x split_k). With PDL it loads its first weight tile before the wait: weights never
-depend on the kernel before. The RMSNorm is deferred: tiles multiply x * norm_weight, the sum of
-squares grows alongside, and the sums are scaled by 1/rms at the end (a split stores its own share).
-"""
+"""Engine wing: decode GEMVs y[B, N] = x[B, K] @ W[N, K]^T (B = 1..16), rows_per_program rows a program
+over block_k tiles, a deferred RMSNorm prologue (scaled by 1/rms at the end) and fused residual or SwiGLU."""
 from __future__ import annotations
 
 import torch
@@ -262,12 +256,8 @@ def launch_gemv(x: torch.Tensor, weight: torch.Tensor, out: torch.Tensor, *, con
                 norm_weight: torch.Tensor | None = None, eps: float = 1e-6,
                 residual: torch.Tensor | None = None, swiglu: bool = False, pdl: int = 0,
                 counts: torch.Tensor | None = None) -> torch.Tensor:
-    """Write out[B, N] (N = weight rows, half of them with swiglu); the caller has checked the shapes.
-
-    pdl: a runtime.pdl_mode. norm_weight: RMSNorm x first. residual: out = residual + x @ W^T (may be
-    out). swiglu: out = silu(x @ gate^T) * (x @ up^T), weight = [gate; up]. counts: gemv_counts, one
-    per row block at least, for fused_reduce (made here when None).
-    """
+    """Write out[B, N] (N = weight rows, half with swiglu; shapes checked by the caller), RMSNorm'd first
+    with norm_weight, plus residual, or SwiGLU'd; counts: gemv_counts for fused_reduce (None: fresh)."""
     batch, k_size = x.shape
     n_rows = weight.shape[0] // 2 if swiglu else weight.shape[0]
     block_k = max(16 if config.dot else 1, min(config.block_k, triton.next_power_of_2(k_size)))

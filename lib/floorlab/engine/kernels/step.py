@@ -1,8 +1,5 @@
-"""Engine wing: one decode step from the book's own kernels: the embedding, five kernels per layer
-(RMSNorm+qkv GEMV; attention with the q/k norms, RoPE and the cache write; o_proj + residual;
-RMSNorm+gate_up+SwiGLU; down + residual), then norm + LM head. A split K without fused_reduce adds a
-reduce kernel; attention fused into o_proj saves one. Weights, rope tables and cache are the model's.
-"""
+"""Engine wing: one decode step from the book's kernels: embedding, five kernels a layer (qkv, attention,
+o_proj, gate_up+SwiGLU, down; norms fused in), norm + LM head, on the model's weights and cache."""
 from __future__ import annotations
 
 import torch
