@@ -8,7 +8,6 @@ import torch
 from transformers import Qwen3Config, Qwen3ForCausalLM, StaticCache
 
 from floorlab.core.shapes import Qwen3Shape, get_shape
-from floorlab.engine.inputs import check_decode_inputs
 from floorlab.engine.model import Qwen3Decoder, greedy_tokens, init_random_
 
 
@@ -36,6 +35,7 @@ class HFDecoder:
         self.max_batch, self.max_context = max_batch, max_context
         weight = model.model.embed_tokens.weight
         self.device, self.dtype = weight.device, weight.dtype
+        self.input_device = self.device
         forward_args = inspect.signature(model.forward).parameters
         self._cache_arg = "cache" if "cache" in forward_args else "past_key_values"
         self._pass_cache_position = "cache_position" in forward_args
@@ -50,10 +50,7 @@ class HFDecoder:
         model.load_state_dict(ours.hf_state_dict(), strict=True)
         return cls(model, ours.shape, max_batch=ours.max_batch, max_context=ours.max_context)
 
-    def check_inputs(self, tokens: torch.Tensor, positions: torch.Tensor | None) -> int:
-        """Return the batch B of a decode step or a prompt (positions None); see engine.inputs.check_decode_inputs."""
-        return check_decode_inputs(tokens, positions, vocab_size=self.shape.vocab_size, device=self.device,
-                                   max_batch=self.max_batch, max_context=self.max_context)
+    check_inputs = Qwen3Decoder.check_inputs  # reads shape, input_device, max_batch and max_context
 
     def _check_order(self, positions: torch.Tensor) -> None:
         """Refuse a step the StaticCache has no slot for, and host positions that differ by row or skip slots

@@ -71,7 +71,6 @@ class Qwen3Decoder(nn.Module):
         self.register_buffer("row_index", torch.arange(max_batch, device=self.device), persistent=False)
         self.register_buffer("mask_zero", torch.zeros((), **kw), persistent=False)
 
-    # ---- the forward pass -------------------------------------------------------------
     def _layer(self, i: int, x: torch.Tensor, cos: torch.Tensor,
                sin_signed: torch.Tensor, attend) -> None:
         """Run layer i on x [B, T, hidden] in place; attend(i, q, k, v) returns [B, T, heads * head_dim]."""
@@ -176,7 +175,6 @@ class Qwen3Decoder(nn.Module):
         self.k_cache.zero_()
         self.v_cache.zero_()
 
-    # ---- transformers weight names ------------------------------------------------------
     def load_state_dict_hf(self, hf_state: dict[str, torch.Tensor]) -> None:
         """Copy a transformers Qwen3ForCausalLM state dict into the fused layout, once every name and shape
         is checked and nothing the engine would not use is left over."""

@@ -129,7 +129,6 @@ def _first_error(folder: Path, ranks: int) -> str:
     return ""
 
 
-# ---- one collective, timed alone -----------------------------------------------------------------
 def collective_fn(kind: str, numel: int, *, device, dtype: torch.dtype, group=None):
     """A no-argument callable running one "all_reduce" of numel values, or one "all_gather" of numel
     values from every rank, on static buffers."""
@@ -184,7 +183,6 @@ def time_collective_in_graph(kind: str, numel: int, *, count: int, device, dtype
     return Timing.from_samples([ms / count for ms in whole.samples_ms])
 
 
-# ---- a whole step, timed with every rank in step -------------------------------------------------
 def time_in_step(step: Callable[[], object], *, rank: int, warmup: int, repeats: int, device,
                  control=None) -> StepTimes | None:
     """The step's time and issue time (time_with_issue), every rank stepping together; on a CPU rank 0 alone

@@ -154,7 +154,6 @@ class TPDecoder(Qwen3Decoder):
         self.hf_state_dict()
 
 
-# ---- cutting a rank's shard from a whole model's weights ---------------------------------------
 def _rows(t: torch.Tensor, rank: int, ranks: int) -> torch.Tensor:
     n = t.shape[0] // ranks
     return t[rank * n:(rank + 1) * n]

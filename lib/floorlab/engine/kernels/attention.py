@@ -8,7 +8,7 @@ import torch
 import triton
 import triton.language as tl
 
-from .runtime import launch_kwargs, pdl_start, pdl_wait
+from .runtime import counters, launch_kwargs, pdl_start, pdl_wait
 
 LOG2_E = 1.4426950408889634
 
@@ -209,4 +209,4 @@ def launch_attention(qkv: torch.Tensor, positions: torch.Tensor, q_norm: torch.T
 
 def attention_counts(batch: int, num_kv_heads: int, device) -> torch.Tensor:
     """The zeroed int32 counters a split attention needs: one per (batch row, KV head)."""
-    return torch.zeros(batch * num_kv_heads, dtype=torch.int32, device=device)
+    return counters(batch * num_kv_heads, device)

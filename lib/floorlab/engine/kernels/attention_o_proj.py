@@ -9,7 +9,7 @@ import triton
 import triton.language as tl
 
 from .attention import LOG2_E, attend_range, cached_tiles, new_token
-from .runtime import launch_kwargs, pdl_start, pdl_wait
+from .runtime import counters, launch_kwargs, pdl_start, pdl_wait
 
 
 @triton.jit
@@ -103,11 +103,7 @@ def launch_attention_o_proj(qkv: torch.Tensor, positions: torch.Tensor, q_norm: 
     n_rows = o_proj.shape[0]
     rows = config.o_proj_rows
     blocks = triton.cdiv(n_rows, rows)
-    if counts is None:
-        counts = fused_counts(blocks, qkv.device)
-    elif counts.numel() < blocks or counts.dtype != torch.int32:
-        raise ValueError(f"counts must be fused_counts({blocks}) or longer (one per row block of o_proj), got "
-                         f"{counts.numel()} {counts.dtype}")
+    counts = counters(blocks, qkv.device, counts, "fused_counts")
     group = num_heads // num_kv_heads
     partial = torch.empty((num_kv_heads, batch, n_rows), dtype=torch.float32, device=qkv.device)
     _attention_o_proj_kernel[(blocks, num_kv_heads)](
@@ -122,4 +118,4 @@ def launch_attention_o_proj(qkv: torch.Tensor, positions: torch.Tensor, q_norm: 
 
 def fused_counts(blocks: int, device) -> torch.Tensor:
     """The zeroed int32 counters the fused kernel needs: one per block of o_proj rows."""
-    return torch.zeros(blocks, dtype=torch.int32, device=device)
+    return counters(blocks, device)

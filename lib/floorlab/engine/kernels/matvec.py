@@ -6,7 +6,7 @@ import torch
 import triton
 import triton.language as tl
 
-from .runtime import launch_kwargs, pdl_start, pdl_wait
+from .runtime import counters, launch_kwargs, pdl_start, pdl_wait
 
 # what the epilogue does with the float32 sums
 STORE = tl.constexpr(0)
@@ -249,7 +249,7 @@ def _splitk_reduce_kernel(part_ptr, sq_ptr, res_ptr, out_ptr, N, K, stride_ps, s
 
 def gemv_counts(programs: int, device) -> torch.Tensor:
     """The zeroed int32 counters a fused_reduce GEMV needs, one per row block; each GEMV leaves them zeroed."""
-    return torch.zeros(programs, dtype=torch.int32, device=device)
+    return counters(programs, device)
 
 
 def launch_gemv(x: torch.Tensor, weight: torch.Tensor, out: torch.Tensor, *, config,
@@ -286,11 +286,7 @@ def launch_gemv(x: torch.Tensor, weight: torch.Tensor, out: torch.Tensor, *, con
     # each split's sum of squares of x over its K range, per row block: the deferred norm's scale
     sum_sq = torch.empty((splits, grid[0], batch) if has_norm else (1, 1, 1), dtype=torch.float32, device=x.device)
     if config.fused_reduce:
-        if counts is None:
-            counts = gemv_counts(grid[0], x.device)
-        elif counts.numel() < grid[0] or counts.dtype != torch.int32 or counts.device != x.device:
-            raise ValueError(f"counts must be gemv_counts({grid[0]}) or longer on {x.device} (one per row "
-                             f"block), got {counts.numel()} {counts.dtype} on {counts.device}")
+        counts = counters(grid[0], x.device, counts, "gemv_counts")
     _gemv_kernel[grid](x, weight, norm, res, out, partial, sum_sq, counts if config.fused_reduce else partial, batch,
                        n_rows, k_size, x.stride(0), weight.stride(0), res.stride(0), out.stride(0),
                        partial.stride(0), k_per_split, eps, FUSED_REDUCE=config.fused_reduce, **common,

@@ -6,8 +6,6 @@ import torch
 import triton
 import triton.language as tl
 
-from floorlab.engine.inputs import check_decode_inputs
-
 from .attention import attention_counts, launch_attention
 from .attention_o_proj import fused_counts, launch_attention_o_proj
 from .config import StepConfig, default_config, shape_kwargs
@@ -58,8 +56,7 @@ def build_step(model, *, pdl: bool, config: StepConfig | None):
 
     def step(tokens: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
         """Logits [B, vocab] in the model's dtype; writes K/V at (row, position) of every layer's cache."""
-        batch = check_decode_inputs(tokens, positions, vocab_size=s.vocab_size, device=model.embed.device,
-                                    max_batch=model.max_batch, max_context=model.max_context)
+        batch = model.check_inputs(tokens, positions)
         cfg = config_for(batch)
         mode = pdl_mode(pdl, cfg.early_launch)
         kw = dict(dtype=model.dtype, device=model.embed.device)
