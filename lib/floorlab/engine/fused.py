@@ -70,8 +70,7 @@ def fused_forward(model, tokens: torch.Tensor, positions: torch.Tensor) -> torch
         x = x + F.linear(attn.reshape(batch, nq * d), w.o_proj)
         gate, up = F.linear(rms_norm(x, w.post_norm, eps), w.gate_up).chunk(2, dim=-1)
         x = x + F.linear(F.silu(gate) * up, w.down)
-    head = model.embed if model.lm_head is None else model.lm_head
-    return F.linear(rms_norm(x, model.final_norm, eps), head)
+    return F.linear(rms_norm(x, model.final_norm, eps), model.head_weight())
 
 
 def fused_step(model, *, mode: str | None = None, tuned: bool = False) -> StepFn:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import gc
 import time
 from dataclasses import dataclass
+from functools import partial
 from typing import Callable, Iterable
 
 import torch
@@ -64,16 +65,21 @@ def capture_graph(fn: Callable[[], object], *, warmup: int = 3, pool=None,
     stream unless given); returns (graph, output), the output static: each replay overwrites it."""
     side = stream if stream is not None else torch.cuda.Stream()
     if warmup:
-        side.wait_stream(torch.cuda.current_stream())
-        with torch.cuda.stream(side), torch.no_grad():
-            for _ in range(int(warmup)):
-                fn()
-        torch.cuda.current_stream().wait_stream(side)
-        torch.cuda.synchronize()
+        _warm_up([fn] * int(warmup), side)
     graph = torch.cuda.CUDAGraph()
     with torch.cuda.graph(graph, pool=pool, stream=side), torch.no_grad():
         out = fn()  # recorded, not run: the kernels run at replay()
     return graph, out
+
+
+def _warm_up(calls, side: torch.cuda.Stream, device=None) -> None:
+    """Run each call on the side stream, as capture requires, then wait for the device."""
+    side.wait_stream(torch.cuda.current_stream(device))
+    with torch.cuda.stream(side), torch.no_grad():
+        for call in calls:
+            call()
+    torch.cuda.current_stream(device).wait_stream(side)
+    torch.cuda.synchronize(device)
 
 
 class GraphRunner(BucketRunner):
@@ -128,16 +134,10 @@ class GraphRunner(BucketRunner):
             self.static_positions = torch.zeros(largest, dtype=torch.long, device=self.device)
 
             side = torch.cuda.Stream(device=self.device)
-            side.wait_stream(torch.cuda.current_stream(self.device))
-            with torch.cuda.stream(side):
-                for bucket in reversed(self.buckets):
-                    for _ in range(warmup):
-                        self.step_fn(self.static_tokens[:bucket], self.static_positions[:bucket])
-            torch.cuda.current_stream(self.device).wait_stream(side)
-            torch.cuda.synchronize(self.device)
-
-            pool = torch.cuda.graph_pool_handle() if shared_pool else None
             order = list(reversed(self.buckets))
+            _warm_up([partial(self.step_fn, self.static_tokens[:b], self.static_positions[:b])
+                      for b in order for _ in range(warmup)], side, self.device)
+            pool = torch.cuda.graph_pool_handle() if shared_pool else None
             for bucket in progress_bar(order, label=progress, total=len(order)) if progress else order:
                 allocated, reserved = _memory_now(self.device)
                 self.graphs[bucket], self.static_outputs[bucket] = capture_graph(

@@ -8,7 +8,7 @@ import torch
 from transformers import Qwen3Config, Qwen3ForCausalLM, StaticCache
 
 from floorlab.core.shapes import Qwen3Shape, get_shape
-from floorlab.engine.model import Qwen3Decoder, greedy_tokens, init_random_
+from floorlab.engine.model import Qwen3Decoder, init_random_
 
 
 def _empty_hf(shape: Qwen3Shape, device, dtype: torch.dtype, attn_implementation: str) -> Qwen3ForCausalLM:
@@ -107,10 +107,7 @@ class HFDecoder:
             self.cache_tokens += 1
         return self._forward(tokens[:, None], positions[:, None], positions[:1])[:, -1]
 
-    @torch.inference_mode()
-    def generate(self, prompt: torch.Tensor, steps: int) -> torch.Tensor:
-        """Greedy tokens [B, steps] after prompt [B, T]."""
-        return greedy_tokens(self, prompt, steps)
+    generate = Qwen3Decoder.generate
 
     @torch.inference_mode()
     def reset_cache(self) -> None:

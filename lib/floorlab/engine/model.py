@@ -101,7 +101,11 @@ class Qwen3Decoder(nn.Module):
 
     def _logits(self, x: torch.Tensor) -> torch.Tensor:
         h = F.rms_norm(x, (self.shape.hidden_size,), self.final_norm, self.shape.rms_norm_eps)
-        return F.linear(h, self.embed if self.lm_head is None else self.lm_head)
+        return F.linear(h, self.head_weight())
+
+    def head_weight(self) -> torch.Tensor:
+        """The output head [vocab, hidden]: the input table when tied."""
+        return self.embed if self.lm_head is None else self.lm_head
 
     def check_inputs(self, tokens: torch.Tensor, positions: torch.Tensor | None) -> int:
         """Return the batch B of a decode step (positions [B]) or a prompt (positions None); see check_decode_inputs."""
@@ -201,7 +205,7 @@ class Qwen3Decoder(nn.Module):
         s = self.shape
         q_rows, kv_rows = s.num_heads * s.head_dim, s.num_kv_heads * s.head_dim
         out = {"model.embed_tokens.weight": self.embed, "model.norm.weight": self.final_norm,
-               "lm_head.weight": self.embed if self.lm_head is None else self.lm_head}
+               "lm_head.weight": self.head_weight()}
         for i, w in enumerate(self.layers):
             p = f"model.layers.{i}."
             q, k, v = w.qkv.split([q_rows, kv_rows, kv_rows])

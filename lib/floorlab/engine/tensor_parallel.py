@@ -7,7 +7,6 @@ from dataclasses import replace
 
 import torch
 import torch.distributed as dist
-import torch.nn.functional as F
 from torch import nn
 
 from floorlab.core.memory import HEADROOM_BYTES, Fit, free_bytes
@@ -141,8 +140,7 @@ class TPDecoder(Qwen3Decoder):
         x2d.add_(partial)
 
     def _logits(self, x: torch.Tensor) -> torch.Tensor:
-        h = F.rms_norm(x, (self.shape.hidden_size,), self.final_norm, self.shape.rms_norm_eps)
-        return self.all_gather_vocab(F.linear(h, self.head_weight()))
+        return self.all_gather_vocab(super()._logits(x))
 
     def hf_state_dict(self) -> dict[str, torch.Tensor]:
         """Not available: a shard holds a share of each matrix, not the checkpoint's tensors."""

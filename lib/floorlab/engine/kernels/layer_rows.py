@@ -79,7 +79,7 @@ def layer_kernel_rows(model, positions: torch.Tensor, *, read_gbps: float, warmu
     outs = {n: torch.zeros(batch, rows, **kw) for n, rows in (  # zeros: the residuals read them
         ("qkv", (s.num_heads + 2 * s.num_kv_heads) * s.head_dim), ("hidden", s.hidden_size),
         ("gate_up", s.intermediate_size), ("lm_head", s.vocab_size))}
-    head = model.embed if model.lm_head is None else model.lm_head
+    head = model.head_weight()
     counts = gemv_counts(s.vocab_size, device)  # for split GEMVs that add their splits up themselves
     launches = {
         "qkv": lambda w, pdl: launch_gemv(x, w.qkv, outs["qkv"], config=config.qkv, norm_weight=w.input_norm,

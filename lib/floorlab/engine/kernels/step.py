@@ -44,7 +44,7 @@ def build_step(model, *, pdl: bool, config: StepConfig | None):
     """A step (tokens[B], positions[B]) -> logits[B, vocab] running the kernels; positions must be < max_context."""
     s = model.shape
     nq, nkv, d, eps = s.num_heads, s.num_kv_heads, s.head_dim, s.rms_norm_eps
-    head = model.embed if model.lm_head is None else model.lm_head
+    head = model.head_weight()
     chosen = {}
 
     def config_for(batch: int) -> StepConfig:
