@@ -51,12 +51,9 @@ def keep_padding_rows(model, batch: int, bucket: int):
     if bucket > batch:
         slots = getattr(model, "cache_slots", None)
         if slots is None:
-            raise TypeError(
-                f"a batch of {batch} padded to {bucket} writes the KV cache of "
-                f"rows {batch}..{bucket - 1}, and {type(model).__name__} has no "
-                "cache_slots(rows, position) to keep them; pass a batch equal to a "
-                "bucket, or give the model cache_slots"
-            )
+            raise TypeError(f"a batch of {batch} padded to {bucket} writes the KV cache of rows {batch}..{bucket - 1}, "
+                            f"and {type(model).__name__} has no cache_slots(rows, position) to keep them; pass a "
+                            "batch equal to a bucket, or give the model cache_slots")
         views = tuple(slots(slice(batch, bucket), PAD_POSITION))
     with torch.no_grad():
         saved = [view.clone() for view in views]

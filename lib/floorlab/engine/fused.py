@@ -77,15 +77,11 @@ def fused_step(model, *, mode: str | None = None, tuned: bool = False) -> StepFn
     """A compiled step (tokens[B], positions[B]) -> logits [B, vocab], one compile per batch size; mode is
     Inductor's (never reduce-overhead), tuned=True takes tuned_options() instead (minutes per batch size)."""
     if not hasattr(model, "k_cache") or not hasattr(model, "layers"):
-        raise TypeError(
-            f"fused_step needs a floorlab Qwen3Decoder (floorlab.engine.model.build_model), got "
-            f"{type(model).__name__}; for transformers' model call torch.compile on it directly"
-        )
+        raise TypeError(f"fused_step needs a floorlab Qwen3Decoder (floorlab.engine.model.build_model), got "
+                        f"{type(model).__name__}; for transformers' model call torch.compile on it directly")
     if mode not in ALLOWED_MODES:
-        raise ValueError(
-            f"mode {mode!r} is not supported; use one of {ALLOWED_MODES}. The fused step is "
-            "captured by floorlab.engine.graphs.GraphRunner, so Inductor must not add CUDA graphs of its own"
-        )
+        raise ValueError(f"mode {mode!r} is not supported; use one of {ALLOWED_MODES}. The fused step is captured "
+                         "by floorlab.engine.graphs.GraphRunner, so Inductor must not add CUDA graphs of its own")
     import torch._dynamo
 
     # every batch bucket is its own compiled graph, and several models may share this code

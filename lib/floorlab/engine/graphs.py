@@ -12,13 +12,7 @@ import torch
 
 from floorlab.core.numbers import whole_number
 from floorlab.core.progress import progress_bar
-from floorlab.engine.buckets import (
-    DEFAULT_BUCKETS,
-    PAD_POSITION,
-    PAD_TOKEN,
-    BucketRunner,
-    StepFn,
-)
+from floorlab.engine.buckets import DEFAULT_BUCKETS, PAD_POSITION, PAD_TOKEN, BucketRunner, StepFn
 from floorlab.engine.inputs import resolved_device
 
 
@@ -104,16 +98,12 @@ class GraphRunner(BucketRunner):
     def _device_for(model) -> torch.device:
         """The CUDA device of the model; an error saying how to fix a missing GPU or a CPU model."""
         if not torch.cuda.is_available():
-            raise RuntimeError(
-                "CUDA graphs need a CUDA GPU and none is visible here, so on this machine "
-                "the book's CPU path shows a stored reference run instead."
-            )
+            raise RuntimeError("CUDA graphs need a CUDA GPU and none is visible here, so on this machine "
+                               "the book's CPU path shows a stored reference run instead.")
         device = torch.device(model.device)
         if device.type != "cuda":
-            raise ValueError(
-                f"GraphRunner needs the model on a CUDA device, but it is on {device}; "
-                "build or move the model with device='cuda'"
-            )
+            raise ValueError(f"GraphRunner needs the model on a CUDA device, but it is on {device}; "
+                             "build or move the model with device='cuda'")
         return resolved_device(device)
 
     @property
@@ -162,10 +152,8 @@ class GraphRunner(BucketRunner):
         rows included and not restored (for timing and profiling)."""
         bucket = self.bucket_for(batch)
         if bucket is None:
-            raise ValueError(
-                f"batch {batch} is above the largest captured bucket {self.largest_bucket}; "
-                "pass a batch <= that bucket or capture larger buckets"
-            )
+            raise ValueError(f"batch {batch} is above the largest captured bucket {self.largest_bucket}; "
+                             "pass a batch <= that bucket or capture larger buckets")
         self._require_captured()
 
         def replay() -> None:
@@ -178,10 +166,8 @@ class GraphRunner(BucketRunner):
         The largest absolute logit difference is kept in last_max_abs_diff."""
         batch = self.check_inputs(tokens, positions)
         if batch not in self.buckets:
-            raise ValueError(
-                f"check_bit_identical needs a batch equal to a bucket {self.buckets}, got {batch}; "
-                "pass tokens and positions with that many rows"
-            )
+            raise ValueError(f"check_bit_identical needs a batch equal to a bucket {self.buckets}, got {batch}; "
+                             "pass tokens and positions with that many rows")
         self._require_captured()
         tokens, positions = tokens.to(self.device), positions.to(self.device)
         with torch.no_grad():
@@ -214,10 +200,8 @@ class GraphRunner(BucketRunner):
         moved = [name for name, ptr in before.items() if after.get(name) != ptr]
         if moved:
             self.graphs, self.static_outputs = {}, {}
-            raise RuntimeError(
-                f"model.reset_cache() replaced buffers {moved}, so the captured graphs would "
-                "read freed memory; make reset_cache() clear them in place (tensor.zero_())"
-            )
+            raise RuntimeError(f"model.reset_cache() replaced buffers {moved}, so the captured graphs would "
+                               "read freed memory; make reset_cache() clear them in place (tensor.zero_())")
 
 
 def _buffer_addresses(model) -> dict[str, int]:

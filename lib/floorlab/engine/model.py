@@ -194,8 +194,7 @@ class Qwen3Decoder(nn.Module):
             raise ValueError(
                 f"the state dict does not fit shape {self.shape.name!r} ({len(problems)} problems: {shown}); "
                 "pass a complete transformers Qwen3ForCausalLM state dict whose config matches the shape "
-                "and that holds nothing else"
-            )
+                "and that holds nothing else")
         with torch.no_grad():
             for name, dst in targets.items():
                 dst.copy_(hf_state[name])
