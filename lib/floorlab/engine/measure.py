@@ -7,8 +7,7 @@ from typing import Callable
 
 import torch
 
-from floorlab.core.device import resolve_device
-from floorlab.core.numbers import function, instance, text, whole_number
+from floorlab.core.numbers import function, instance, text
 from floorlab.core.prose import fmt_ms, fmt_times, wrap
 from floorlab.core.roofline import Floor
 from floorlab.core.runs import Row, Run, measured_row, reference_run
@@ -66,9 +65,6 @@ def measure_path(path: str, fn: Callable[[], object], floor: Floor, *, warmup: i
     text(path, "path", hint="name the path being measured, e.g. 'eager'")
     function(fn, "fn", hint="pass the step to time, e.g. lambda: model.decode_step(tokens, positions)")
     instance(floor, Floor, "floor", hint="pass the Floor that fl.decode_floor returns")
-    warmup = whole_number(warmup, "warmup", at_least=0)
-    repeats = whole_number(repeats, "repeats")
-    device = resolve_device(device)
     times = time_with_issue(fn, warmup=warmup, repeats=repeats, device=device, progress=progress)
     return measured_row(path, floor, times.step, issue=times.issue, **fields)
 
@@ -77,7 +73,6 @@ def profile_path(row: Row, fn: Callable[[], object], *, device) -> Timeline:
     """The steady-state timeline of a measured path, labelled with its path and timed median."""
     instance(row, Row, "row", hint="pass the Row that fl.measure_path returned for this fn")
     function(fn, "fn", hint="pass the step that was timed")
-    device = resolve_device(device)
     return steady_timeline(fn, label=row.path, device=device, timed_ms=row.median_ms)
 
 
