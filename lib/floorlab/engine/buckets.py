@@ -1,9 +1,5 @@
-"""Engine wing: batch buckets and padding, shared by the graph runner and its eager twin.
-
-Graphs have fixed shapes, so a runner keeps one per bucket (1, 2, 4, 8, 16 by default), pads a live
-batch up to the nearest bucket, and runs eagerly above the largest one. Padding rows are real rows:
-they write the KV cache of rows the live batch does not use, so keep_padding_rows puts those back.
-"""
+"""Engine wing: batch buckets and padding shared by the graph runner and its eager twin: a batch pads
+up to the nearest bucket, runs eagerly above the largest, and keep_padding_rows restores what padding writes."""
 from __future__ import annotations
 
 import threading
@@ -49,23 +45,15 @@ def bucket_for(batch: int, buckets: Iterable[int]) -> int | None:
 
 @contextmanager
 def keep_padding_rows(model, batch: int, bucket: int):
-    """Put back, as the block ends, every KV-cache value that padding rows write.
-
-    A padding row decodes PAD_TOKEN at PAD_POSITION, so a padded step writes that
-    slot of cache rows batch..bucket-1 in every layer, rows another sequence may
-    hold. The model names those values with cache_slots(rows, position); they are
-    saved before the block and copied back after it. Without padding: nothing.
-    """
+    """Put back, as the block ends, the KV-cache slot PAD_POSITION of rows batch..bucket-1 that padding
+    rows write (model.cache_slots(rows, position) names them); without padding, nothing."""
     views: tuple[torch.Tensor, ...] = ()
     if bucket > batch:
         slots = getattr(model, "cache_slots", None)
         if slots is None:
-            raise TypeError(
-                f"a batch of {batch} padded to {bucket} writes the KV cache of "
-                f"rows {batch}..{bucket - 1}, and {type(model).__name__} has no "
-                "cache_slots(rows, position) to keep them; pass a batch equal to a "
-                "bucket, or give the model cache_slots"
-            )
+            raise TypeError(f"a batch of {batch} padded to {bucket} writes the KV cache of rows {batch}..{bucket - 1}, "
+                            f"and {type(model).__name__} has no cache_slots(rows, position) to keep them; pass a "
+                            "batch equal to a bucket, or give the model cache_slots")
         views = tuple(slots(slice(batch, bucket), PAD_POSITION))
     with torch.no_grad():
         saved = [view.clone() for view in views]
@@ -78,14 +66,8 @@ def keep_padding_rows(model, batch: int, bucket: int):
 
 
 class BucketRunner:
-    """What every runner shares: the buckets, the bucket a batch pads to, eager above them.
-
-    `model` needs decode_step(tokens[B], positions[B]) -> logits[B, V], max_batch and device
-    (shape.vocab_size and max_context bound the inputs where it has them); `step_fn` replaces
-    model.decode_step. A subclass says how a padded bucket runs (_run_bucket). guard=True refuses
-    a second caller while a first is inside a step (SharedBufferError); debug=True does too and
-    fills the lent output with NaN as each borrow() ends.
-    """
+    """Buckets, padding and eager fallback for a model with decode_step, max_batch and device; guard=True
+    refuses a second caller inside a step (SharedBufferError), debug=True also NaN-fills each lent output."""
 
     path_name = "bucket"
 
@@ -115,27 +97,16 @@ class BucketRunner:
 
     def step(self, tokens: torch.Tensor,
              positions: torch.Tensor) -> torch.Tensor:
-        """Logits [B, V] for one decode step: the bucket's step padded to the
-        bucket, or eager above the largest bucket.
-
-        Padding rows B..bucket-1 run PAD_TOKEN at PAD_POSITION and write that slot
-        of cache rows B..bucket-1; keep_padding_rows puts those values back, so a
-        sequence held in a row beyond the live batch keeps its cache. The result is
-        a clone, never a view of a buffer the next step overwrites.
-        """
+        """Logits [B, V] of one step padded to its bucket (eager above the largest), as a clone; cache rows
+        beyond the live batch keep their values (keep_padding_rows)."""
         with self.borrow(tokens, positions) as logits:
             return logits.clone()  # the copy-out: the caller's own memory
 
     @contextmanager
     def borrow(self, tokens: torch.Tensor,
                positions: torch.Tensor) -> Iterator[torch.Tensor]:
-        """Lend one step's logits [B, V] for a `with` block: a view, no copy.
-
-        The view is valid inside the block only: the next step of the bucket
-        overwrites it. In debug mode the runner fills the output with NaN as the
-        block ends, so a view kept past it reads NaN at once, and a second caller
-        arriving while the first holds the buffers gets SharedBufferError.
-        """
+        """Lend one step's logits [B, V] as a view, valid inside the `with` block only (debug mode fills
+        it with NaN as the block ends)."""
         batch = self.check_inputs(tokens, positions)
         bucket = next((b for b in self.buckets if b >= batch), None)
         self._enter()
@@ -174,9 +145,7 @@ class BucketRunner:
                                    max_batch=self.model.max_batch, max_context=self.max_context)
 
     def _enter(self) -> None:
-        """Claim the static buffers for one step, or raise SharedBufferError while another caller is inside one.
-
-        A non-blocking lock taken on the host, outside any replay, so it costs nothing a replay measures."""
+        """Claim the static buffers for one step (a non-blocking host lock), or raise SharedBufferError."""
         if self._stepping is None:
             return
         me = threading.current_thread().name
@@ -194,11 +163,8 @@ class BucketRunner:
 
 
 class PaddedEagerRunner(BucketRunner):
-    """Pads a live batch to its bucket as GraphRunner does and runs the step eagerly there.
-
-    The same padding rows as a replay, on any device, CPU included: a replay is
-    bit-identical to the eager step it recorded, so this computes what the graph would.
-    """
+    """Pads a batch to its bucket as GraphRunner does and steps eagerly, on any device: what a replay
+    (bit-identical to the step it recorded) would compute."""
 
     path_name = "padded eager"
 

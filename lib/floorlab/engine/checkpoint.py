@@ -1,8 +1,5 @@
-"""Engine wing: a Qwen3 checkpoint (safetensors only) from a local folder or the Hugging Face hub.
-
-The folder is read safely: its config.json and the safetensors files it names, nothing else, never
-unpickled. Every failure is a CheckpointError (a ValueError) that names the file and says how to fix it.
-"""
+"""Engine wing: a Qwen3 checkpoint (safetensors only, never unpickled) from a local folder or the hub;
+every failure is a CheckpointError naming the file and saying how to fix it."""
 from __future__ import annotations
 
 import json
@@ -25,9 +22,8 @@ def load_pretrained(path_or_hub_id: str | Path, *, device="cpu", dtype: torch.dt
     folder = Path(path_or_hub_id).expanduser()
     if not folder.is_dir():
         if _looks_like_path(str(path_or_hub_id)):
-            raise CheckpointError(
-                f"{str(path_or_hub_id)!r} is not a folder; pass a folder holding config.json and *.safetensors"
-            )
+            raise CheckpointError(f"{str(path_or_hub_id)!r} is not a folder; pass a folder holding "
+                                  "config.json and *.safetensors")
         folder = _download(str(path_or_hub_id))
     weight_map = read_index(folder)
     files = checkpoint_files(folder, weight_map)
@@ -35,16 +31,13 @@ def load_pretrained(path_or_hub_id: str | Path, *, device="cpu", dtype: torch.dt
     if not files and pickles:
         raise CheckpointError(
             f"{folder} holds only pickle weights ({', '.join(sorted(pickles))}), which this loader refuses to "
-            "unpickle; convert them once with transformers: "
-            "AutoModelForCausalLM.from_pretrained(folder).save_pretrained(folder), which writes model.safetensors"
-        )
+            "unpickle; convert them once with transformers: AutoModelForCausalLM.from_pretrained(folder)"
+            ".save_pretrained(folder), which writes model.safetensors")
     config = read_config(folder)
     shape = shape_from_hf_config(config, name=folder.name, source=str(folder / "config.json"))
     if not files:
-        raise CheckpointError(
-            f"{folder} has config.json but no *.safetensors weights; add model.safetensors "
-            f"(or the shards and {INDEX_NAME}), e.g. with transformers' save_pretrained(folder)"
-        )
+        raise CheckpointError(f"{folder} has config.json but no *.safetensors weights; add model.safetensors "
+                              f"(or the shards and {INDEX_NAME}), e.g. with transformers' save_pretrained(folder)")
     state = read_tensors(files, weight_map, folder)
     model = Qwen3Decoder(shape, max_batch=max_batch, max_context=max_context, device=device, dtype=dtype)
     try:
@@ -101,10 +94,8 @@ def checkpoint_files(folder: Path, weight_map: dict[str, str] | None) -> list[Pa
         names = sorted(set(weight_map.values()))
         missing = [n for n in names if not (folder / n).is_file()]
         if missing:
-            raise CheckpointError(
-                f"{folder / INDEX_NAME} names shards that are not in the folder: {', '.join(missing)}; "
-                "download every shard listed in the index into the same folder"
-            )
+            raise CheckpointError(f"{folder / INDEX_NAME} names shards that are not in the folder: "
+                                  f"{', '.join(missing)}; download every shard listed in the index into the folder")
         return [folder / n for n in names]
     files = sorted(folder.glob("*.safetensors"))
     if len(files) > 1:
@@ -117,11 +108,8 @@ def checkpoint_files(folder: Path, weight_map: dict[str, str] | None) -> list[Pa
 
 def read_tensors(files: list[Path], weight_map: dict[str, str] | None = None,
                  folder: Path | None = None) -> dict[str, torch.Tensor]:
-    """Every tensor of the files by name; each file's names must be those weight_map gives it (when given).
-
-    folder: the checkpoint folder the index's shard names are relative to (default: each file's own
-    folder), so an index may place its shards in a subfolder ("weights/model.safetensors").
-    Every tensor must hold floating-point numbers: an integer or bool tensor is refused by name."""
+    """Every tensor of the files by name, each file's names those weight_map (relative to folder) gives it;
+    an integer or bool tensor is refused by name."""
     state: dict[str, torch.Tensor] = {}
     for path in files:
         try:
@@ -179,8 +167,8 @@ def _download(hub_id: str) -> Path:
     except Exception as err:
         raise CheckpointError(
             f"{hub_id!r} is not a local folder and could not be fetched from the Hugging Face hub ({err}); "
-            "pass the path of a folder holding config.json and *.safetensors, or a hub id such as Qwen/Qwen3-0.6B"
-        ) from err
+            "pass the path of a folder holding config.json and *.safetensors, or a hub id such as "
+            "Qwen/Qwen3-0.6B") from err
 
 
 def _looks_like_path(text: str) -> bool:

@@ -1,8 +1,5 @@
-"""Engine wing: a fused decode step: the same model and weights, written for torch.compile (Inductor)
-so the elementwise work runs in few kernels (each RMSNorm one, the q/k norms, RoPE and the cache
-write one region, SwiGLU one); the matrix products stay library GEMMs. Compiled without Inductor's
-own CUDA graphs, so GraphRunner(model, step_fn=fused) captures it, sharing the model's KV cache.
-"""
+"""Engine wing: the decode step written for torch.compile (Inductor) to fuse its elementwise work into few
+kernels; compiled without Inductor's CUDA graphs, so GraphRunner(model, step_fn=fused) captures it."""
 from __future__ import annotations
 
 from typing import Callable
@@ -73,27 +70,18 @@ def fused_forward(model, tokens: torch.Tensor, positions: torch.Tensor) -> torch
         x = x + F.linear(attn.reshape(batch, nq * d), w.o_proj)
         gate, up = F.linear(rms_norm(x, w.post_norm, eps), w.gate_up).chunk(2, dim=-1)
         x = x + F.linear(F.silu(gate) * up, w.down)
-    head = model.embed if model.lm_head is None else model.lm_head
-    return F.linear(rms_norm(x, model.final_norm, eps), head)
+    return F.linear(rms_norm(x, model.final_norm, eps), model.head_weight())
 
 
 def fused_step(model, *, mode: str | None = None, tuned: bool = False) -> StepFn:
-    """A compiled step (tokens[B], positions[B]) -> logits [B, vocab]; one compile per batch size.
-
-    fused_forward compiled under no_grad (the compiler refuses inference mode). mode is Inductor's,
-    never "reduce-overhead" (its CUDA graphs skip a step that mutates the cache); tuned=True takes
-    tuned_options() instead (minutes of tuning per batch size on a GPU), which step.options lists.
-    """
+    """A compiled step (tokens[B], positions[B]) -> logits [B, vocab], one compile per batch size; mode is
+    Inductor's (never reduce-overhead), tuned=True takes tuned_options() instead (minutes per batch size)."""
     if not hasattr(model, "k_cache") or not hasattr(model, "layers"):
-        raise TypeError(
-            f"fused_step needs a floorlab Qwen3Decoder (floorlab.engine.model.build_model), got "
-            f"{type(model).__name__}; for transformers' model call torch.compile on it directly"
-        )
+        raise TypeError(f"fused_step needs a floorlab Qwen3Decoder (floorlab.engine.model.build_model), got "
+                        f"{type(model).__name__}; for transformers' model call torch.compile on it directly")
     if mode not in ALLOWED_MODES:
-        raise ValueError(
-            f"mode {mode!r} is not supported; use one of {ALLOWED_MODES}. The fused step is "
-            "captured by floorlab.engine.graphs.GraphRunner, so Inductor must not add CUDA graphs of its own"
-        )
+        raise ValueError(f"mode {mode!r} is not supported; use one of {ALLOWED_MODES}. The fused step is captured "
+                         "by floorlab.engine.graphs.GraphRunner, so Inductor must not add CUDA graphs of its own")
     import torch._dynamo
 
     # every batch bucket is its own compiled graph, and several models may share this code

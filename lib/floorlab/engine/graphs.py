@@ -1,35 +1,25 @@
-"""Engine wing: CUDA graphs for the decode step: capture once per batch bucket, replay with padding.
-
-A graph records the step's hundreds of launches once and replays them with one. It reads its
-inputs from and writes its logits to static buffers: the runner copies inputs in before a replay
-and hands back a clone of the output (borrow() lends the view itself for one `with` block).
-The buckets, the padding and what the runners share live in engine.buckets.
-"""
+"""Engine wing: CUDA graphs of the decode step, captured once per batch bucket (engine.buckets) and
+replayed from static input buffers; step() hands back a clone of the output, borrow() the view itself."""
 from __future__ import annotations
 
 import gc
 import time
 from dataclasses import dataclass
+from functools import partial
 from typing import Callable, Iterable
 
 import torch
 
 from floorlab.core.numbers import whole_number
 from floorlab.core.progress import progress_bar
-from floorlab.engine.buckets import (
-    DEFAULT_BUCKETS,
-    PAD_POSITION,
-    PAD_TOKEN,
-    BucketRunner,
-    StepFn,
-)
+from floorlab.engine.buckets import DEFAULT_BUCKETS, PAD_POSITION, PAD_TOKEN, BucketRunner, StepFn
 from floorlab.engine.inputs import resolved_device
 
 
 @dataclass
 class GraphMemory:
     """GPU memory one captured graph added, measured around its capture: allocated (tensors it keeps
-    alive, such as its output) and reserved (segments its memory pool holds)."""
+    alive) and reserved (segments its memory pool holds), in bytes."""
 
     bucket: int
     allocated_bytes: int
@@ -65,34 +55,30 @@ def _memory_now(device) -> tuple[int, int]:
 
 def capture_graph(fn: Callable[[], object], *, warmup: int = 3, pool=None,
                   stream: torch.cuda.Stream | None = None):
-    """Record one call of fn into a CUDA graph; returns (graph, output).
-
-    Every graph in the book is recorded here. fn first runs `warmup` times on
-    the capture stream (a fresh side stream unless one is given), as capture
-    requires. The output tensor is static: each replay overwrites it.
-    """
+    """Record one call of fn into a CUDA graph after `warmup` calls on the capture stream (a fresh side
+    stream unless given); returns (graph, output), the output static: each replay overwrites it."""
     side = stream if stream is not None else torch.cuda.Stream()
     if warmup:
-        side.wait_stream(torch.cuda.current_stream())
-        with torch.cuda.stream(side), torch.no_grad():
-            for _ in range(int(warmup)):
-                fn()
-        torch.cuda.current_stream().wait_stream(side)
-        torch.cuda.synchronize()
+        _warm_up([fn] * int(warmup), side)
     graph = torch.cuda.CUDAGraph()
     with torch.cuda.graph(graph, pool=pool, stream=side), torch.no_grad():
         out = fn()  # recorded, not run: the kernels run at replay()
     return graph, out
 
 
-class GraphRunner(BucketRunner):
-    """Runs a model's decode step through CUDA graphs captured at a few batch buckets.
+def _warm_up(calls, side: torch.cuda.Stream, device=None) -> None:
+    """Run each call on the side stream, as capture requires, then wait for the device."""
+    side.wait_stream(torch.cuda.current_stream(device))
+    with torch.cuda.stream(side), torch.no_grad():
+        for call in calls:
+            call()
+    torch.cuda.current_stream(device).wait_stream(side)
+    torch.cuda.synchronize(device)
 
-    `model` as BucketRunner's, with cache_slots(rows, position) for padded batches; `step_fn`
-    (a torch.compile'd step, say) must add no CUDA graphs of its own. A second caller stepping it
-    while another is inside a step gets SharedBufferError; guard=False lets it through, only to
-    show the wrong logits it would get.
-    """
+
+class GraphRunner(BucketRunner):
+    """Runs a model's decode step (or step_fn, which must add no CUDA graphs) through graphs captured at
+    batch buckets; guard=False lets a second caller in, only to show the wrong logits it would get."""
 
     path_name = "graph"
 
@@ -112,16 +98,12 @@ class GraphRunner(BucketRunner):
     def _device_for(model) -> torch.device:
         """The CUDA device of the model; an error saying how to fix a missing GPU or a CPU model."""
         if not torch.cuda.is_available():
-            raise RuntimeError(
-                "CUDA graphs need a CUDA GPU and none is visible here, so on this machine "
-                "the book's CPU path shows a stored reference run instead."
-            )
+            raise RuntimeError("CUDA graphs need a CUDA GPU and none is visible here, so on this machine "
+                               "the book's CPU path shows a stored reference run instead.")
         device = torch.device(model.device)
         if device.type != "cuda":
-            raise ValueError(
-                f"GraphRunner needs the model on a CUDA device, but it is on {device}; "
-                "build or move the model with device='cuda'"
-            )
+            raise ValueError(f"GraphRunner needs the model on a CUDA device, but it is on {device}; "
+                             "build or move the model with device='cuda'")
         return resolved_device(device)
 
     @property
@@ -131,12 +113,8 @@ class GraphRunner(BucketRunner):
 
     def capture(self, *, warmup: int = 3, progress: str | None = None,
                 shared_pool: bool = True) -> float:
-        """Warm up and capture one graph per bucket, largest first; returns the seconds taken (capture_s).
-
-        The graphs share one memory pool (shared_pool=False: a pool each); what each added to GPU
-        memory is kept in memory[bucket]. Warm-up writes the KV cache, so the model's reset_cache()
-        (when it has one) clears it afterwards.
-        """
+        """Warm up and capture one graph per bucket, largest first, in one shared memory pool (or a pool each);
+        keeps each graph's memory in memory[bucket], clears the KV cache after, returns seconds taken."""
         warmup = whole_number(warmup, "warmup", hint="capture needs at least one warm-up call")
         start_s = time.perf_counter()
         self.graphs, self.static_outputs, self.memory = {}, {}, {}
@@ -146,16 +124,10 @@ class GraphRunner(BucketRunner):
             self.static_positions = torch.zeros(largest, dtype=torch.long, device=self.device)
 
             side = torch.cuda.Stream(device=self.device)
-            side.wait_stream(torch.cuda.current_stream(self.device))
-            with torch.cuda.stream(side):
-                for bucket in reversed(self.buckets):
-                    for _ in range(warmup):
-                        self.step_fn(self.static_tokens[:bucket], self.static_positions[:bucket])
-            torch.cuda.current_stream(self.device).wait_stream(side)
-            torch.cuda.synchronize(self.device)
-
-            pool = torch.cuda.graph_pool_handle() if shared_pool else None
             order = list(reversed(self.buckets))
+            _warm_up([partial(self.step_fn, self.static_tokens[:b], self.static_positions[:b])
+                      for b in order for _ in range(warmup)], side, self.device)
+            pool = torch.cuda.graph_pool_handle() if shared_pool else None
             for bucket in progress_bar(order, label=progress, total=len(order)) if progress else order:
                 allocated, reserved = _memory_now(self.device)
                 self.graphs[bucket], self.static_outputs[bucket] = capture_graph(
@@ -176,18 +148,12 @@ class GraphRunner(BucketRunner):
         return self.static_outputs[bucket]
 
     def replay_fn(self, batch: int) -> Callable[[], None]:
-        """A no-argument callable replaying the bucket's graph as-is (for timing and profiling).
-
-        It replays the inputs the last step loaded, padding rows included, without
-        keep_padding_rows: time it after a step whose batch fills the bucket. It holds the
-        runner, whose static inputs the graph reads.
-        """
+        """A no-argument callable replaying the bucket's graph on the inputs the last step loaded, padding
+        rows included and not restored (for timing and profiling)."""
         bucket = self.bucket_for(batch)
         if bucket is None:
-            raise ValueError(
-                f"batch {batch} is above the largest captured bucket {self.largest_bucket}; "
-                "pass a batch <= that bucket or capture larger buckets"
-            )
+            raise ValueError(f"batch {batch} is above the largest captured bucket {self.largest_bucket}; "
+                             "pass a batch <= that bucket or capture larger buckets")
         self._require_captured()
 
         def replay() -> None:
@@ -196,17 +162,12 @@ class GraphRunner(BucketRunner):
         return replay
 
     def check_bit_identical(self, tokens: torch.Tensor, positions: torch.Tensor) -> bool:
-        """True when a graph replay gives exactly the eager step's logits (torch.equal); B must be a bucket.
-
-        Both runs write the same KV values at the same slots. The largest absolute logit
-        difference is kept in last_max_abs_diff.
-        """
+        """True when a replay gives exactly the eager step's logits (torch.equal); B must be a bucket.
+        The largest absolute logit difference is kept in last_max_abs_diff."""
         batch = self.check_inputs(tokens, positions)
         if batch not in self.buckets:
-            raise ValueError(
-                f"check_bit_identical needs a batch equal to a bucket {self.buckets}, got {batch}; "
-                "pass tokens and positions with that many rows"
-            )
+            raise ValueError(f"check_bit_identical needs a batch equal to a bucket {self.buckets}, got {batch}; "
+                             "pass tokens and positions with that many rows")
         self._require_captured()
         tokens, positions = tokens.to(self.device), positions.to(self.device)
         with torch.no_grad():
@@ -239,10 +200,8 @@ class GraphRunner(BucketRunner):
         moved = [name for name, ptr in before.items() if after.get(name) != ptr]
         if moved:
             self.graphs, self.static_outputs = {}, {}
-            raise RuntimeError(
-                f"model.reset_cache() replaced buffers {moved}, so the captured graphs would "
-                "read freed memory; make reset_cache() clear them in place (tensor.zero_())"
-            )
+            raise RuntimeError(f"model.reset_cache() replaced buffers {moved}, so the captured graphs would "
+                               "read freed memory; make reset_cache() clear them in place (tensor.zero_())")
 
 
 def _buffer_addresses(model) -> dict[str, int]:

@@ -8,8 +8,7 @@ import torch
 from transformers import Qwen3Config, Qwen3ForCausalLM, StaticCache
 
 from floorlab.core.shapes import Qwen3Shape, get_shape
-from floorlab.engine.inputs import check_decode_inputs
-from floorlab.engine.model import Qwen3Decoder, greedy_tokens, init_random_
+from floorlab.engine.model import Qwen3Decoder, init_random_
 
 
 def _empty_hf(shape: Qwen3Shape, device, dtype: torch.dtype, attn_implementation: str) -> Qwen3ForCausalLM:
@@ -28,18 +27,15 @@ def _empty_hf(shape: Qwen3Shape, device, dtype: torch.dtype, attn_implementation
 
 
 class HFDecoder:
-    """prefill / decode_step / generate / reset_cache around transformers' model and StaticCache.
-
-    The StaticCache is sized by the batch of the last prefill, keeps one position for all rows and
-    (in transformers 5.2x) writes at its own counter: call decode_step once per position, in order.
-    cache_tokens counts, on the host, the slots that counter has filled.
-    """
+    """prefill / decode_step / generate / reset_cache around transformers' model and StaticCache, which keeps
+    one position for all rows and writes at its own counter (cache_tokens): step once per position, in order."""
 
     def __init__(self, model: Qwen3ForCausalLM, shape: Qwen3Shape, *, max_batch: int = 16, max_context: int = 256):
         self.model, self.shape = model, shape
         self.max_batch, self.max_context = max_batch, max_context
         weight = model.model.embed_tokens.weight
         self.device, self.dtype = weight.device, weight.dtype
+        self.input_device = self.device
         forward_args = inspect.signature(model.forward).parameters
         self._cache_arg = "cache" if "cache" in forward_args else "past_key_values"
         self._pass_cache_position = "cache_position" in forward_args
@@ -54,16 +50,11 @@ class HFDecoder:
         model.load_state_dict(ours.hf_state_dict(), strict=True)
         return cls(model, ours.shape, max_batch=ours.max_batch, max_context=ours.max_context)
 
-    def check_inputs(self, tokens: torch.Tensor, positions: torch.Tensor | None) -> int:
-        """Return the batch B of a decode step or a prompt (positions None); see engine.inputs.check_decode_inputs."""
-        return check_decode_inputs(tokens, positions, vocab_size=self.shape.vocab_size, device=self.device,
-                                   max_batch=self.max_batch, max_context=self.max_context)
+    check_inputs = Qwen3Decoder.check_inputs  # reads shape, input_device, max_batch and max_context
 
     def _check_order(self, positions: torch.Tensor) -> None:
-        """Refuse a step the StaticCache has no slot for, and (host positions) rows that differ or skip slots.
-
-        A repeated position is let through: timing loops repeat one step (the cache takes its next slot).
-        """
+        """Refuse a step the StaticCache has no slot for, and host positions that differ by row or skip slots
+        (a repeated position passes: timing loops repeat one step)."""
         filled = self.cache_tokens
         if filled >= self.max_context:
             raise ValueError(
@@ -116,10 +107,7 @@ class HFDecoder:
             self.cache_tokens += 1
         return self._forward(tokens[:, None], positions[:, None], positions[:1])[:, -1]
 
-    @torch.inference_mode()
-    def generate(self, prompt: torch.Tensor, steps: int) -> torch.Tensor:
-        """Greedy tokens [B, steps] after prompt [B, T]."""
-        return greedy_tokens(self, prompt, steps)
+    generate = Qwen3Decoder.generate
 
     @torch.inference_mode()
     def reset_cache(self) -> None:

@@ -1,6 +1,5 @@
-"""Engine wing: the one check of what a decode step or a prompt is given, for every engine: the
-model, the transformers adapter, the runners and the Triton step all call check_decode_inputs.
-"""
+"""Engine wing: the one check of what a decode step or a prompt is given (check_decode_inputs), called by
+the model, the transformers adapter, the runners and the Triton step."""
 from __future__ import annotations
 
 import torch
@@ -26,15 +25,8 @@ ID_DTYPES = (torch.int64, torch.int32)  # what F.embedding and cache indexing ta
 
 def check_decode_inputs(tokens, positions, *, vocab_size: int | None, device,
                         max_batch: int, max_context: int | None) -> int:
-    """The batch B of one decode step (tokens [B], positions [B]) or prompt (tokens [B, T], positions None).
-
-    device: the model's, or a tuple of those accepted (a runner copies host tensors in), each with
-    its index (resolved_device). Metadata is checked on every call, capture included, reading no
-    values: tensors, integer dtype, device, dims, equal lengths, 1 <= B <= max_batch, T <= max_context.
-    Values are checked only on the host, outside torch.compile: ids in [0, vocab_size), positions in
-    [0, max_context). CUDA values are never read (that would stall the host and break capture).
-    None for vocab_size or max_context skips that bound.
-    """
+    """The batch B of a decode step (tokens [B], positions [B]) or prompt (tokens [B, T], positions None).
+    Metadata is checked on every call; values (ids, positions) only on the host, outside torch.compile."""
     accepted = device if type(device) is tuple else (device,)
     try:  # the common case, in about as few operations as the checks before this one took
         on_host = tokens.is_cpu, positions.is_cpu

@@ -1,6 +1,5 @@
-"""Engine wing: the chapters' measurements, one call each: measured here when this machine can, else
-the stored run of a named card, labelled as that card's and never as the reader's.
-"""
+"""Engine wing: the chapters' measurements, one call each: measured here when this machine can, else a
+named card's stored run, labelled as that card's and never as the reader's."""
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -8,8 +7,7 @@ from typing import Callable
 
 import torch
 
-from floorlab.core.device import resolve_device
-from floorlab.core.numbers import function, instance, text, whole_number
+from floorlab.core.numbers import function, instance, text
 from floorlab.core.prose import fmt_ms, fmt_times, wrap
 from floorlab.core.roofline import Floor
 from floorlab.core.runs import Row, Run, measured_row, reference_run
@@ -67,9 +65,6 @@ def measure_path(path: str, fn: Callable[[], object], floor: Floor, *, warmup: i
     text(path, "path", hint="name the path being measured, e.g. 'eager'")
     function(fn, "fn", hint="pass the step to time, e.g. lambda: model.decode_step(tokens, positions)")
     instance(floor, Floor, "floor", hint="pass the Floor that fl.decode_floor returns")
-    warmup = whole_number(warmup, "warmup", at_least=0)
-    repeats = whole_number(repeats, "repeats")
-    device = resolve_device(device)
     times = time_with_issue(fn, warmup=warmup, repeats=repeats, device=device, progress=progress)
     return measured_row(path, floor, times.step, issue=times.issue, **fields)
 
@@ -78,7 +73,6 @@ def profile_path(row: Row, fn: Callable[[], object], *, device) -> Timeline:
     """The steady-state timeline of a measured path, labelled with its path and timed median."""
     instance(row, Row, "row", hint="pass the Row that fl.measure_path returned for this fn")
     function(fn, "fn", hint="pass the step that was timed")
-    device = resolve_device(device)
     return steady_timeline(fn, label=row.path, device=device, timed_ms=row.median_ms)
 
 
@@ -127,12 +121,8 @@ def graph_replay(model, tokens: torch.Tensor, positions: torch.Tensor, *, floor:
                  warmup: int, repeats: int, reference: str, buckets=DEFAULT_BUCKETS,
                  restore: Callable[[], object] | None = None, path: str = "graph replay",
                  step_fn=None, missing_ok: bool = False) -> Replay | None:
-    """Capture the decode step at every bucket, time and check its replay; on a CPU, the stored run
-    (None with missing_ok when it does not exist yet).
-
-    restore() runs after capture, which zeroes the KV cache (to prefill again, say); step_fn replaces
-    model.decode_step, and the eager Row must be the same step's.
-    """
+    """Capture, time and check the decode step's replay (restore() runs after capture zeroes the cache); on a
+    CPU the stored run, or None with missing_ok when it does not exist yet."""
     source = source_for(model.device, reference, missing_ok=missing_ok)
     if not source.here:
         if source.run is None:

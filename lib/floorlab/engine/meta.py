@@ -1,7 +1,5 @@
-"""Engine wing: a model counted on the meta device, where tensors have sizes but no storage.
-
-It confirms core.memory's arithmetic (model_bytes) against the tensors build_model really makes.
-"""
+"""Engine wing: a model counted on the meta device (sizes, no storage), confirming core.memory's
+arithmetic against the tensors build_model really makes."""
 from __future__ import annotations
 
 from dataclasses import dataclass

@@ -1,6 +1,5 @@
-"""Engine wing: a minimal Qwen3 decoder in plain PyTorch ops, with a static KV cache and a graph-
-capturable decode step. Its inputs go through engine.inputs.check_decode_inputs.
-"""
+"""Engine wing: a minimal Qwen3 decoder in plain PyTorch ops, with a static KV cache and a graph-capturable
+decode step; its inputs go through engine.inputs.check_decode_inputs."""
 from __future__ import annotations
 
 import torch
@@ -72,13 +71,9 @@ class Qwen3Decoder(nn.Module):
         self.register_buffer("row_index", torch.arange(max_batch, device=self.device), persistent=False)
         self.register_buffer("mask_zero", torch.zeros((), **kw), persistent=False)
 
-    # ---- the forward pass -------------------------------------------------------------
     def _layer(self, i: int, x: torch.Tensor, cos: torch.Tensor,
                sin_signed: torch.Tensor, attend) -> None:
-        """Run layer i on x [B, T, hidden] in place.
-
-        attend(i, q, k, v) returns [B, T, heads * head_dim].
-        """
+        """Run layer i on x [B, T, hidden] in place; attend(i, q, k, v) returns [B, T, heads * head_dim]."""
         s, w = self.shape, self.layers[i]
         batch, tokens = x.shape[:2]
         nq, nkv, d = s.num_heads, s.num_kv_heads, s.head_dim
@@ -100,14 +95,17 @@ class Qwen3Decoder(nn.Module):
         self.project_back(x2d, mlp, w.down)
 
     def project_back(self, x2d: torch.Tensor, inputs: torch.Tensor, weight: torch.Tensor) -> None:
-        """Add inputs @ weight.T to the residual x2d in place: o_proj and down, one kernel each.
-
-        The tensor-parallel decoder overrides this to sum each rank's partial product first."""
+        """Add inputs @ weight.T to the residual x2d in place (o_proj and down); the tensor-parallel
+        decoder sums each rank's partial product first."""
         x2d.addmm_(inputs, weight.t())
 
     def _logits(self, x: torch.Tensor) -> torch.Tensor:
         h = F.rms_norm(x, (self.shape.hidden_size,), self.final_norm, self.shape.rms_norm_eps)
-        return F.linear(h, self.embed if self.lm_head is None else self.lm_head)
+        return F.linear(h, self.head_weight())
+
+    def head_weight(self) -> torch.Tensor:
+        """The output head [vocab, hidden]: the input table when tied."""
+        return self.embed if self.lm_head is None else self.lm_head
 
     def check_inputs(self, tokens: torch.Tensor, positions: torch.Tensor | None) -> int:
         """Return the batch B of a decode step (positions [B]) or a prompt (positions None); see check_decode_inputs."""
@@ -139,12 +137,8 @@ class Qwen3Decoder(nn.Module):
     @torch.inference_mode()
     def decode_step(self, tokens: torch.Tensor,
                     positions: torch.Tensor) -> torch.Tensor:
-        """Logits [B, vocab] for one token per row at its position.
-
-        CUDA-graph capturable: no host syncs, static buffers only. Each row's position
-        is its own cache slot (any order: the static cache keeps no count); CUDA inputs
-        get check_decode_inputs' metadata checks only.
-        """
+        """Logits [B, vocab] for one token per row, each at its own position (any order); capturable in a
+        CUDA graph: no host syncs, static buffers only."""
         batch = self.check_inputs(tokens, positions)
         s = self.shape
         nkv, d = s.num_kv_heads, s.head_dim
@@ -185,7 +179,6 @@ class Qwen3Decoder(nn.Module):
         self.k_cache.zero_()
         self.v_cache.zero_()
 
-    # ---- transformers weight names ------------------------------------------------------
     def load_state_dict_hf(self, hf_state: dict[str, torch.Tensor]) -> None:
         """Copy a transformers Qwen3ForCausalLM state dict into the fused layout, once every name and shape
         is checked and nothing the engine would not use is left over."""
@@ -201,8 +194,7 @@ class Qwen3Decoder(nn.Module):
             raise ValueError(
                 f"the state dict does not fit shape {self.shape.name!r} ({len(problems)} problems: {shown}); "
                 "pass a complete transformers Qwen3ForCausalLM state dict whose config matches the shape "
-                "and that holds nothing else"
-            )
+                "and that holds nothing else")
         with torch.no_grad():
             for name, dst in targets.items():
                 dst.copy_(hf_state[name])
@@ -212,7 +204,7 @@ class Qwen3Decoder(nn.Module):
         s = self.shape
         q_rows, kv_rows = s.num_heads * s.head_dim, s.num_kv_heads * s.head_dim
         out = {"model.embed_tokens.weight": self.embed, "model.norm.weight": self.final_norm,
-               "lm_head.weight": self.embed if self.lm_head is None else self.lm_head}
+               "lm_head.weight": self.head_weight()}
         for i, w in enumerate(self.layers):
             p = f"model.layers.{i}."
             q, k, v = w.qkv.split([q_rows, kv_rows, kv_rows])

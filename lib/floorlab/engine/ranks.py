@@ -1,9 +1,5 @@
-"""Engine wing: ranks as processes: start them, give each a process group, time their collectives.
-
-run_ranks spawns one process per rank (torch.multiprocessing), joins each to a process group through
-a file in a private folder (NCCL on CUDA, one GPU per rank; gloo on the CPU), runs a function there
-and hands back what each returned. Ranks talk through torch.distributed only.
-"""
+"""Engine wing: ranks as spawned processes, each in a process group (NCCL on CUDA, gloo on the CPU)
+joined through a private folder, and their collectives timed."""
 from __future__ import annotations
 
 import os
@@ -92,11 +88,8 @@ def _rank_main(rank: int, target: Callable, ranks: int, device: str, folder: str
 
 def run_ranks(target: Callable, ranks: int, *, device: str, args: tuple = (),
               timeout_s: float = TIMEOUT_S) -> list:
-    """target(rank, ranks, *args) in `ranks` spawned processes; each rank's JSON-able result, in order.
-
-    target must be a module-level function (spawn imports it by name). A rank that raises stops
-    every rank, and its message comes back as a RankError.
-    """
+    """target(rank, ranks, *args) in `ranks` spawned processes (target module-level); each rank's JSON-able
+    result in order, or a RankError with the first failing rank's message."""
     check_devices(ranks, device)
     with tempfile.TemporaryDirectory(prefix="floorlab-ranks-") as folder:
         context = mp.spawn(_rank_main, args=(target, ranks, device, folder, tuple(args), timeout_s),
@@ -136,7 +129,6 @@ def _first_error(folder: Path, ranks: int) -> str:
     return ""
 
 
-# ---- one collective, timed alone -----------------------------------------------------------------
 def collective_fn(kind: str, numel: int, *, device, dtype: torch.dtype, group=None):
     """A no-argument callable running one "all_reduce" of numel values, or one "all_gather" of numel
     values from every rank, on static buffers."""
@@ -158,11 +150,8 @@ def collective_fn(kind: str, numel: int, *, device, dtype: torch.dtype, group=No
 
 def time_collective(kind: str, numel: int, *, device, dtype: torch.dtype, group=None,
                     warmup: int = 5, repeats: int = 50, control=None) -> Timing:
-    """One collective's time in ms, called eagerly on its own (every rank calls this together).
-
-    Fixed counts on every device (a CPU's settling loop could make the ranks' counts differ):
-    CUDA events on a GPU, the wall clock on a CPU.
-    """
+    """One collective's time in ms, called eagerly alone by every rank together, in fixed counts: CUDA
+    events on a GPU, the wall clock on a CPU."""
     run = collective_fn(kind, numel, device=device, dtype=dtype, group=group)
     dist.barrier(group=control)
     if torch.device(device).type == "cuda":
@@ -194,15 +183,10 @@ def time_collective_in_graph(kind: str, numel: int, *, count: int, device, dtype
     return Timing.from_samples([ms / count for ms in whole.samples_ms])
 
 
-# ---- a whole step, timed with every rank in step -------------------------------------------------
 def time_in_step(step: Callable[[], object], *, rank: int, warmup: int, repeats: int, device,
                  control=None) -> StepTimes | None:
-    """The step's time and the host's issue time (time_with_issue), every rank stepping together.
-
-    On CUDA every rank times its own calls (fixed counts). On a CPU the loop warms up until the times
-    settle, a count the ranks could disagree on, so rank 0 alone times and, before each call,
-    broadcasts one value telling the others to step with it; they return None.
-    """
+    """The step's time and issue time (time_with_issue), every rank stepping together; on a CPU rank 0 alone
+    times, broadcasting each step to the others, which return None."""
     device = torch.device(device)
     dist.barrier(group=control)
     if device.type == "cuda":

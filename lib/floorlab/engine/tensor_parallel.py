@@ -1,10 +1,5 @@
-"""Engine wing: tensor parallelism for the decode step: each rank holds a share of the heads, of
-the MLP and of the vocabulary.
-
-A rank's shard is a Qwen3Decoder of its share, so the layer, the cache and RoPE are the engine's own.
-qkv and gate_up are cut by columns, o_proj and down by rows (each followed by one all-reduce), and the
-output head by vocabulary, its logits joined by all_gather. Starting the ranks is engine.ranks' job.
-"""
+"""Engine wing: tensor parallelism for the decode step: each rank's shard is a Qwen3Decoder of its share
+of the heads, the MLP and the vocabulary (qkv, gate_up by columns; o_proj, down by rows; head by vocabulary)."""
 from __future__ import annotations
 
 import math
@@ -12,7 +7,6 @@ from dataclasses import replace
 
 import torch
 import torch.distributed as dist
-import torch.nn.functional as F
 from torch import nn
 
 from floorlab.core.memory import HEADROOM_BYTES, Fit, free_bytes
@@ -146,8 +140,7 @@ class TPDecoder(Qwen3Decoder):
         x2d.add_(partial)
 
     def _logits(self, x: torch.Tensor) -> torch.Tensor:
-        h = F.rms_norm(x, (self.shape.hidden_size,), self.final_norm, self.shape.rms_norm_eps)
-        return self.all_gather_vocab(F.linear(h, self.head_weight()))
+        return self.all_gather_vocab(super()._logits(x))
 
     def hf_state_dict(self) -> dict[str, torch.Tensor]:
         """Not available: a shard holds a share of each matrix, not the checkpoint's tensors."""
@@ -159,7 +152,6 @@ class TPDecoder(Qwen3Decoder):
         self.hf_state_dict()
 
 
-# ---- cutting a rank's shard from a whole model's weights ---------------------------------------
 def _rows(t: torch.Tensor, rank: int, ranks: int) -> torch.Tensor:
     n = t.shape[0] // ranks
     return t[rank * n:(rank + 1) * n]
@@ -171,9 +163,8 @@ def _cols(t: torch.Tensor, rank: int, ranks: int) -> torch.Tensor:
 
 
 def cut(name: str, full: torch.Tensor, shape, rank: int, ranks: int) -> torch.Tensor:
-    """Rank `rank`'s slice of the whole model's parameter `name` (Qwen3Decoder names): qkv its query
-    heads then its KV heads, gate_up its gate rows then its up rows, o_proj and down their columns,
-    the output head its vocabulary rows; the norms and the input table stay whole."""
+    """Rank `rank`'s slice of the whole model's parameter `name`: qkv and gate_up by part, o_proj and down
+    by columns, the output head by vocabulary rows; norms and the input table stay whole."""
     s = get_shape(shape)
     leaf = name.rsplit(".", 1)[-1]
     if leaf == "qkv":

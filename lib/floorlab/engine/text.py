@@ -1,8 +1,5 @@
-"""Engine wing: real text from real weights: the book's engine with a Qwen3 checkpoint and its tokenizer.
-
-Random weights move the same bytes as trained ones, so every timing holds for both. The folder comes
-from FLOORLAB_QWEN3_PATH; nothing is fetched from the network unless it names a hub id instead.
-"""
+"""Engine wing: real text from a Qwen3 checkpoint named by FLOORLAB_QWEN3_PATH and its tokenizer (random
+weights move the same bytes, so every timing holds for both)."""
 from __future__ import annotations
 
 import os

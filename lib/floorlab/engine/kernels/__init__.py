@@ -1,10 +1,5 @@
-"""Engine wing: the book's own Triton kernels for one decode step, a bare GEMV to sweep, and the
-kernels timed one by one.
-
-triton_step(model) is a decode step of about five kernels per layer; gemv(x, weight) the bare GEMV;
-layer_kernel_rows times each kernel of a layer. Triton is imported only when a kernel is launched,
-so this package imports anywhere; on a CPU the kernels run in Triton's interpreter (TRITON_INTERPRET=1).
-"""
+"""Engine wing: the book's own Triton kernels: triton_step(model) (about five kernels a layer), the bare
+gemv, and layer_kernel_rows; Triton loads at the first launch (on a CPU, its interpreter)."""
 from __future__ import annotations
 
 import torch
@@ -86,11 +81,8 @@ def _launch_pdl(pdl: bool | None, device: torch.device, what: str) -> bool:
 
 
 def triton_step(model, *, pdl: bool | None = None, config: StepConfig | None = None):
-    """A decode step (tokens[B], positions[B]) -> logits[B, vocab] from the book's kernels, sharing model's cache.
-
-    pdl=None turns programmatic dependent launch on where pdl_supported; config=None picks
-    default_config(B) per batch. No host syncs: GraphRunner can capture it.
-    """
+    """A decode step (tokens[B], positions[B]) -> logits[B, vocab] from the book's kernels, sharing model's
+    cache; pdl=None: PDL where supported, config=None: default_config(B). GraphRunner can capture it."""
     if not all(hasattr(model, name) for name in ("layers", "k_cache", "rope_cos", "embed", "shape")):
         raise TypeError(f"triton_step needs a floorlab Qwen3Decoder (floorlab.engine.model.build_model), got "
                         f"{type(model).__name__}")
@@ -115,10 +107,8 @@ def gemv(x: torch.Tensor, weight: torch.Tensor, *, out: torch.Tensor | None = No
          rows_per_program: int = 4, block_k: int | None = None, num_warps: int = 4, split_k: int = 1,
          dot: bool = False, tile_sums: bool = False, row_loop: bool = False, num_stages: int = 3,
          swap_ab: bool = False, fused_reduce: bool = False, pdl: bool | None = False) -> torch.Tensor:
-    """y[B, N] = x[B, K] @ weight[N, K]^T in x's dtype (float32 sums) from the bare GEMV kernel.
-
-    The launch settings are GemvConfig's; block_k=None picks default_block_k(B).
-    """
+    """y[B, N] = x[B, K] @ weight[N, K]^T in x's dtype (float32 sums) from the bare GEMV kernel, launched as
+    GemvConfig says; block_k=None picks default_block_k(B)."""
     if x.dim() != 2 or weight.dim() != 2 or x.shape[1] != weight.shape[1]:
         raise ValueError(f"gemv needs x [B, K] and weight [N, K] with the same K, got {tuple(x.shape)} and "
                          f"{tuple(weight.shape)}; reshape x to two dimensions")

@@ -1,10 +1,5 @@
-"""Engine wing: decode attention over the visible context only, the q/k RMSNorm, RoPE and KV-cache
-write in its prologue.
-
-One program per (batch row, KV head, context split); the query heads sharing the KV head are its rows
-(GQA), padded to 16 for tensor-core dots. Each split takes whole block_t tiles of positions 0..pos
-(flash-decoding); the last split of a (row, KV head) to finish merges the float32 partial sums.
-"""
+"""Engine wing: decode attention over the visible context (flash-decoding splits, GQA rows padded to 16),
+its prologue the q/k RMSNorm, RoPE and KV-cache write."""
 from __future__ import annotations
 
 import math
@@ -13,7 +8,7 @@ import torch
 import triton
 import triton.language as tl
 
-from .runtime import launch_kwargs, pdl_start, pdl_wait
+from .runtime import counters, launch_kwargs, pdl_start, pdl_wait
 
 LOG2_E = 1.4426950408889634
 
@@ -188,11 +183,8 @@ def launch_attention(qkv: torch.Tensor, positions: torch.Tensor, q_norm: torch.T
                      rope_cos: torch.Tensor, rope_sin_signed: torch.Tensor, k_cache: torch.Tensor,
                      v_cache: torch.Tensor, out: torch.Tensor, *, num_heads: int, num_kv_heads: int, eps: float,
                      config, pdl: int = 0, counts: torch.Tensor | None = None) -> torch.Tensor:
-    """Write out[B, heads*head_dim] and this token's K/V into the layer's caches [max_batch, kv, context, d].
-
-    counts: int32 zeros, one per (row, KV head), that the splits count on (left at zero again); with
-    config.splits > 1 and counts=None a fresh one is made. A step passes one to all its layers.
-    """
+    """Write out[B, heads*head_dim] and this token's K/V into the layer's caches [max_batch, kv, context, d];
+    counts: int32 zeros per (row, KV head) for splits > 1 (None: fresh ones), left at zero."""
     batch = qkv.shape[0]
     head_dim, max_context = k_cache.shape[-1], k_cache.shape[-2]
     group = num_heads // num_kv_heads
@@ -217,4 +209,4 @@ def launch_attention(qkv: torch.Tensor, positions: torch.Tensor, q_norm: torch.T
 
 def attention_counts(batch: int, num_kv_heads: int, device) -> torch.Tensor:
     """The zeroed int32 counters a split attention needs: one per (batch row, KV head)."""
-    return torch.zeros(batch * num_kv_heads, dtype=torch.int32, device=device)
+    return counters(batch * num_kv_heads, device)

@@ -1,10 +1,5 @@
-"""Engine wing: decode attention fused into o_proj: one kernel instead of two per layer.
-
-One program per (block of o_proj rows, KV head) attends that head's query heads over the whole
-context (attention.py's prologue and tiles), rounds as the two-kernel path stores, and multiplies by
-its slice of o_proj; the last program of a row block adds the heads' sums in a fixed order (so a
-replay gives the same bits) to the residual. Each head's attention is recomputed per row block.
-"""
+"""Engine wing: decode attention fused into o_proj, one program per (o_proj row block, KV head); the last
+program of a row block adds the heads' sums to the residual in a fixed order (replays give the same bits)."""
 from __future__ import annotations
 
 import math
@@ -14,7 +9,7 @@ import triton
 import triton.language as tl
 
 from .attention import LOG2_E, attend_range, cached_tiles, new_token
-from .runtime import launch_kwargs, pdl_start, pdl_wait
+from .runtime import counters, launch_kwargs, pdl_start, pdl_wait
 
 
 @triton.jit
@@ -101,21 +96,14 @@ def launch_attention_o_proj(qkv: torch.Tensor, positions: torch.Tensor, q_norm: 
                             v_cache: torch.Tensor, o_proj: torch.Tensor, x: torch.Tensor, *, num_heads: int,
                             num_kv_heads: int, eps: float, config, pdl: int = 0,
                             counts: torch.Tensor | None = None) -> torch.Tensor:
-    """x += o_proj(attention(qkv)) in place, and this token's K/V written into the layer's caches.
-
-    config: an AttentionConfig with o_proj_rows > 0 (the o_proj rows of a program). counts: int32 zeros,
-    at least one per row block (fused_counts), left at zero again; None makes fresh ones.
-    """
+    """x += o_proj(attention(qkv)) in place, this token's K/V written to the caches; config.o_proj_rows > 0
+    rows a program; counts: int32 zeros, one per row block at least (fused_counts), left at zero."""
     batch = qkv.shape[0]
     head_dim, max_context = k_cache.shape[-1], k_cache.shape[-2]
     n_rows = o_proj.shape[0]
     rows = config.o_proj_rows
     blocks = triton.cdiv(n_rows, rows)
-    if counts is None:
-        counts = fused_counts(blocks, qkv.device)
-    elif counts.numel() < blocks or counts.dtype != torch.int32:
-        raise ValueError(f"counts must be fused_counts({blocks}) or longer (one per row block of o_proj), got "
-                         f"{counts.numel()} {counts.dtype}")
+    counts = counters(blocks, qkv.device, counts, "fused_counts")
     group = num_heads // num_kv_heads
     partial = torch.empty((num_kv_heads, batch, n_rows), dtype=torch.float32, device=qkv.device)
     _attention_o_proj_kernel[(blocks, num_kv_heads)](
@@ -130,4 +118,4 @@ def launch_attention_o_proj(qkv: torch.Tensor, positions: torch.Tensor, q_norm: 
 
 def fused_counts(blocks: int, device) -> torch.Tensor:
     """The zeroed int32 counters the fused kernel needs: one per block of o_proj rows."""
-    return torch.zeros(blocks, dtype=torch.int32, device=device)
+    return counters(blocks, device)

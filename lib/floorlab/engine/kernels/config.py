@@ -1,8 +1,5 @@
-"""Engine wing: launch parameters of the book's Triton kernels (tiles, rows per program, warps, splits).
-
-Plain dataclasses without triton, so a sweep can build, print and store them anywhere.
-default_config's docstring says why its defaults are what they are.
-"""
+"""Engine wing: launch parameters of the book's Triton kernels, plain dataclasses without triton; the
+tuning notes behind the defaults are default_config's docstring."""
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field, replace
@@ -27,26 +24,18 @@ POWER_OF_TWO = "a power of two >= 1 (Triton tiles are powers of two)"
 
 @dataclass(frozen=True)
 class GemvConfig:
-    """One GEMV launch: output rows per program, K tile (elements), warps, K splits (1 = no split).
-
-    dot: each tile on tensor cores, the batch padded to 16 rows (rows_per_program >= 16).
-    tile_sums: sum each tile's products at once; by default they pile up elementwise, summed at the end.
-    row_loop: meet each weight tile with one batch row at a time (2-D products, no tensor-core padding).
-    num_stages: K tiles Triton's software pipeline keeps in flight (the tensor-core tiles of a K loop).
-    swap_ab (with dot): w @ x^T, the weight rows as M; 64 rows on 4 warps make Hopper's warpgroup MMA.
-    fused_reduce (with split_k > 1): the last split of a row block to finish adds the splits up itself.
-    """
+    """One GEMV launch: output rows per program, K tile (elements), warps, K splits (1 = no split)."""
 
     rows_per_program: int = 4
     block_k: int = 256
     num_warps: int = 4
     split_k: int = 1
-    dot: bool = False
-    tile_sums: bool = False
-    row_loop: bool = False
-    num_stages: int = 3
-    swap_ab: bool = False
-    fused_reduce: bool = False
+    dot: bool = False  # each tile on tensor cores, the batch padded to 16 rows (rows_per_program >= 16)
+    tile_sums: bool = False  # sum each tile's products at once (default: elementwise, summed at the end)
+    row_loop: bool = False  # each weight tile met by one batch row at a time (2-D products, no padding)
+    num_stages: int = 3  # K tiles Triton's software pipeline keeps in flight
+    swap_ab: bool = False  # (with dot) w @ x^T, weight rows as M: 64 rows on 4 warps make warpgroup MMA
+    fused_reduce: bool = False  # (with split_k > 1) the last split of a row block adds the splits up
 
     def check(self) -> "GemvConfig":
         """Return self after checking every field; raises ValueError saying how to fix a bad one."""
@@ -78,11 +67,8 @@ class GemvConfig:
 
 @dataclass(frozen=True)
 class AttentionConfig:
-    """Decode attention: context tile (positions), splits of the visible context (flash-decoding), warps.
-
-    o_proj_rows > 0 fuses o_proj into the attention (attention_o_proj.py), that many o_proj rows to a
-    program over the whole context (splits=1); 0 keeps o_proj a GEMV of its own.
-    """
+    """Decode attention: context tile (positions), context splits (flash-decoding), warps; o_proj_rows > 0
+    fuses o_proj in, that many rows a program over the whole context (splits=1)."""
 
     block_t: int = 32
     splits: int = 1
@@ -111,10 +97,8 @@ class AttentionConfig:
 
 @dataclass(frozen=True)
 class StepConfig:
-    """Every launch of one decode step: a GemvConfig per weight matrix and the attention's config.
-
-    early_launch: with PDL, each kernel lets the next one launch at its start, not after its wait.
-    """
+    """Every launch of one decode step: a GemvConfig per weight matrix and the attention's config;
+    early_launch: with PDL, each kernel releases the next at its start."""
 
     qkv: GemvConfig = field(default_factory=GemvConfig)
     o_proj: GemvConfig = field(default_factory=GemvConfig)

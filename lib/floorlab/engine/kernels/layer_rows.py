@@ -1,7 +1,5 @@
-"""Engine wing: one layer's kernels (and the LM head) timed one by one: a KernelRow per kernel, and
-the table the kernels chapter and the bench print from them. Stored runs keep the rows as plain dicts
-(KernelRow.to_dict's layout).
-"""
+"""Engine wing: one layer's kernels and the LM head timed one by one (KernelRow; stored as to_dict's
+layout), and the table the kernels chapter and the bench print."""
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, replace
@@ -67,12 +65,8 @@ def _kernel_row(name: str, us: float, nbytes: int, config, read_gbps: float) -> 
 
 def layer_kernel_rows(model, positions: torch.Tensor, *, read_gbps: float, warmup: int, repeats: int,
                       config=None) -> list[KernelRow]:
-    """The book's kernels of one layer (and the LM head), each timed over every layer back to back.
-
-    Each runs as the step runs it (config, epilogue, PDL) on the model's weights, one launch per layer
-    in one CUDA graph, so no weight sits in L2. Where PDL is on, each GEMV that does not split K is
-    timed again without its wait (PDL_NO_WAIT: wrong results, a bound on what the wait costs).
-    """
+    """Each kernel of a layer (and the LM head) as the step runs it, one launch per layer in one CUDA graph
+    (no weight in L2); with PDL, unsplit GEMVs are timed again without the wait (wrong results)."""
     from .matvec import gemv_counts, launch_gemv
     from .runtime import PDL_NO_WAIT, pdl_mode, pdl_supported
 
@@ -85,7 +79,7 @@ def layer_kernel_rows(model, positions: torch.Tensor, *, read_gbps: float, warmu
     outs = {n: torch.zeros(batch, rows, **kw) for n, rows in (  # zeros: the residuals read them
         ("qkv", (s.num_heads + 2 * s.num_kv_heads) * s.head_dim), ("hidden", s.hidden_size),
         ("gate_up", s.intermediate_size), ("lm_head", s.vocab_size))}
-    head = model.embed if model.lm_head is None else model.lm_head
+    head = model.head_weight()
     counts = gemv_counts(s.vocab_size, device)  # for split GEMVs that add their splits up themselves
     launches = {
         "qkv": lambda w, pdl: launch_gemv(x, w.qkv, outs["qkv"], config=config.qkv, norm_weight=w.input_norm,

@@ -1,18 +1,12 @@
-"""Engine wing: decode GEMVs y[B, N] = x[B, K] @ W[N, K]^T for B = 1..16, with an RMSNorm prologue
-and fused epilogues (residual add, SwiGLU).
-
-A program computes rows_per_program output rows for every batch row over block_k tiles of K (grid
-cdiv(N, rows) x split_k). With PDL it loads its first weight tile before the wait: weights never
-depend on the kernel before. The RMSNorm is deferred: tiles multiply x * norm_weight, the sum of
-squares grows alongside, and the sums are scaled by 1/rms at the end (a split stores its own share).
-"""
+"""Engine wing: decode GEMVs y[B, N] = x[B, K] @ W[N, K]^T (B = 1..16), rows_per_program rows a program
+over block_k tiles, a deferred RMSNorm prologue (scaled by 1/rms at the end) and fused residual or SwiGLU."""
 from __future__ import annotations
 
 import torch
 import triton
 import triton.language as tl
 
-from .runtime import launch_kwargs, pdl_start, pdl_wait
+from .runtime import counters, launch_kwargs, pdl_start, pdl_wait
 
 # what the epilogue does with the float32 sums
 STORE = tl.constexpr(0)
@@ -255,19 +249,15 @@ def _splitk_reduce_kernel(part_ptr, sq_ptr, res_ptr, out_ptr, N, K, stride_ps, s
 
 def gemv_counts(programs: int, device) -> torch.Tensor:
     """The zeroed int32 counters a fused_reduce GEMV needs, one per row block; each GEMV leaves them zeroed."""
-    return torch.zeros(programs, dtype=torch.int32, device=device)
+    return counters(programs, device)
 
 
 def launch_gemv(x: torch.Tensor, weight: torch.Tensor, out: torch.Tensor, *, config,
                 norm_weight: torch.Tensor | None = None, eps: float = 1e-6,
                 residual: torch.Tensor | None = None, swiglu: bool = False, pdl: int = 0,
                 counts: torch.Tensor | None = None) -> torch.Tensor:
-    """Write out[B, N] (N = weight rows, half of them with swiglu); the caller has checked the shapes.
-
-    pdl: a runtime.pdl_mode. norm_weight: RMSNorm x first. residual: out = residual + x @ W^T (may be
-    out). swiglu: out = silu(x @ gate^T) * (x @ up^T), weight = [gate; up]. counts: gemv_counts, one
-    per row block at least, for fused_reduce (made here when None).
-    """
+    """Write out[B, N] (N = weight rows, half with swiglu; shapes checked by the caller), RMSNorm'd first
+    with norm_weight, plus residual, or SwiGLU'd; counts: gemv_counts for fused_reduce (None: fresh)."""
     batch, k_size = x.shape
     n_rows = weight.shape[0] // 2 if swiglu else weight.shape[0]
     block_k = max(16 if config.dot else 1, min(config.block_k, triton.next_power_of_2(k_size)))
@@ -296,11 +286,7 @@ def launch_gemv(x: torch.Tensor, weight: torch.Tensor, out: torch.Tensor, *, con
     # each split's sum of squares of x over its K range, per row block: the deferred norm's scale
     sum_sq = torch.empty((splits, grid[0], batch) if has_norm else (1, 1, 1), dtype=torch.float32, device=x.device)
     if config.fused_reduce:
-        if counts is None:
-            counts = gemv_counts(grid[0], x.device)
-        elif counts.numel() < grid[0] or counts.dtype != torch.int32 or counts.device != x.device:
-            raise ValueError(f"counts must be gemv_counts({grid[0]}) or longer on {x.device} (one per row "
-                             f"block), got {counts.numel()} {counts.dtype} on {counts.device}")
+        counts = counters(grid[0], x.device, counts, "gemv_counts")
     _gemv_kernel[grid](x, weight, norm, res, out, partial, sum_sq, counts if config.fused_reduce else partial, batch,
                        n_rows, k_size, x.stride(0), weight.stride(0), res.stride(0), out.stride(0),
                        partial.stride(0), k_per_split, eps, FUSED_REDUCE=config.fused_reduce, **common,

@@ -50,6 +50,19 @@ def pdl_supported(device) -> bool:
     return torch.cuda.get_device_capability(device) >= PDL_MIN_CAPABILITY
 
 
+def counters(n: int, device, given=None, maker: str = "counters"):
+    """given, once it holds n int32 counters or more on device, else n fresh zeroed ones (given None);
+    split programs count on them and leave them at zero."""
+    import torch
+
+    if given is None:
+        return torch.zeros(n, dtype=torch.int32, device=device)
+    if given.numel() < n or given.dtype != torch.int32 or given.device != torch.device(device):
+        raise ValueError(f"counts must be {maker}({n}) or longer on {device} (one per row block), got "
+                         f"{given.numel()} {given.dtype} on {given.device}")
+    return given
+
+
 def launch_kwargs(num_warps: int, pdl: int, num_stages: int | None = None) -> dict:
     """Launch options: warps, pipeline stages when given, launch_pdl only with PDL (the interpreter knows none)."""
     kwargs = {"num_warps": num_warps}

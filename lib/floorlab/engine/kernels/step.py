@@ -1,15 +1,10 @@
-"""Engine wing: one decode step from the book's own kernels: the embedding, five kernels per layer
-(RMSNorm+qkv GEMV; attention with the q/k norms, RoPE and the cache write; o_proj + residual;
-RMSNorm+gate_up+SwiGLU; down + residual), then norm + LM head. A split K without fused_reduce adds a
-reduce kernel; attention fused into o_proj saves one. Weights, rope tables and cache are the model's.
-"""
+"""Engine wing: one decode step from the book's kernels: embedding, five kernels a layer (qkv, attention,
+o_proj, gate_up+SwiGLU, down; norms fused in), norm + LM head, on the model's weights and cache."""
 from __future__ import annotations
 
 import torch
 import triton
 import triton.language as tl
-
-from floorlab.engine.inputs import check_decode_inputs
 
 from .attention import attention_counts, launch_attention
 from .attention_o_proj import fused_counts, launch_attention_o_proj
@@ -49,7 +44,7 @@ def build_step(model, *, pdl: bool, config: StepConfig | None):
     """A step (tokens[B], positions[B]) -> logits[B, vocab] running the kernels; positions must be < max_context."""
     s = model.shape
     nq, nkv, d, eps = s.num_heads, s.num_kv_heads, s.head_dim, s.rms_norm_eps
-    head = model.embed if model.lm_head is None else model.lm_head
+    head = model.head_weight()
     chosen = {}
 
     def config_for(batch: int) -> StepConfig:
@@ -61,8 +56,7 @@ def build_step(model, *, pdl: bool, config: StepConfig | None):
 
     def step(tokens: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
         """Logits [B, vocab] in the model's dtype; writes K/V at (row, position) of every layer's cache."""
-        batch = check_decode_inputs(tokens, positions, vocab_size=s.vocab_size, device=model.embed.device,
-                                    max_batch=model.max_batch, max_context=model.max_context)
+        batch = model.check_inputs(tokens, positions)
         cfg = config_for(batch)
         mode = pdl_mode(pdl, cfg.early_launch)
         kw = dict(dtype=model.dtype, device=model.embed.device)

@@ -1,9 +1,5 @@
-"""Engine wing: the book's kernels timed one launch pattern at a time, outside the step, for the kernels
-chapter, the kernel sweep (tools.sweep) and the bench's per-kernel table (layer_rows).
-
-Launches replay as one CUDA graph on distinct weights, so no weight sits in L2 (time_per_call_ms), and
-a time is only reported once it passes the book's floor test (check_timed). Triton loads lazily.
-"""
+"""Engine wing: the book's kernels timed one launch pattern at a time, replayed as one CUDA graph on
+distinct weights (no weight in L2), each time passing the floor test (check_timed); Triton loads lazily."""
 from __future__ import annotations
 
 import gc
@@ -47,9 +43,8 @@ def cache_bytes(device) -> int:
 
 
 def check_timed(ms: float, nbytes: float, floor_gbps: float, *, device, working_bytes: float | None = None) -> float:
-    """ms, once it passes the book's floor test: BelowFloorError when moving nbytes in ms beats floor_gbps
-    beyond timer noise. working_bytes (default nbytes), what one replay touches, may sit in the device's
-    last-level cache, and then there is no floor to test against."""
+    """ms, once moving nbytes in it does not beat floor_gbps beyond noise (else BelowFloorError); no test
+    when working_bytes (default nbytes) fit the last-level cache."""
     if (nbytes if working_bytes is None else working_bytes) <= cache_bytes(device):
         return ms
     floor = floor_ms(nbytes, floor_gbps)
@@ -124,12 +119,8 @@ def gemv_case(name: str, n: int, k: int, batch: int, copies: int, device, dtype,
 
 def sweep_sizes(sizes, k: int, *, device, dtype, read_gbps: float, copies: int, warmup: int, repeats: int,
                 pdl_on: bool, config=None) -> list[dict]:
-    """Bandwidth of the bare GEMV y = x @ W^T (batch 1) against its rows N, so against its grid size.
-
-    Three ways per size: alone (one launch per replay), serial (copies launches on distinct weights,
-    each waiting for the last to drain) and chained (the same with PDL). A row holds n, k, bytes,
-    programs, config, and <way>_us, <way>_gbps, <way>_pct_read.
-    """
+    """Bandwidth of the bare GEMV at batch 1 against its rows N, three ways (alone, serial on `copies`
+    weights, chained with PDL); a dict per size: n, k, bytes, programs, config, <way>_us/_gbps/_pct_read."""
     from .matvec import launch_gemv
     from .runtime import PDL_EARLY
 
