@@ -6,6 +6,7 @@ from __future__ import annotations
 import sys
 import traceback
 from dataclasses import replace
+from functools import partial
 
 import torch
 
@@ -46,6 +47,13 @@ def prefilled(model, batch: int, context: int) -> tuple[torch.Tensor, torch.Tens
     model.reset_cache()
     model.prefill(prompt)
     return tokens, torch.full((batch,), context, dtype=torch.long, device=device)
+
+
+def timed_row(row: dict, fn, moved: int, floor_gbps: float, *, device, warmup: int, repeats: int) -> None:
+    """row's ms (fn's median, refused below the floor of `moved` bytes) and x_floor (over row["floor_ms"])."""
+    row["ms"] = check_timed(time_ms(fn, warmup=warmup, repeats=repeats, device=device).median_ms, moved, floor_gbps,
+                            device=device)
+    row["x_floor"] = row["ms"] / row["floor_ms"]
 
 
 def time_steps(shape: Qwen3Shape, batches, context: int, *, device, dtype, floor_gbps: float, best: dict,
@@ -91,13 +99,8 @@ def time_steps(shape: Qwen3Shape, batches, context: int, *, device, dtype, floor
                     row["bit_identical"] = runner.check_bit_identical(tokens, positions)
                     row["max_abs_diff"] = runner.last_max_abs_diff
                     runner.step(tokens, positions)
-                    timed = runner.replay_fn(batch)
-                else:
-                    def timed(fn=fn, tokens=tokens, positions=positions):
-                        fn(tokens, positions)
-                row["ms"] = check_timed(time_ms(timed, warmup=warmup, repeats=repeats, device=device).median_ms,
-                                        moved, floor_gbps, device=device)
-                row["x_floor"] = row["ms"] / floor
+                timed_row(row, runners[path].replay_fn(batch) if path in runners else partial(fn, tokens, positions),
+                          moved, floor_gbps, device=device, warmup=warmup, repeats=repeats)
             except Exception as err:  # noqa: BLE001
                 row = failed_row(row, report_error(errors, f"{shape.name} b{batch} {path}", err))
             rows.append(row)
@@ -181,13 +184,8 @@ def time_step_variants(shape: Qwen3Shape, batches, *, device, dtype, floor_gbps:
                     runner = GraphRunner(model, buckets=(batch,), step_fn=step)
                     runner.capture()
                     row["bit_identical"] = runner.check_bit_identical(tokens, positions)
-                    timed = runner.replay_fn(batch)
-                else:
-                    def timed(step=step):
-                        step(tokens, positions)
-                row["ms"] = check_timed(time_ms(timed, warmup=warmup, repeats=repeats, device=device).median_ms,
-                                        moved, floor_gbps, device=device)
-                row["x_floor"] = row["ms"] / floor
+                timed_row(row, runner.replay_fn(batch) if device.type == "cuda" else partial(step, tokens, positions),
+                          moved, floor_gbps, device=device, warmup=warmup, repeats=repeats)
                 default_ms = default_ms or row["ms"]
                 row["vs_default"] = row["ms"] / default_ms
             except Exception as err:  # noqa: BLE001
