@@ -1,9 +1,5 @@
-"""Tools wing: `python -m floorlab measure`: one card in a minute or two, for workshops.
-
-Both bandwidths, the floor of qwen3-0.6b at batch 1, eager decode with its launches and timeline, and
-on a CUDA GPU the graph replay (with fused=True the fused and the Triton step too), as the card's plan
-allows: one Run (kind "measure") in the book's layout.
-"""
+"""Tools wing: `python -m floorlab measure`: one card in a minute or two, for workshops: bandwidths, the
+0.6B's floor, eager decode and, as the card's plan allows, its replays, as one Run (kind "measure")."""
 from __future__ import annotations
 
 import time

@@ -1,9 +1,5 @@
-"""Tools wing: `python -m floorlab doctor`: will the book run here, and how long will it take?
-
-The GPU torch sees, free memory against each preset, the versions installed, this card's plan, and
-each chapter's run time on stored machines of this kind. Each problem gets one line saying how to
-fix it; the exit code is 1 when one would stop the book.
-"""
+"""Tools wing: `python -m floorlab doctor`: will the book run here, and how long will it take? One line
+per problem says how to fix it; the exit code is 1 when one would stop the book."""
 from __future__ import annotations
 
 import platform

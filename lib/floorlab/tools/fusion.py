@@ -1,9 +1,5 @@
-"""Tools wing: the kernel step with attention and o_proj as two kernels or as one, timed side by side:
-`python -m floorlab.tools.fusion [--presets ...] [--batches ...] [--out fusion.json]`.
-
-Every variant is replayed from a CUDA graph in rounds (A B C, A B C, ...), so the spread between
-rounds says what a difference between variants must beat.
-"""
+"""Tools wing: `python -m floorlab.tools.fusion`: attention and o_proj as two kernels or one, each replayed
+from a CUDA graph in rounds (A B C, A B C, ...) so the spread between rounds says what a difference must beat."""
 from __future__ import annotations
 
 import argparse

@@ -1,9 +1,5 @@
-"""Tools wing: what the site's napkin calculator (napkin.md) starts from, written as JavaScript at build time.
-
-A static page runs no Python, so the build hands it the shapes of core.shapes (it computes a step's
-bytes by core.roofline's formulas) and the presets, each from a measured run: this machine's run of
-the first chapter, the stored H200 run, a stored CPU card, and the laptop study's figures.
-"""
+"""Tools wing: the site's napkin calculator (napkin.md) starts from this JavaScript, written at build time:
+the shapes of core.shapes and presets from measured runs (yours, the stored H200, a CPU card, the laptop study)."""
 from __future__ import annotations
 
 import json

@@ -1,9 +1,5 @@
-"""Tools wing: `python -m floorlab redraw`: every stored H200 figure drawn again from its stored run.
-
-Each figure in reference/figures/ has a recipe here: the chapter's figure cell as it runs on a GPU
-(ON_GPU True), fed from the stored run instead of a live measurement. A change to a figure's
-drawing code so reaches the stored figures on a CPU, in seconds, without re-measuring anything.
-"""
+"""Tools wing: `python -m floorlab redraw`: every stored H200 figure drawn again, on a CPU in seconds, by
+its chapter's figure cell (as on a GPU) fed from the stored run instead of a live measurement."""
 from __future__ import annotations
 
 import argparse
@@ -168,10 +164,8 @@ def bigger_models_timeline(run: Run, *, path=None) -> Figure:
 
 
 def bigger_models_scaling(run: Run, bench: Run, *, path=None) -> Figure:
-    """bigger-models cell 16: eager and replay by size, and the stored bench's fused and Triton replays.
-
-    The chapter's note says "measured on this machine" for its own lines; here it names the card.
-    """
+    """bigger-models cell 16: eager and replay by size, and the stored bench's fused and Triton replays;
+    the note names the card where the chapter says "measured on this machine"."""
     sizes = stored_sizes_of(run)
     lines = {"eager": sizes.points(sizes.eager_path), "graph replay": sizes.points(sizes.graph_path)}
     stored = {f"{name} (stored bench)": x_floor_points(bench, path_name, batch=sizes.batch)

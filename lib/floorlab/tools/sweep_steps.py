@@ -1,6 +1,5 @@
-"""Tools wing: the kernel sweep's whole steps: the step timed with each GEMV's winning launch config,
-and with one launch choice changed at a time; and the rows' shared helpers (a failed row, its error).
-"""
+"""Tools wing: the kernel sweep's whole steps (with each GEMV's winning config, and with one launch choice
+changed at a time) and the rows' shared helpers."""
 from __future__ import annotations
 
 import sys
@@ -163,10 +162,8 @@ def step_variants(shape: Qwen3Shape, batch: int, max_context: int, *, tiny: bool
 
 def time_step_variants(shape: Qwen3Shape, batches, *, device, dtype, floor_gbps: float, warmup: int,
                        repeats: int, errors: list, tiny: bool = False) -> list[dict]:
-    """Rows: the kernel step at the bench's context, default config and one-change variants, replayed.
-
-    Each row holds ms, x floor, the ratio to the default's time in the same run, and replay == eager.
-    """
+    """Rows of the kernel step at the bench's context, default config then one change at a time, replayed:
+    ms, x floor, vs_default (the ratio to the default's time in the same run) and replay == eager."""
     context, max_context = (12, 16) if tiny else (VARIANT_CONTEXT, VARIANT_MAX_CONTEXT)
     model = build_model(shape, device=device, dtype=dtype, max_batch=max(batches), max_context=max_context)
     rows = []

@@ -1,7 +1,5 @@
-"""Tools wing: `python -m floorlab twocards`: one card against the same step split over several ranks
-(tensor parallelism). The ranks measure in processes of their own (tools.twocards_rank); the parent,
-here, turns what they return into one Run (kind "twocards") of Rows against their floors.
-"""
+"""Tools wing: `python -m floorlab twocards`: one card against the step split over ranks (tensor parallelism);
+the ranks measure in their own processes (twocards_rank), and this turns their results into one Run."""
 from __future__ import annotations
 
 import argparse

@@ -1,7 +1,5 @@
-"""Tools wing: what each rank of `python -m floorlab twocards` measures, in its own process: rank 0
-alone runs one card's step; then each rank's bandwidth alone and all at once; then each rank's shard
-(its collectives, its split step eager and replayed, timelines). Each returns a JSON-able dict.
-"""
+"""Tools wing: what each rank of `python -m floorlab twocards` measures in its own process: one card's step
+(rank 0), bandwidths alone and together, then its shard; each returns a JSON-able dict."""
 from __future__ import annotations
 
 import time

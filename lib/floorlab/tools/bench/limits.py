@@ -1,7 +1,5 @@
-"""Tools wing: what holds a path above its floor: each GEMV's own bandwidth (every layer's weights
-back to back in one CUDA graph, so no cache holds them), and from each engine path's steady timeline
-its kernels, GPU busy and idle µs and what each kernel costs beyond its bytes.
-"""
+"""Tools wing: what holds a path above its floor: each GEMV's own bandwidth (every layer's weights in one
+CUDA graph) and each engine path's kernels, busy and idle µs from its steady timeline."""
 from __future__ import annotations
 
 import torch

@@ -1,6 +1,5 @@
-"""Tools wing: one bench row: the step timed with its issue time, set against its floor, its kernels
-counted. A path that raises becomes a failed row saying what failed, one that cannot run here an
-absent row saying why: one broken path never costs the rest of the run."""
+"""Tools wing: one bench row: the step timed against its floor, its kernels counted; a path that raises
+becomes a failed row, one that cannot run here an absent row, and the run goes on."""
 from __future__ import annotations
 
 import warnings

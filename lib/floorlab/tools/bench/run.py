@@ -1,10 +1,5 @@
-"""Tools wing: the whole bench in one process: bandwidths, floors, then each preset's paths, limits
-and parity, as one Run (kind "bench").
-
-Until it ends, the run is written after every preset to partial_path(save_to), marked partial; only
-the finished run replaces save_to. A partial run can be resumed: its finished presets are kept, and
-their floors too once this card measures the same bandwidth within 3%.
-"""
+"""Tools wing: the whole bench in one process, as one Run (kind "bench"); kept after each preset at
+partial_path(save_to) and resumable there, only the finished run replaces save_to."""
 from __future__ import annotations
 
 import sys
@@ -67,12 +62,8 @@ def run_bench(presets=None, batches=None, context: int = DEFAULT_CONTEXT, *,
               skip_transformers: bool = False, skip_fused: bool = False, transformers_for=None,
               tuned_fused_for=(), compile_on_cpu: bool = False, progress: bool = True, save_to=None,
               resume_from: Run | None = None) -> Run:
-    """Measure every path for every preset (a name or a Qwen3Shape) and batch; returns the Run.
-
-    Defaults: qwen3-0.6b and qwen3-8b at batch 1 and 8 on a GPU, qwen3-0.6b at batch 1 on the CPU.
-    save_to: the finished run's JSON (left as it was until the run ends); resume_from: a partial
-    bench Run of the same settings on the same kind of card, whose finished presets are kept.
-    """
+    """The Run of every path for every preset (a name or a Qwen3Shape) and batch, saved to save_to when it
+    ends; resume_from: a partial bench Run of the same settings and card, whose finished presets are kept."""
     settings = make_settings(presets, batches, context, repeats=repeats, warmup=warmup,
                              device=device, skip_transformers=skip_transformers,
                              skip_fused=skip_fused, compile_on_cpu=compile_on_cpu,
