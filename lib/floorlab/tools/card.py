@@ -118,6 +118,14 @@ def _measure(run: Run, dev, plan, warmup: int, repeats: int, fused: bool, stage)
         run.timelines[path] = replay.timeline
 
 
+def timing_cells(r: Row, num=lambda ms: f"{ms:.3f}") -> str:
+    """A row's median ms, p10-p90 ms and x floor in 9, 17 and 8 columns; dashes where it was not measured."""
+    if not r.measured:
+        return f"{'-':>9} {'-':>17} {'-':>8}"
+    t, x = r.timing, "" if r.x_floor is None else f"{r.x_floor:.2f}"
+    return f"{num(t.median_ms):>9} {f'{num(t.p10_ms)}-{num(t.p90_ms)}':>17} {x:>8}"
+
+
 def format_card(run: Run) -> str:
     """The run as a short table: bandwidths, the floor, then each path's ms, p10-p90 and x floor."""
     floor = run.floor()
@@ -129,13 +137,8 @@ def format_card(run: Run) -> str:
         lines.append(f"launches    {run.launches['eager']}")
     lines += ["", f"{'path':<14} {'ms':>9} {'p10-p90 ms':>17} {'x floor':>8}  note", "-" * 60]
     for r in run.rows:
-        if r.measured:
-            t = r.timing
-            cells = f"{t.median_ms:>9.3f} {f'{t.p10_ms:.3f}-{t.p90_ms:.3f}':>17} {r.x_floor:>8.2f}"
-        else:
-            cells = f"{'-':>9} {'-':>17} {'-':>8}"
         note = r.note if r.status != "absent" else f"absent: {r.note}"
-        lines.append(f"{r.path:<14} {cells}  {note}".rstrip())
+        lines.append(f"{r.path:<14} {timing_cells(r)}  {note}".rstrip())
     best = run.best_row()
     if best is not None:
         lines.append(f"\nbest path   {best.path}, {fmt_ms(best.median_ms)} = "
