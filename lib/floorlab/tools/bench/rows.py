@@ -82,6 +82,12 @@ class Rows:
         return self._add(Row(path=path, preset=case.shape.name, batch=case.batch, status="failed",
                              note=f"failed: {what}"))
 
+    def mark(self, cases, paths, note: str, *, failed: bool = False) -> None:
+        """An absent row (a failed one, note saying what failed) of every path at every case."""
+        for case in cases:
+            for path in paths:
+                (self.failed if failed else self.absent)(case, path, note)
+
     def attempt(self, case: Case, path: str, measure: Callable[[], Row]) -> Row:
         """Record measure()'s row; an exception becomes a failed row naming it."""
         try:

@@ -199,9 +199,7 @@ def _measure_preset(shape, cases: dict[int, Case], settings: Settings, rows: Row
             str(case.batch): triton_kernel_table(engine, case) for case in cases.values() if case is not first}
     skipped = settings.transformers_skip_reason(shape.name)
     if skipped:
-        for case in cases.values():
-            for path in HF_PATHS:
-                rows.absent(case, path, skipped)
+        rows.mark(cases.values(), HF_PATHS, skipped)
         del engine
         _reset_compiled(settings)
         return
@@ -218,9 +216,7 @@ def _measure_preset(shape, cases: dict[int, Case], settings: Settings, rows: Row
     try:
         hf = HFDecoder.from_decoder(model)
     except Exception as err:
-        for case in cases.values():
-            for path in HF_PATHS:
-                rows.failed(case, path, f"building transformers' model: {error_text(err)}")
+        rows.mark(cases.values(), HF_PATHS, f"building transformers' model: {error_text(err)}", failed=True)
         run.facts["parity"][shape.name] = {"passed": None, "error": error_text(err)}
         return
     del model
