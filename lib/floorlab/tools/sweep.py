@@ -271,25 +271,20 @@ def run_sweep(*, tiny: bool = False, batches=None, context: int | None = None, p
                                 copies=shape.num_layers)
             except Exception as err:  # noqa: BLE001
                 report_error(result["errors"], "size sweep", err)
-        if skip_steps:
-            continue
-        try:
-            result["step_rows"] += time_steps(shape, batches, context, device=device, dtype=dtype,
-                                              floor_gbps=result["floor_gbps"], best=best, warmup=warmup,
-                                              repeats=repeats, errors=result["errors"])
-        except Exception as err:  # noqa: BLE001
-            report_error(result["errors"], f"{shape.name} steps", err)
-        free_memory()
-        print(f"{shape.name} steps done after {time.perf_counter() - start:.0f} s", flush=True)
-        if skip_variants:
-            continue
-        try:
-            result["variant_rows"] += time_step_variants(
-                shape, batches, device=device, dtype=dtype, floor_gbps=result["floor_gbps"], warmup=warmup,
-                repeats=repeats, errors=result["errors"], tiny=tiny)
-        except Exception as err:  # noqa: BLE001
-            report_error(result["errors"], f"{shape.name} step variants", err)
-        print(f"{shape.name} step variants done after {time.perf_counter() - start:.0f} s", flush=True)
+        timed = dict(device=device, dtype=dtype, floor_gbps=result["floor_gbps"], warmup=warmup, repeats=repeats,
+                     errors=result["errors"])
+        for what, key, skip, rows_of in (
+                ("steps", "step_rows", skip_steps, lambda: time_steps(shape, batches, context, best=best, **timed)),
+                ("step variants", "variant_rows", skip_steps or skip_variants,
+                 lambda: time_step_variants(shape, batches, tiny=tiny, **timed))):
+            if skip:
+                break
+            try:
+                result[key] += rows_of()
+            except Exception as err:  # noqa: BLE001
+                report_error(result["errors"], f"{shape.name} {what}", err)
+            free_memory()
+            print(f"{shape.name} {what} done after {time.perf_counter() - start:.0f} s", flush=True)
     result["elapsed_s"] = time.perf_counter() - start
     return result
 
