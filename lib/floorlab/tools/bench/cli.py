@@ -13,12 +13,10 @@ from floorlab.core.runs import Run
 from floorlab.core.shapes import PRESETS
 from floorlab.tools.cli import whole_arg
 
-from .run import kept_partial, partial_path, run_bench
+from .run import UNREADABLE, kept_partial, partial_path, run_bench
 from .settings import (CPU_PRESETS, CPU_REPEATS, DEFAULT_CONTEXT, GPU_PRESETS, GPU_REPEATS, MAX_BATCH, MAX_CONTEXT,
                        presets_in, shapes_of)
 from .table import format_table
-
-UNREADABLE = (ValueError, KeyError, TypeError, AttributeError, OSError)
 
 
 def default_out_path(device_facts: dict) -> Path:

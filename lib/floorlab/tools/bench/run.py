@@ -29,6 +29,7 @@ from .transformers_paths import measure_transformers
 
 STAGES_PER_PRESET = 8  # model, plain graphs, fused and tuned compiles, limits, bf16 logits, transformers, float32
 BANDWIDTH_REPEATS = {"cuda": 20, "cpu": 5}
+UNREADABLE = (ValueError, KeyError, TypeError, AttributeError, OSError)  # what a file that holds no run raises
 RESUME_BANDWIDTH_TOLERANCE = 0.03  # a resumed run keeps its floors only where the card measures the same
 
 
@@ -53,21 +54,16 @@ def kept_partial(path) -> list[str] | None:
         return None
     try:
         return finished_presets(Run.load(path))
-    except (ValueError, KeyError, TypeError, AttributeError, OSError):
+    except UNREADABLE:
         return None
 
 
-def run_bench(presets=None, batches=None, context: int = DEFAULT_CONTEXT, *,
-              repeats: int | None = None, warmup: int | None = None, device=None,
-              skip_transformers: bool = False, skip_fused: bool = False, transformers_for=None,
-              tuned_fused_for=(), compile_on_cpu: bool = False, progress: bool = True, save_to=None,
-              resume_from: Run | None = None) -> Run:
+def run_bench(presets=None, batches=None, context: int = DEFAULT_CONTEXT, *, progress: bool = True, save_to=None,
+              resume_from: Run | None = None, **settings) -> Run:
     """The Run of every path for every preset (a name or a Qwen3Shape) and batch, saved to save_to when it
-    ends; resume_from: a partial bench Run of the same settings and card, whose finished presets are kept."""
-    settings = make_settings(presets, batches, context, repeats=repeats, warmup=warmup,
-                             device=device, skip_transformers=skip_transformers,
-                             skip_fused=skip_fused, compile_on_cpu=compile_on_cpu,
-                             transformers_for=transformers_for, tuned_fused_for=tuned_fused_for)
+    ends; settings as make_settings takes them; resume_from: a partial bench Run of the same settings and card,
+    whose finished presets are kept."""
+    settings = make_settings(presets, batches, context, **settings)
     device_facts = describe_device(settings.device)
     done = _resumable(resume_from, settings, device_facts) if resume_from is not None else []
     stage = Stages(1 + (len(settings.shapes) - len(done)) * (STAGES_PER_PRESET + len(PATHS) * len(settings.batches)),
