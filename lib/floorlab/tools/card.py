@@ -91,19 +91,15 @@ def _measure(run: Run, dev, plan, warmup: int, repeats: int, fused: bool, stage)
     run.launches["eager"] = counted
     stage("eager timeline")
     run.timelines["eager"] = profile_path(eager, step, device=dev)
-    if not plan.graphs:
-        run.rows.append(_not_run(floor, "graph replay", plan.graphs_note))
-        run.rows += [_not_run(floor, p, NO_CPU_COMPILE if fused else "not asked for (--fused)")
-                     for p in FUSED_PATHS]
-        return
     makers = {"graph replay": None, "fused replay": fused_step,
               "triton replay": lambda m: triton_step(m, pdl=plan.pdl)}
     for path, make in makers.items():
-        if make is not None and not fused:
-            run.rows.append(_not_run(floor, path, "not asked for (--fused)"))
-            continue
-        if path == "triton replay" and plan.triton != "compiled":
-            run.rows.append(_not_run(floor, path, plan.triton_note))
+        why = ("not asked for (--fused)" if make is not None and not fused else
+               plan.graphs_note if make is None and not plan.graphs else
+               NO_CPU_COMPILE if not plan.graphs else
+               plan.triton_note if path == "triton replay" and plan.triton != "compiled" else "")
+        if why:
+            run.rows.append(_not_run(floor, path, why))
             continue
         stage(path)
         try:
