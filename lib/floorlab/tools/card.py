@@ -1,9 +1,5 @@
-"""Tools wing: `python -m floorlab measure`: one card in a minute or two, for workshops.
-
-Both bandwidths, the floor of qwen3-0.6b at batch 1, eager decode with its launches and timeline, and
-on a CUDA GPU the graph replay (with fused=True the fused and the Triton step too), as the card's plan
-allows: one Run (kind "measure") in the book's layout.
-"""
+"""Tools wing: `python -m floorlab measure`: one card in a minute or two, for workshops: bandwidths, the
+0.6B's floor, eager decode and, as the card's plan allows, its replays, as one Run (kind "measure")."""
 from __future__ import annotations
 
 import time
@@ -95,19 +91,15 @@ def _measure(run: Run, dev, plan, warmup: int, repeats: int, fused: bool, stage)
     run.launches["eager"] = counted
     stage("eager timeline")
     run.timelines["eager"] = profile_path(eager, step, device=dev)
-    if not plan.graphs:
-        run.rows.append(_not_run(floor, "graph replay", plan.graphs_note))
-        run.rows += [_not_run(floor, p, NO_CPU_COMPILE if fused else "not asked for (--fused)")
-                     for p in FUSED_PATHS]
-        return
     makers = {"graph replay": None, "fused replay": fused_step,
               "triton replay": lambda m: triton_step(m, pdl=plan.pdl)}
     for path, make in makers.items():
-        if make is not None and not fused:
-            run.rows.append(_not_run(floor, path, "not asked for (--fused)"))
-            continue
-        if path == "triton replay" and plan.triton != "compiled":
-            run.rows.append(_not_run(floor, path, plan.triton_note))
+        why = ("not asked for (--fused)" if make is not None and not fused else
+               plan.graphs_note if make is None and not plan.graphs else
+               NO_CPU_COMPILE if not plan.graphs else
+               plan.triton_note if path == "triton replay" and plan.triton != "compiled" else "")
+        if why:
+            run.rows.append(_not_run(floor, path, why))
             continue
         stage(path)
         try:
@@ -122,6 +114,14 @@ def _measure(run: Run, dev, plan, warmup: int, repeats: int, fused: bool, stage)
         run.timelines[path] = replay.timeline
 
 
+def timing_cells(r: Row, num=lambda ms: f"{ms:.3f}") -> str:
+    """A row's median ms, p10-p90 ms and x floor in 9, 17 and 8 columns; dashes where it was not measured."""
+    if not r.measured:
+        return f"{'-':>9} {'-':>17} {'-':>8}"
+    t, x = r.timing, "" if r.x_floor is None else f"{r.x_floor:.2f}"
+    return f"{num(t.median_ms):>9} {f'{num(t.p10_ms)}-{num(t.p90_ms)}':>17} {x:>8}"
+
+
 def format_card(run: Run) -> str:
     """The run as a short table: bandwidths, the floor, then each path's ms, p10-p90 and x floor."""
     floor = run.floor()
@@ -133,13 +133,8 @@ def format_card(run: Run) -> str:
         lines.append(f"launches    {run.launches['eager']}")
     lines += ["", f"{'path':<14} {'ms':>9} {'p10-p90 ms':>17} {'x floor':>8}  note", "-" * 60]
     for r in run.rows:
-        if r.measured:
-            t = r.timing
-            cells = f"{t.median_ms:>9.3f} {f'{t.p10_ms:.3f}-{t.p90_ms:.3f}':>17} {r.x_floor:>8.2f}"
-        else:
-            cells = f"{'-':>9} {'-':>17} {'-':>8}"
         note = r.note if r.status != "absent" else f"absent: {r.note}"
-        lines.append(f"{r.path:<14} {cells}  {note}".rstrip())
+        lines.append(f"{r.path:<14} {timing_cells(r)}  {note}".rstrip())
     best = run.best_row()
     if best is not None:
         lines.append(f"\nbest path   {best.path}, {fmt_ms(best.median_ms)} = "

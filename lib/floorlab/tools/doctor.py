@@ -1,9 +1,5 @@
-"""Tools wing: `python -m floorlab doctor`: will the book run here, and how long will it take?
-
-The GPU torch sees, free memory against each preset, the versions installed, this card's plan, and
-each chapter's run time on stored machines of this kind. Each problem gets one line saying how to
-fix it; the exit code is 1 when one would stop the book.
-"""
+"""Tools wing: `python -m floorlab doctor`: will the book run here, and how long will it take? One line
+per problem says how to fix it; the exit code is 1 when one would stop the book."""
 from __future__ import annotations
 
 import platform
@@ -68,20 +64,15 @@ def memory_checks(free_bytes: int | None, where: str) -> list[Check]:
         return [Check("memory", "warn", f"could not read the free {where} memory",
                       "check it yourself: the 0.6B model needs about "
                       f"{preset_need_bytes(BOOK_PRESET) / 1e9:.1f} GB")]
+    short = {"fail": "the chapters need this model: close other programs (or notebooks) holding memory, or "
+                     "use a machine with more",
+             "warn": f"leave it out of the bench: python -m floorlab bench --presets {BOOK_PRESET}"}
     checks = []
     for name in PRESETS:
         need = preset_need_bytes(name)
-        found = f"{need / 1e9:.1f} GB needed, {free_bytes / 1e9:.1f} GB {where} memory free"
-        if need <= free_bytes:
-            checks.append(Check(f"memory {name}", "ok", found))
-        elif name == BOOK_PRESET:
-            checks.append(Check(f"memory {name}", "fail", found,
-                                "the chapters need this model: close other programs (or "
-                                "notebooks) holding memory, or use a machine with more"))
-        else:
-            checks.append(Check(f"memory {name}", "warn", found,
-                                f"leave it out of the bench: python -m floorlab bench --presets "
-                                f"{BOOK_PRESET}"))
+        status = "ok" if need <= free_bytes else "fail" if name == BOOK_PRESET else "warn"
+        checks.append(Check(f"memory {name}", status, f"{need / 1e9:.1f} GB needed, {free_bytes / 1e9:.1f} GB "
+                            f"{where} memory free", short.get(status, "")))
     return checks
 
 
@@ -128,11 +119,6 @@ def toc_chapters(root=None) -> list[str]:
     return re.findall(r"^\s*-\s*file:\s*chapters/([\w.-]+?)(?:\.ipynb)?\s*$", toc.read_text(), re.M)
 
 
-def _card_head(card: dict) -> str:
-    cores = f", {card['cpu_count']} cores" if card.get("cpu_count") else ""
-    return f"  {card['device']}{cores}, {card['date'][:10]}:"
-
-
 def time_lines(cards: dict, kind: str | None = None, chapters: list[str] | None = None) -> list[str]:
     """Each chapter's run time, in minutes, as measured on the stored machines of this kind ('cuda' or
     'cpu'; None: every machine), one block per machine; a chapter never timed there says so."""
@@ -147,7 +133,8 @@ def time_lines(cards: dict, kind: str | None = None, chapters: list[str] | None 
     names = list(chapters or toc_chapters())
     names += sorted({n for card in same.values() for n in card["chapters_s"]} - set(names))
     for card in same.values():
-        lines.append(_card_head(card))
+        cores = f", {card['cpu_count']} cores" if card.get("cpu_count") else ""
+        lines.append(f"  {card['device']}{cores}, {card['date'][:10]}:")
         for name in names:
             seconds = card["chapters_s"].get(name)
             took = f"{sig(seconds / 60, 2)} min" if seconds else "not timed on this machine yet"
@@ -166,8 +153,7 @@ def run_checks() -> list[Check]:
     import torch
 
     on_gpu = torch.cuda.is_available()
-    name = torch.cuda.get_device_name() if on_gpu else None
-    return (gpu_checks(on_gpu, torch.version.cuda, name)
+    return (gpu_checks(on_gpu, torch.version.cuda, torch.cuda.get_device_name() if on_gpu else None)
             + memory_checks(memory.free_bytes("cuda" if on_gpu else "cpu"), "GPU" if on_gpu else "host")
             + version_checks(versions(), on_gpu))
 
@@ -201,9 +187,8 @@ def report(checks: list[Check], cards: dict, plan: CardPlan | str | None = None,
     lines += time_lines(cards, kind)
     lines += ["", "run time of the benchmark, measured:"] + bench_lines()
     blocking = [c.name for c in checks if c.status == "fail"]
-    lines.append("")
-    lines.append(f"blocks the book: {', '.join(blocking)}" if blocking else
-                 "nothing blocks the book: build it with jupyter-book build .")
+    lines += ["", f"blocks the book: {', '.join(blocking)}" if blocking else
+              "nothing blocks the book: build it with jupyter-book build ."]
     return "\n".join(lines)
 
 

@@ -1,14 +1,9 @@
-"""Tools wing: the kernel step with attention and o_proj as two kernels or as one, timed side by side:
-`python -m floorlab.tools.fusion [--presets ...] [--batches ...] [--out fusion.json]`.
-
-Every variant is replayed from a CUDA graph in rounds (A B C, A B C, ...), so the spread between
-rounds says what a difference between variants must beat.
-"""
+"""Tools wing: `python -m floorlab.tools.fusion`: attention and o_proj as two kernels or one, each replayed
+from a CUDA graph in rounds (A B C, A B C, ...) so the spread between rounds says what a difference must beat."""
 from __future__ import annotations
 
 import argparse
 import json
-import statistics
 import sys
 from dataclasses import replace
 
@@ -18,12 +13,9 @@ from floorlab.core.bandwidth import measure_bandwidths
 from floorlab.core.roofline import bytes_per_step, floor_ms
 from floorlab.core.runs import run_stamp
 from floorlab.core.shapes import get_shape
-from floorlab.core.timing import time_ms
-from floorlab.engine.fused import relative_error
-from floorlab.engine.graphs import GraphRunner
-from floorlab.engine.kernels import default_config, shape_kwargs, triton_step
+from floorlab.engine.kernels import default_config, shape_kwargs
 from floorlab.engine.model import build_model
-from floorlab.tools.sweep_steps import VARIANT_CONTEXT, VARIANT_MAX_CONTEXT, prefilled
+from floorlab.tools.sweep_steps import VARIANT_CONTEXT, VARIANT_MAX_CONTEXT, prefilled, time_configs
 
 ROUNDS = 3
 
@@ -40,10 +32,11 @@ def fusion_variants(shape, batch: int, max_context: int) -> list[tuple[str, obje
 
 
 def time_fusion(presets, batches, *, device, warmup: int, repeats: int) -> dict:
-    """Rows of every variant at every preset and batch, with the bandwidths the floors divide by."""
+    """Rows of every variant at every preset and batch, timed in ROUNDS rounds, with the bandwidths the floors
+    divide by."""
     bandwidths = measure_bandwidths(device)
     gbps = bandwidths.floor_gbps
-    rows = []
+    rows, errors = [], []
     for name in presets:
         shape = get_shape(name)
         model = build_model(shape, device=device, dtype=torch.bfloat16, max_batch=max(batches),
@@ -51,39 +44,16 @@ def time_fusion(presets, batches, *, device, warmup: int, repeats: int) -> dict:
         for batch in batches:
             tokens, positions = prefilled(model, batch, VARIANT_CONTEXT)
             moved = bytes_per_step(shape, batch, VARIANT_CONTEXT + 1)
-            floor = floor_ms(moved, gbps)
-            k0, v0 = model.k_cache.clone(), model.v_cache.clone()
-            expected = model.decode_step(tokens, positions).float()
-            timed = {}
-            for label, config in fusion_variants(shape, batch, VARIANT_MAX_CONTEXT):
-                row = {"preset": name, "batch": batch, "variant": label, "floor_ms": floor,
-                       "config": config.attention.to_dict()}
-                try:
-                    model.k_cache.copy_(k0)
-                    model.v_cache.copy_(v0)
-                    step = triton_step(model, config=config)
-                    row["rel_err_vs_plain"] = relative_error(step(tokens, positions), expected)
-                    runner = GraphRunner(model, buckets=(batch,), step_fn=step)
-                    runner.capture()
-                    row["bit_identical"] = runner.check_bit_identical(tokens, positions)
-                    timed[label] = runner.replay_fn(batch)
-                    row["ms_rounds"] = []
-                except Exception as err:  # noqa: BLE001
-                    row["error"] = f"{type(err).__name__}: {err}"[:300]
-                rows.append(row)
-            here = [r for r in rows if r["preset"] == name and r["batch"] == batch and "ms_rounds" in r]
-            for _ in range(ROUNDS):
-                for row in here:
-                    row["ms_rounds"].append(time_ms(timed[row["variant"]], warmup=warmup, repeats=repeats,
-                                                    device=device).median_ms)
-            two_ms = None
-            for row in here:
-                row["ms"] = statistics.median(row["ms_rounds"])
-                row["x_floor"] = row["ms"] / floor
-                two_ms = two_ms or row["ms"]
-                row["vs_two_kernels"] = row["ms"] / two_ms
+            heads = [({"preset": name, "batch": batch, "variant": label, "floor_ms": floor_ms(moved, gbps),
+                       "config": config.attention.to_dict()}, config)
+                     for label, config in fusion_variants(shape, batch, VARIANT_MAX_CONTEXT)]
+            here = time_configs(model, heads, tokens, positions, moved, gbps, device=device, warmup=warmup,
+                                repeats=repeats, errors=errors, vs="vs_two_kernels", rounds=ROUNDS,
+                                reference=model.decode_step(tokens, positions).float())
+            for row in (r for r in here if "ms" in r):
                 row["spread"] = (max(row["ms_rounds"]) - min(row["ms_rounds"])) / row["ms"]
-                row["beyond_us_per_layer"] = 1e3 * (row["ms"] - floor) / shape.num_layers
+                row["beyond_us_per_layer"] = 1e3 * (row["ms"] - row["floor_ms"]) / shape.num_layers
+            rows += here
         del model
         torch.cuda.empty_cache()
     return {"stamp": run_stamp(), "bandwidths": bandwidths.as_gbps(), "floor_gbps": gbps,

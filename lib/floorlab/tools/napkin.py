@@ -1,9 +1,5 @@
-"""Tools wing: what the site's napkin calculator (napkin.md) starts from, written as JavaScript at build time.
-
-A static page runs no Python, so the build hands it the shapes of core.shapes (it computes a step's
-bytes by core.roofline's formulas) and the presets, each from a measured run: this machine's run of
-the first chapter, the stored H200 run, a stored CPU card, and the laptop study's figures.
-"""
+"""Tools wing: the site's napkin calculator (napkin.md) starts from this JavaScript, written at build time:
+the shapes of core.shapes and presets from measured runs (yours, the stored H200, a CPU card, the laptop study)."""
 from __future__ import annotations
 
 import json
@@ -72,7 +68,8 @@ def preset_from_run(run: Run, key: str, origin: str) -> Preset:
         replay_us = overhead_us_per_kernel(replay.busy_ms, floor.floor_ms, replay.kernels)
     replay_ms = replay_row.median_ms if replay_row is not None else None
     note = _note(run, origin, eager.median_ms, replay_ms, replay_us is not None)
-    return Preset(key=key, label=_button(run, origin), note=note, origin=origin, model=floor.preset,
+    label = f"{_device_name(run)} ({'built this site' if origin == 'yours' else 'stored run'})"
+    return Preset(key=key, label=label, note=note, origin=origin, model=floor.preset,
                   batch=floor.batch, context_tokens=floor.visible_tokens - 1, bandwidth_gbps=floor.bandwidth_gbps,
                   kernels_per_layer=counted.per_layer,
                   dispatch_us=per_launch_us(gap_ms(eager.median_ms, floor.floor_ms), counted.kernels),
@@ -124,10 +121,6 @@ def _device_name(run: Run) -> str:
     for mark in ("(R)", "(TM)", "(r)", "(tm)"):
         name = name.replace(mark, "")
     return " ".join(name.split())
-
-
-def _button(run: Run, origin: str) -> str:
-    return f"{_device_name(run)} ({'built this site' if origin == 'yours' else 'stored run'})"
 
 
 def _note(run: Run, origin: str, eager_ms: float, replay_ms: float | None, replay_priced: bool) -> str:

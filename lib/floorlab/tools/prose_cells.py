@@ -171,15 +171,12 @@ def convert_cell(cell: dict) -> list[dict]:
         if filled:
             cells.append({"cell_type": "code", "execution_count": None, "id": ident,
                           "metadata": json.loads(json.dumps(HIDDEN)), "outputs": [],
-                          "source": _lines(prose_source(markdown))})
+                          "source": prose_source(markdown).splitlines(keepends=True)})
         else:
             cells.append({"cell_type": "markdown", "id": ident,
-                          "metadata": cell["metadata"] if number == 0 else {}, "source": _lines(markdown)})
+                          "metadata": cell["metadata"] if number == 0 else {},
+                          "source": markdown.splitlines(keepends=True)})
     return cells
-
-
-def _lines(text: str) -> list[str]:
-    return text.splitlines(keepends=True)
 
 
 def convert(path: Path) -> bool:

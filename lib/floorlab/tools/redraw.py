@@ -1,9 +1,5 @@
-"""Tools wing: `python -m floorlab redraw`: every stored H200 figure drawn again from its stored run.
-
-Each figure in reference/figures/ has a recipe here: the chapter's figure cell as it runs on a GPU
-(ON_GPU True), fed from the stored run instead of a live measurement. A change to a figure's
-drawing code so reaches the stored figures on a CPU, in seconds, without re-measuring anything.
-"""
+"""Tools wing: `python -m floorlab redraw`: every stored H200 figure drawn again, on a CPU in seconds, by
+its chapter's figure cell (as on a GPU) fed from the stored run instead of a live measurement."""
 from __future__ import annotations
 
 import argparse
@@ -168,10 +164,8 @@ def bigger_models_timeline(run: Run, *, path=None) -> Figure:
 
 
 def bigger_models_scaling(run: Run, bench: Run, *, path=None) -> Figure:
-    """bigger-models cell 16: eager and replay by size, and the stored bench's fused and Triton replays.
-
-    The chapter's note says "measured on this machine" for its own lines; here it names the card.
-    """
+    """bigger-models cell 16: eager and replay by size, and the stored bench's fused and Triton replays;
+    the note names the card where the chapter says "measured on this machine"."""
     sizes = stored_sizes_of(run)
     lines = {"eager": sizes.points(sizes.eager_path), "graph replay": sizes.points(sizes.graph_path)}
     stored = {f"{name} (stored bench)": x_floor_points(bench, path_name, batch=sizes.batch)
@@ -231,22 +225,26 @@ def stored_without_recipe(folder=None) -> list[str]:
     return sorted(p.stem for p in folder.glob("*.png") if p.stem not in RECIPES)
 
 
-def redraw(names=None, out=None) -> list[Path]:
-    """Draw the named figures (all by default) into out; returns the PNGs. The default is figures/ in
-    the folder FLOORLAB_REFERENCE_DIR names, so figures sit beside the runs they were drawn from, else
-    the package's reference/figures/."""
-    names = list(names or RECIPES)
+def figure_names(names=None) -> list[str]:
+    """The named stored figures (all by default; a trailing .png is taken), else a ValueError listing them."""
+    names = [n[: -len(".png")] if n.endswith(".png") else n for n in names or RECIPES]
     unknown = [n for n in names if n not in RECIPES]
     if unknown:
-        raise ValueError(f"no recipe for {', '.join(map(repr, unknown))}; the stored figures are: "
-                         f"{', '.join(RECIPES)}")
+        raise ValueError(f"--only {' '.join(unknown)}: no stored figure of that name. "
+                         f"Pass one of: {', '.join(RECIPES)}")
+    return names
+
+
+def redraw(names=None, out=None) -> list[Path]:
+    """Draw the named figures (all by default) into out; returns the PNGs. out defaults to figures/ beside
+    FLOORLAB_REFERENCE_DIR's runs when set, else the package's reference/figures/."""
+    names = figure_names(names)
     out = Path(out or figure_dirs()[0])
     written = []
     for name in names:
-        path = out / f"{name}.png"
-        RECIPES[name].redraw(path)
-        written.append(path)
-        print(f"{path}  (from {' + '.join(RECIPES[name].runs)})", flush=True)
+        written.append(out / f"{name}.png")
+        RECIPES[name].redraw(written[-1])
+        print(f"{written[-1]}  (from {' + '.join(RECIPES[name].runs)})", flush=True)
     return written
 
 
@@ -261,13 +259,12 @@ def main(argv=None) -> int:
     parser.add_argument("--only", nargs="+", metavar="NAME",
                         help="only these figures, e.g. --only h200-kernels-stacked-bar")
     args = parser.parse_args(argv)
-    names = [n[: -len(".png")] if n.endswith(".png") else n for n in args.only or RECIPES]
-    unknown = [n for n in names if n not in RECIPES]
-    if unknown:
-        parser.error(f"--only {' '.join(unknown)}: no stored figure of that name. "
-                     f"Pass one of: {', '.join(RECIPES)}")
     if args.out is not None and (problem := folder_problem(args.out, "--out")):
         parser.error(problem.replace("nothing was measured", "nothing was drawn"))
+    try:
+        names = figure_names(args.only)
+    except ValueError as err:
+        parser.error(str(err))
     started = time.perf_counter()
     written = redraw(names, args.out)
     for name in stored_without_recipe():

@@ -1,10 +1,5 @@
-"""Tools wing: `python -m floorlab sweep`: the book's Triton GEMVs over launch configs, then the kernel step.
-
-Each preset's GEMVs are timed per config in a CUDA graph over every layer's weights (none sits in L2),
-then the step with the winners and with one launch config changed at a time: the evidence behind
-engine.kernels.default_config. A row faster than its bytes allow fails, and a failure exits 1.
-`--tiny` runs the same code on a tiny shape (on a CPU, in Triton's interpreter).
-"""
+"""Tools wing: `python -m floorlab sweep`: the book's Triton GEMVs over launch configs, then the step with
+the winners and one change at a time (evidence for default_config); below the floor fails, exit 1."""
 from __future__ import annotations
 
 import argparse
@@ -113,9 +108,8 @@ def gemv_configs(name: str, batch: int, shape: Qwen3Shape, limit: int = 12):
 def sweep_gemvs(shape: Qwen3Shape, batches, *, device, dtype, read_gbps: float, copies: int, warmup: int,
                 repeats: int, limit: int, pdl_on: bool, errors: list,
                 floor_gbps: float | None = None) -> tuple[list[dict], dict]:
-    """Rows (one per GEMV, batch, config, PDL) and the best config per (GEMV, batch) by time.
-
-    A row timed below its floor (weight bytes at floor_gbps, default read_gbps) fails, never wins."""
+    """Rows (one per GEMV, batch, config, PDL) and the best config per (GEMV, batch) by time; a row below
+    its floor (weight bytes at floor_gbps, default read_gbps) fails, never wins."""
     rows, best = [], {}
     floor_gbps = floor_gbps or read_gbps
     for batch in batches:
@@ -277,25 +271,20 @@ def run_sweep(*, tiny: bool = False, batches=None, context: int | None = None, p
                                 copies=shape.num_layers)
             except Exception as err:  # noqa: BLE001
                 report_error(result["errors"], "size sweep", err)
-        if skip_steps:
-            continue
-        try:
-            result["step_rows"] += time_steps(shape, batches, context, device=device, dtype=dtype,
-                                              floor_gbps=result["floor_gbps"], best=best, warmup=warmup,
-                                              repeats=repeats, errors=result["errors"])
-        except Exception as err:  # noqa: BLE001
-            report_error(result["errors"], f"{shape.name} steps", err)
-        free_memory()
-        print(f"{shape.name} steps done after {time.perf_counter() - start:.0f} s", flush=True)
-        if skip_variants:
-            continue
-        try:
-            result["variant_rows"] += time_step_variants(
-                shape, batches, device=device, dtype=dtype, floor_gbps=result["floor_gbps"], warmup=warmup,
-                repeats=repeats, errors=result["errors"], tiny=tiny)
-        except Exception as err:  # noqa: BLE001
-            report_error(result["errors"], f"{shape.name} step variants", err)
-        print(f"{shape.name} step variants done after {time.perf_counter() - start:.0f} s", flush=True)
+        timed = dict(device=device, dtype=dtype, floor_gbps=result["floor_gbps"], warmup=warmup, repeats=repeats,
+                     errors=result["errors"])
+        for what, key, skip, rows_of in (
+                ("steps", "step_rows", skip_steps, lambda: time_steps(shape, batches, context, best=best, **timed)),
+                ("step variants", "variant_rows", skip_steps or skip_variants,
+                 lambda: time_step_variants(shape, batches, tiny=tiny, **timed))):
+            if skip:
+                break
+            try:
+                result[key] += rows_of()
+            except Exception as err:  # noqa: BLE001
+                report_error(result["errors"], f"{shape.name} {what}", err)
+            free_memory()
+            print(f"{shape.name} {what} done after {time.perf_counter() - start:.0f} s", flush=True)
     result["elapsed_s"] = time.perf_counter() - start
     return result
 

@@ -1,11 +1,12 @@
-"""Tools wing: the kernel sweep's whole steps: the step timed with each GEMV's winning launch config,
-and with one launch choice changed at a time; and the rows' shared helpers (a failed row, its error).
-"""
+"""Tools wing: the kernel sweep's whole steps (with each GEMV's winning config, and with one launch choice
+changed at a time) and the rows' shared helpers."""
 from __future__ import annotations
 
+import statistics
 import sys
 import traceback
 from dataclasses import replace
+from functools import partial
 
 import torch
 
@@ -46,6 +47,12 @@ def prefilled(model, batch: int, context: int) -> tuple[torch.Tensor, torch.Tens
     model.reset_cache()
     model.prefill(prompt)
     return tokens, torch.full((batch,), context, dtype=torch.long, device=device)
+
+
+def set_ms(row: dict, ms: float, moved: int, floor_gbps: float, *, device) -> None:
+    """row's ms, refused below the floor of `moved` bytes (BelowFloorError), and its x_floor."""
+    row["ms"] = check_timed(ms, moved, floor_gbps, device=device)
+    row["x_floor"] = row["ms"] / row["floor_ms"]
 
 
 def time_steps(shape: Qwen3Shape, batches, context: int, *, device, dtype, floor_gbps: float, best: dict,
@@ -91,13 +98,9 @@ def time_steps(shape: Qwen3Shape, batches, context: int, *, device, dtype, floor
                     row["bit_identical"] = runner.check_bit_identical(tokens, positions)
                     row["max_abs_diff"] = runner.last_max_abs_diff
                     runner.step(tokens, positions)
-                    timed = runner.replay_fn(batch)
-                else:
-                    def timed(fn=fn, tokens=tokens, positions=positions):
-                        fn(tokens, positions)
-                row["ms"] = check_timed(time_ms(timed, warmup=warmup, repeats=repeats, device=device).median_ms,
-                                        moved, floor_gbps, device=device)
-                row["x_floor"] = row["ms"] / floor
+                timed = runners[path].replay_fn(batch) if path in runners else partial(fn, tokens, positions)
+                set_ms(row, time_ms(timed, warmup=warmup, repeats=repeats, device=device).median_ms, moved,
+                       floor_gbps, device=device)
             except Exception as err:  # noqa: BLE001
                 row = failed_row(row, report_error(errors, f"{shape.name} b{batch} {path}", err))
             rows.append(row)
@@ -158,47 +161,71 @@ def step_variants(shape: Qwen3Shape, batch: int, max_context: int, *, tiny: bool
     return variants[:3] if tiny else variants
 
 
+def time_configs(model, heads: list[tuple[dict, object]], tokens, positions, moved: int, floor_gbps: float, *,
+                 device, warmup: int, repeats: int, errors: list, vs: str, rounds: int = 1,
+                 reference=None) -> list[dict]:
+    """Each (row head, StepConfig)'s row: triton_step replayed on CUDA (bit-identity checked) or run eagerly,
+    timed in `rounds` interleaved rounds (ms: their median, refused below the floor of `moved` bytes), x floor,
+    `vs` the first timed row, and with a reference the relative error of its logits; a failure a failed row."""
+    rows, timed, cache = [], {}, (model.k_cache.clone(), model.v_cache.clone())
+    for head, config in heads:
+        row = dict(head)
+        try:
+            model.k_cache.copy_(cache[0])  # each variant starts from the same prefilled cache
+            model.v_cache.copy_(cache[1])
+            step = triton_step(model, config=config)
+            if reference is not None:
+                row["rel_err_vs_plain"] = relative_error(step(tokens, positions), reference)
+            timed[id(row)] = partial(step, tokens, positions)
+            if device.type == "cuda":
+                runner = GraphRunner(model, buckets=(tokens.shape[0],), step_fn=step)
+                runner.capture()
+                row["bit_identical"] = runner.check_bit_identical(tokens, positions)
+                timed[id(row)] = runner.replay_fn(tokens.shape[0])
+        except Exception as err:  # noqa: BLE001
+            row = failed_row(row, report_error(errors, f"{model.shape.name} b{len(tokens)} {row['variant']}", err))
+        rows.append(row)
+    ms_rounds = {key: [] for key in timed}
+    for _ in range(rounds):  # A B C, A B C, ...: the spread between rounds says what a difference must beat
+        for key, fn in timed.items():
+            ms_rounds[key].append(time_ms(fn, warmup=warmup, repeats=repeats, device=device).median_ms)
+    first_ms = None
+    for i, row in enumerate(rows):
+        if id(row) not in timed:
+            continue
+        try:
+            if rounds > 1:
+                row["ms_rounds"] = ms_rounds[id(row)]
+            set_ms(row, statistics.median(ms_rounds[id(row)]), moved, floor_gbps, device=device)
+            first_ms = first_ms or row["ms"]
+            row[vs] = row["ms"] / first_ms
+        except BelowFloorError as err:
+            rows[i] = failed_row(row, report_error(errors, f"{model.shape.name} b{len(tokens)} {row['variant']}", err))
+    return rows
+
+
 def time_step_variants(shape: Qwen3Shape, batches, *, device, dtype, floor_gbps: float, warmup: int,
                        repeats: int, errors: list, tiny: bool = False) -> list[dict]:
-    """Rows: the kernel step at the bench's context, default config and one-change variants, replayed.
-
-    Each row holds ms, x floor, the ratio to the default's time in the same run, and replay == eager.
-    """
+    """Rows of the kernel step at the bench's context, default config then one change at a time, replayed:
+    ms, x floor, vs_default (the ratio to the default's time in the same run) and replay == eager."""
     context, max_context = (12, 16) if tiny else (VARIANT_CONTEXT, VARIANT_MAX_CONTEXT)
     model = build_model(shape, device=device, dtype=dtype, max_batch=max(batches), max_context=max_context)
     rows = []
     for batch in batches:
         tokens, positions = prefilled(model, batch, context)
         moved = bytes_per_step(shape, batch, context + 1)
-        floor = floor_ms(moved, floor_gbps)
-        default_ms = None
-        for label, part, config in step_variants(shape, batch, max_context, tiny=tiny):
-            row = {"preset": shape.name, "batch": batch, "context": context, "variant": label, "part": part,
-                   "floor_ms": floor, "config": config.to_dict()}
-            try:
-                step = triton_step(model, config=config)
-                if device.type == "cuda":
-                    runner = GraphRunner(model, buckets=(batch,), step_fn=step)
-                    runner.capture()
-                    row["bit_identical"] = runner.check_bit_identical(tokens, positions)
-                    timed = runner.replay_fn(batch)
-                else:
-                    def timed(step=step):
-                        step(tokens, positions)
-                row["ms"] = check_timed(time_ms(timed, warmup=warmup, repeats=repeats, device=device).median_ms,
-                                        moved, floor_gbps, device=device)
-                row["x_floor"] = row["ms"] / floor
-                default_ms = default_ms or row["ms"]
-                row["vs_default"] = row["ms"] / default_ms
-            except Exception as err:  # noqa: BLE001
-                row = failed_row(row, report_error(errors, f"{shape.name} b{batch} {label}", err))
-            rows.append(row)
+        heads = [({"preset": shape.name, "batch": batch, "context": context, "variant": label, "part": part,
+                   "floor_ms": floor_ms(moved, floor_gbps), "config": config.to_dict()}, config)
+                 for label, part, config in step_variants(shape, batch, max_context, tiny=tiny)]
+        rows += time_configs(model, heads, tokens, positions, moved, floor_gbps, device=device, warmup=warmup,
+                             repeats=repeats, errors=errors, vs="vs_default")
     del model
     free_memory()
     return rows
 
 
-TIMED_KEYS = ("us", "gbps", "pct_read", "ms", "x_floor", "vs_default", "pct_floor_bw", "ok", "best")
+TIMED_KEYS = ("us", "gbps", "pct_read", "ms", "ms_rounds", "x_floor", "vs_default", "vs_two_kernels", "pct_floor_bw",
+              "ok", "best")
 
 
 def failed_row(row: dict, error: str) -> dict:

@@ -1,7 +1,5 @@
-"""Tools wing: `python -m floorlab twocards`: one card against the same step split over several ranks
-(tensor parallelism). The ranks measure in processes of their own (tools.twocards_rank); the parent,
-here, turns what they return into one Run (kind "twocards") of Rows against their floors.
-"""
+"""Tools wing: `python -m floorlab twocards`: one card against the step split over ranks (tensor parallelism);
+the ranks measure in their own processes (twocards_rank), and this turns their results into one Run."""
 from __future__ import annotations
 
 import argparse
@@ -41,7 +39,7 @@ from floorlab.engine.tensor_parallel import (
     message_bytes,
     rank_shape,
 )
-from floorlab.tools.card import REPEATS, WARMUP
+from floorlab.tools.card import REPEATS, WARMUP, timing_cells
 from floorlab.tools.cli import whole_arg
 from floorlab.tools.twocards_rank import (
     BATCH,
@@ -101,6 +99,10 @@ def measure_planned(settings: dict) -> Run:
     return assemble(results, settings, elapsed_s=time.perf_counter() - start)
 
 
+def _absent(names, note: str, paths=(EAGER, GRAPH)) -> list[Row]:
+    return [Row(p, n, BATCH, status="absent", note=note) for n in names for p in paths]
+
+
 def _row(path: str, floor, times: dict, **fields) -> Row:
     return measured_row(path, floor, Timing.from_dict(times["step"]),
                         issue=Timing.from_dict(times["issue"]), **fields)
@@ -136,15 +138,12 @@ def assemble(results: list[dict], settings: dict, *, elapsed_s: float | None = N
             "message_bytes": message_bytes(shape, BATCH),
             "gather_bytes": gather_bytes(shape, BATCH, ranks)}
         if "skipped" in entries[0]:
-            note = " ".join(entries[0]["skipped"])
-            run.rows += [Row(p, n, BATCH, status="absent", note=note)
-                         for n in (name, split) for p in (EAGER, GRAPH)]
+            run.rows += _absent((name, split), " ".join(entries[0]["skipped"]))
             continue
         _card_rows(run, floors[0], entries[0]["card"])
         _split_rows(run, floors[1], entries, facts)
     for name, notes in settings.get("skipped", {}).items():
-        run.rows += [Row(p, name, BATCH, status="absent", note=" ".join(notes))
-                     for p in (EAGER, GRAPH)]
+        run.rows += _absent((name,), " ".join(notes))
     return run
 
 
@@ -153,7 +152,7 @@ def _card_rows(run: Run, floor, card: dict) -> None:
     run.rows.append(_row(EAGER, floor, card[EAGER]))
     run.timelines[row_key(name, BATCH, EAGER)] = Timeline.from_dict(card[f"{EAGER} timeline"])
     if GRAPH not in card:
-        run.rows.append(Row(GRAPH, name, BATCH, status="absent", note=NO_GRAPHS))
+        run.rows += _absent((name,), NO_GRAPHS, (GRAPH,))
         return
     run.rows.append(_row(GRAPH, floor, card[GRAPH], bit_identical=card["bit_identical"],
                          max_abs_diff=card["max_abs_diff"]))
@@ -168,7 +167,7 @@ def _split_rows(run: Run, floor, entries: list[dict], facts: dict) -> None:
         run.rows.append(_row(GRAPH, floor, lead[GRAPH], bit_identical=same,
                              max_abs_diff=max(e["split"]["max_abs_diff"] for e in entries)))
     else:
-        run.rows.append(Row(GRAPH, split, BATCH, status="absent", note=NO_GRAPHS))
+        run.rows += _absent((split,), NO_GRAPHS, (GRAPH,))
     for path in (ALL_REDUCE, ALL_GATHER, ALL_REDUCE + IN_GRAPH, ALL_GATHER + IN_GRAPH):
         if path in lead:
             size = facts["gather_bytes" if path.startswith(ALL_GATHER) else "message_bytes"]
@@ -200,10 +199,7 @@ def format_twocards(run: Run) -> str:
               "-" * 75]
     for r in run.rows:
         if r.measured:
-            t = r.timing
-            x = f"{r.x_floor:>8.2f}" if r.x_floor is not None else f"{'':>8}"
-            lines.append(f"{r.preset:<16} {r.path:<21} {sig(t.median_ms):>9} "
-                         f"{f'{sig(t.p10_ms)}-{sig(t.p90_ms)}':>17} {x}")
+            lines.append(f"{r.preset:<16} {r.path:<21} {timing_cells(r, sig)}")
         else:
             lines.append(f"{r.preset:<16} {r.path:<21} {'-':>9}  {r.note[:34]}")
     if run.facts.get("elapsed_s") is not None:

@@ -1,7 +1,5 @@
-"""Tools wing: what each rank of `python -m floorlab twocards` measures, in its own process: rank 0
-alone runs one card's step; then each rank's bandwidth alone and all at once; then each rank's shard
-(its collectives, its split step eager and replayed, timelines). Each returns a JSON-able dict.
-"""
+"""Tools wing: what each rank of `python -m floorlab twocards` measures in its own process: one card's step
+(rank 0), bandwidths alone and together, then its shard; each returns a JSON-able dict."""
 from __future__ import annotations
 
 import time
@@ -106,28 +104,27 @@ def measure_rank(rank: int, ranks: int, settings: dict) -> dict:
 
 
 def _measure_card(shape, dev, warmup: int, repeats: int) -> dict:
-    """One card's eager step, and on CUDA its graph replay; both with their timelines."""
+    """One card's logits and its steps (_measure_steps), timed alone."""
     model = build_model(shape, device=dev, max_batch=BATCH, max_context=MAX_CONTEXT)
     prompt, tokens, positions = prefill_random(model, BATCH, PROMPT_TOKENS)
     found = {"logits": model.prefill(prompt)[:, -1].float().cpu().tolist()}
+    return found | _measure_steps(model, prompt, tokens, positions, dev, "1 card",
+                                  lambda fn: time_with_issue(fn, warmup=warmup, repeats=repeats, device=dev))
 
+
+def _measure_steps(model, prompt, tokens, positions, dev, label: str, timer, after=lambda: None) -> dict:
+    """The eager step and, on CUDA, its graph replay (checked against eager bit for bit), each timed by timer
+    and profiled; after() runs once eager is timed."""
     def step():
         return model.decode_step(tokens, positions)
 
-    eager = time_with_issue(step, warmup=warmup, repeats=repeats, device=dev)
-    found[EAGER] = _times(eager)
-    found[f"{EAGER} timeline"] = steady_timeline(step, label=f"1 card, {EAGER}", device=dev,
-                                                 timed_ms=eager.step.median_ms).to_dict()
-    if dev.type == "cuda":
-        def alone(fn):
-            return time_with_issue(fn, warmup=warmup, repeats=repeats, device=dev)
-
-        found.update(_measure_graph(model, prompt, tokens, positions, dev, alone, "1 card"))
-    return found
-
-
-def _measure_graph(model, prompt, tokens, positions, dev, timer, label: str) -> dict:
-    """A graph of the decode step: captured, checked against eager bit for bit, timed, profiled."""
+    eager = timer(step)
+    after()
+    timed_ms = eager.step.median_ms if eager is not None else None  # a CPU's other ranks time nothing
+    found = {EAGER: _times(eager), f"{EAGER} timeline": steady_timeline(
+        step, label=f"{label}, {EAGER}", device=dev, timed_ms=timed_ms).to_dict()}
+    if dev.type != "cuda":
+        return found
     runner = GraphRunner(model, buckets=(BATCH,))
     runner.capture()
     model.prefill(prompt)  # capture leaves the cache zeroed
@@ -135,8 +132,8 @@ def _measure_graph(model, prompt, tokens, positions, dev, timer, label: str) -> 
     times = timer(lambda: runner.step(tokens, positions))
     timeline = steady_timeline(runner.replay_fn(BATCH), label=f"{label}, {GRAPH}", device=dev,
                                timed_ms=times.step.median_ms)
-    return {GRAPH: _times(times), "bit_identical": same, "max_abs_diff": runner.last_max_abs_diff,
-            f"{GRAPH} timeline": timeline.to_dict()}
+    return found | {GRAPH: _times(times), "bit_identical": same, "max_abs_diff": runner.last_max_abs_diff,
+                    f"{GRAPH} timeline": timeline.to_dict()}
 
 
 def _measure_split(shape, rank: int, ranks: int, dev, control, warmup: int, repeats: int,
@@ -161,21 +158,8 @@ def _measure_split(shape, rank: int, ranks: int, dev, control, warmup: int, repe
                 kind, numel, count=all_reduces_per_step(shape), device=dev, dtype=dtype,
                 control=control).to_dict()
 
-    def step():
-        return shard.decode_step(tokens, positions)
+    def together(fn):
+        return time_in_step(fn, rank=rank, warmup=warmup, repeats=repeats, device=dev, control=control)
 
-    eager = time_in_step(step, rank=rank, warmup=warmup, repeats=repeats, device=dev,
-                         control=control)
-    found[EAGER] = _times(eager)
-    dist.barrier(group=control)
-    timed_ms = eager.step.median_ms if eager is not None else None
-    found[f"{EAGER} timeline"] = steady_timeline(step, label=f"rank {rank}, {EAGER}", device=dev,
-                                                 timed_ms=timed_ms).to_dict()
-    if dev.type == "cuda":
-        def together(fn):
-            return time_in_step(fn, rank=rank, warmup=warmup, repeats=repeats, device=dev,
-                                control=control)
-
-        found.update(_measure_graph(shard, prompt, tokens, positions, dev, together,
-                                    f"rank {rank}"))
-    return found
+    return found | _measure_steps(shard, prompt, tokens, positions, dev, f"rank {rank}", together,
+                                  after=lambda: dist.barrier(group=control))

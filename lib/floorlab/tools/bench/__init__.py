@@ -1,9 +1,5 @@
-"""Tools wing: `python -m floorlab bench`: every decode path of the book measured on this machine.
-
-Both bandwidths, each configuration's floor, the engine's paths (plain, fused, tuned, Triton; eager
-and replayed) and transformers', what holds each above its floor and parity against float32, as one
-Run (kind "bench"). Without CUDA it measures what the CPU runs, and each absent row says why.
-"""
+"""Tools wing: `python -m floorlab bench`: every decode path of the book measured on this machine,
+against its floor, as one Run (kind "bench"); a row that cannot run here says why."""
 from .cli import main
 from .run import run_bench
 from .table import format_summary, format_table

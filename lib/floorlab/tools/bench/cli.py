@@ -13,11 +13,10 @@ from floorlab.core.runs import Run
 from floorlab.core.shapes import PRESETS
 from floorlab.tools.cli import whole_arg
 
-from .run import kept_partial, partial_path, run_bench
-from .settings import CPU_PRESETS, CPU_REPEATS, DEFAULT_CONTEXT, GPU_PRESETS, GPU_REPEATS, MAX_BATCH, MAX_CONTEXT
+from .run import UNREADABLE, kept_partial, partial_path, run_bench
+from .settings import (CPU_PRESETS, CPU_REPEATS, DEFAULT_CONTEXT, GPU_PRESETS, GPU_REPEATS, MAX_BATCH, MAX_CONTEXT,
+                       presets_in, shapes_of)
 from .table import format_table
-
-UNREADABLE = (ValueError, KeyError, TypeError, AttributeError, OSError)
 
 
 def default_out_path(device_facts: dict) -> Path:
@@ -62,36 +61,24 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def parse_args(argv=None) -> argparse.Namespace:
-    """Parsed and checked arguments; a bad value exits with a message saying how to fix it."""
+    """Parsed and checked arguments (settings.py's checks, in its words); a bad value exits saying how to fix it."""
     parser = build_parser()
     args = parser.parse_args(argv)
-    if args.presets:
-        args.presets = _items(args.presets)
-        unknown = [n for n in args.presets if n not in PRESETS]
-        if unknown or not args.presets:
-            what = f"unknown preset {', '.join(map(repr, unknown))}" if unknown else "no preset given"
-            parser.error(f"{what}; known presets: {', '.join(PRESETS)} "
-                         "(pass one or more, e.g. --presets qwen3-0.6b qwen3-8b)")
-    for flag in ("transformers_for", "tuned_fused_for"):
-        if getattr(args, flag):
-            names = _items(getattr(args, flag))
-            measured = args.presets or (PRESETS if flag == "transformers_for" else GPU_PRESETS)
-            stray = [n for n in names if n not in measured]
-            if stray:
-                parser.error(f"--{flag.replace('_', '-')} names {', '.join(stray)}, which this run does not "
-                             f"measure; pick from {', '.join(measured)}")
-            setattr(args, flag, names)
-    if args.batches:
+    try:
+        if args.presets is not None:
+            args.presets = [s.name for s in shapes_of(_items(args.presets))]
+        for flag, default in (("transformers_for", PRESETS), ("tuned_fused_for", GPU_PRESETS)):
+            if getattr(args, flag):
+                names = presets_in(_items(getattr(args, flag)), args.presets or default, f"--{flag.replace('_', '-')}")
+                setattr(args, flag, list(names))
+    except ValueError as err:
+        parser.error(str(err))
+    if args.batches is not None:
         args.batches = sorted({b for group in args.batches for b in group})
         if not args.batches:
             parser.error("--batches got no batch size; pass one or more, e.g. --batches 1 8")
-    out = args.out
-    if out is not None and out.is_dir():
-        parser.error(f"--out {out} is a folder; pass a file path such as {out / 'bench.json'}")
-    if out is not None and out.suffix != ".json":
-        parser.error(f"--out {out} should end in .json, e.g. {out.with_suffix('.json')}")
-    if out is not None and out.exists() and not out.is_file():
-        parser.error(f"--out {out} is not a regular file; pass a path to a .json file")
+    if args.out is not None and (problem := file_problem(args.out, "--out")):
+        parser.error(problem.replace("will not take the file", "will not take the run"))
     return args
 
 
@@ -121,8 +108,7 @@ def main(argv=None) -> int:
     """Run the bench from the command line; prints the table and the JSON path, returns 0 (130 when stopped)."""
     args = parse_args(argv)
     out = args.out or default_out_path(describe_device())
-    problem = file_problem(out, "--out")
-    if problem:
+    if args.out is None and (problem := file_problem(out, "--out")):
         build_parser().error(problem.replace("will not take the file", "will not take the run"))
     previous = _run_to_resume(out) if args.resume else None
     partial = partial_path(out)

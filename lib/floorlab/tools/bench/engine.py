@@ -102,10 +102,9 @@ def measure_engine(shape, cases: dict[int, Case], settings: Settings, rows: Rows
 
 def _absent(cases, rows: Rows, prefix: str, *, eager: str = "", graph: str = "") -> None:
     """Absent rows of prefix's eager and graph paths, each where a reason is given."""
-    for case in cases.values():
-        for kind, why in (("eager", eager), ("graph", graph)):
-            if why:
-                rows.absent(case, f"{prefix} {kind}", why)
+    for kind, why in (("eager", eager), ("graph", graph)):
+        if why:
+            rows.mark(cases.values(), [f"{prefix} {kind}"], why)
 
 
 def _build(engine: Engine, cases, rows: Rows, stage, prefix: str, make, failed: str = "compile",
@@ -116,9 +115,8 @@ def _build(engine: Engine, cases, rows: Rows, stage, prefix: str, make, failed: 
     try:
         engine.built[prefix] = make()
     except Exception as err:
-        for case in cases.values():
-            for kind in ("graph",) if graph_only else ("eager", "graph"):
-                rows.failed(case, f"{prefix} {kind}", f"{failed}: {error_text(err)}")
+        kinds = ("graph",) if graph_only else ("eager", "graph")
+        rows.mark(cases.values(), [f"{prefix} {k}" for k in kinds], f"{failed}: {error_text(err)}", failed=True)
         return None
     return time.perf_counter() - start
 

@@ -1,7 +1,5 @@
-"""Tools wing: what holds a path above its floor: each GEMV's own bandwidth (every layer's weights
-back to back in one CUDA graph, so no cache holds them), and from each engine path's steady timeline
-its kernels, GPU busy and idle µs and what each kernel costs beyond its bytes.
-"""
+"""Tools wing: what holds a path above its floor: each GEMV's own bandwidth (every layer's weights in one
+CUDA graph) and each engine path's kernels, busy and idle µs from its steady timeline."""
 from __future__ import annotations
 
 import torch
@@ -16,6 +14,7 @@ from floorlab.engine.kernels import layer_kernel_rows
 
 from .rows import Case, error_text
 from .settings import ENGINE_PATHS
+from .targets import find_row
 
 GEMV_NAMES = ("qkv", "o_proj", "gate_up", "down")
 REPLAYED_NOTE = "profiled on the eager step the graph replays"
@@ -80,7 +79,7 @@ def measure_limits(engine, case: Case, rows: list[Row]) -> tuple[dict, dict[str,
         facts["kernels_note"] = NO_TIMELINE
     else:
         for path, (fn, fallback) in engine.steps(case.batch).items():
-            row = _find(rows, case, path)
+            row = find_row(rows, case.shape.name, case.batch, path)
             try:
                 facts["kernels"][path], timelines[case.key(path)] = kernel_facts(
                     case.key(path), fn, fallback, case, row.median_ms if row else None)
@@ -100,11 +99,6 @@ def triton_kernel_table(engine, case: Case) -> list[dict] | dict:
         return [row.to_dict() for row in rows]
     except Exception as err:
         return {"error": error_text(err)}
-
-
-def _find(rows: list[Row], case: Case, path: str) -> Row | None:
-    return next((r for r in rows if r.measured and r.path == path and r.preset == case.shape.name
-                 and r.batch == case.batch), None)
 
 
 def verdict(facts: dict, rows: list[Row]) -> dict:

@@ -1,8 +1,5 @@
-"""Tools wing: parity: is the engine's bf16 no farther from a float32 reference than transformers' bf16?
-
-Two bf16 models disagree by the sum of their rounding errors, so each is compared with transformers
-in float32 holding the same weights instead; the engine in float32 must match that closely.
-"""
+"""Tools wing: parity: each bf16 path and transformers' bf16 against transformers in float32 with the
+same weights (two bf16 models differ by both their roundings); the engine in float32 must match it."""
 from __future__ import annotations
 
 import torch

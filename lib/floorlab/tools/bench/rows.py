@@ -1,6 +1,5 @@
-"""Tools wing: one bench row: the step timed with its issue time, set against its floor, its kernels
-counted. A path that raises becomes a failed row saying what failed, one that cannot run here an
-absent row saying why: one broken path never costs the rest of the run."""
+"""Tools wing: one bench row: the step timed against its floor, its kernels counted; a path that raises
+becomes a failed row, one that cannot run here an absent row, and the run goes on."""
 from __future__ import annotations
 
 import warnings
@@ -82,6 +81,12 @@ class Rows:
     def failed(self, case: Case, path: str, what: str) -> Row:
         return self._add(Row(path=path, preset=case.shape.name, batch=case.batch, status="failed",
                              note=f"failed: {what}"))
+
+    def mark(self, cases, paths, note: str, *, failed: bool = False) -> None:
+        """An absent row (a failed one, note saying what failed) of every path at every case."""
+        for case in cases:
+            for path in paths:
+                (self.failed if failed else self.absent)(case, path, note)
 
     def attempt(self, case: Case, path: str, measure: Callable[[], Row]) -> Row:
         """Record measure()'s row; an exception becomes a failed row naming it."""

@@ -1,10 +1,5 @@
-"""Tools wing: the whole bench in one process: bandwidths, floors, then each preset's paths, limits
-and parity, as one Run (kind "bench").
-
-Until it ends, the run is written after every preset to partial_path(save_to), marked partial; only
-the finished run replaces save_to. A partial run can be resumed: its finished presets are kept, and
-their floors too once this card measures the same bandwidth within 3%.
-"""
+"""Tools wing: the whole bench in one process, as one Run (kind "bench"); kept after each preset at
+partial_path(save_to) and resumable there, only the finished run replaces save_to."""
 from __future__ import annotations
 
 import sys
@@ -34,6 +29,7 @@ from .transformers_paths import measure_transformers
 
 STAGES_PER_PRESET = 8  # model, plain graphs, fused and tuned compiles, limits, bf16 logits, transformers, float32
 BANDWIDTH_REPEATS = {"cuda": 20, "cpu": 5}
+UNREADABLE = (ValueError, KeyError, TypeError, AttributeError, OSError)  # what a file that holds no run raises
 RESUME_BANDWIDTH_TOLERANCE = 0.03  # a resumed run keeps its floors only where the card measures the same
 
 
@@ -58,25 +54,16 @@ def kept_partial(path) -> list[str] | None:
         return None
     try:
         return finished_presets(Run.load(path))
-    except (ValueError, KeyError, TypeError, AttributeError, OSError):
+    except UNREADABLE:
         return None
 
 
-def run_bench(presets=None, batches=None, context: int = DEFAULT_CONTEXT, *,
-              repeats: int | None = None, warmup: int | None = None, device=None,
-              skip_transformers: bool = False, skip_fused: bool = False, transformers_for=None,
-              tuned_fused_for=(), compile_on_cpu: bool = False, progress: bool = True, save_to=None,
-              resume_from: Run | None = None) -> Run:
-    """Measure every path for every preset (a name or a Qwen3Shape) and batch; returns the Run.
-
-    Defaults: qwen3-0.6b and qwen3-8b at batch 1 and 8 on a GPU, qwen3-0.6b at batch 1 on the CPU.
-    save_to: the finished run's JSON (left as it was until the run ends); resume_from: a partial
-    bench Run of the same settings on the same kind of card, whose finished presets are kept.
-    """
-    settings = make_settings(presets, batches, context, repeats=repeats, warmup=warmup,
-                             device=device, skip_transformers=skip_transformers,
-                             skip_fused=skip_fused, compile_on_cpu=compile_on_cpu,
-                             transformers_for=transformers_for, tuned_fused_for=tuned_fused_for)
+def run_bench(presets=None, batches=None, context: int = DEFAULT_CONTEXT, *, progress: bool = True, save_to=None,
+              resume_from: Run | None = None, **settings) -> Run:
+    """The Run of every path for every preset (a name or a Qwen3Shape) and batch, saved to save_to when it
+    ends; settings as make_settings takes them; resume_from: a partial bench Run of the same settings and card,
+    whose finished presets are kept."""
+    settings = make_settings(presets, batches, context, **settings)
     device_facts = describe_device(settings.device)
     done = _resumable(resume_from, settings, device_facts) if resume_from is not None else []
     stage = Stages(1 + (len(settings.shapes) - len(done)) * (STAGES_PER_PRESET + len(PATHS) * len(settings.batches)),
@@ -208,9 +195,7 @@ def _measure_preset(shape, cases: dict[int, Case], settings: Settings, rows: Row
             str(case.batch): triton_kernel_table(engine, case) for case in cases.values() if case is not first}
     skipped = settings.transformers_skip_reason(shape.name)
     if skipped:
-        for case in cases.values():
-            for path in HF_PATHS:
-                rows.absent(case, path, skipped)
+        rows.mark(cases.values(), HF_PATHS, skipped)
         del engine
         _reset_compiled(settings)
         return
@@ -227,9 +212,7 @@ def _measure_preset(shape, cases: dict[int, Case], settings: Settings, rows: Row
     try:
         hf = HFDecoder.from_decoder(model)
     except Exception as err:
-        for case in cases.values():
-            for path in HF_PATHS:
-                rows.failed(case, path, f"building transformers' model: {error_text(err)}")
+        rows.mark(cases.values(), HF_PATHS, f"building transformers' model: {error_text(err)}", failed=True)
         run.facts["parity"][shape.name] = {"passed": None, "error": error_text(err)}
         return
     del model

@@ -80,13 +80,21 @@ class Settings:
         return f"not asked for: Inductor's tuning takes minutes per batch size; pass --tuned-fused-for {preset}"
 
 
-def _presets_in(names, shapes, what: str) -> tuple[str, ...]:
-    """names, each a preset this run measures, else a ValueError naming the stray ones."""
-    stray = [p for p in names if p not in {s.name for s in shapes}]
+def presets_in(names, measured, what: str) -> tuple[str, ...]:
+    """names, each a preset of measured (names or shapes), else a ValueError naming the stray ones."""
+    measured = [getattr(p, "name", p) for p in measured]
+    stray = [p for p in names if p not in measured]
     if stray:
         raise ValueError(f"{what} names {', '.join(stray)}, which this run does not measure; "
-                         f"pick from {', '.join(s.name for s in shapes)}")
+                         f"pick from {', '.join(measured)}")
     return tuple(names)
+
+
+def shapes_of(presets) -> tuple[Qwen3Shape, ...]:
+    """Each preset's shape (a name or a Qwen3Shape); a ValueError when none is given or one is unknown."""
+    if not presets:
+        raise ValueError("no preset given; pass one or more, e.g. qwen3-0.6b qwen3-8b")
+    return tuple(get_shape(p) for p in presets)
 
 
 def default_presets(device: torch.device, batches, context: int = DEFAULT_CONTEXT) -> tuple[str, ...]:
@@ -123,11 +131,11 @@ def make_settings(presets=None, batches=None, context: int = DEFAULT_CONTEXT, *,
     batches = batches if batches is not None else (GPU_BATCHES if on_cuda else CPU_BATCHES)
     if presets is None:
         presets = default_presets(device, batches, context) if on_cuda else CPU_PRESETS
-    if not presets or not batches:
+    shapes = shapes_of(presets)
+    if not batches:
         raise ValueError("pass at least one preset and one batch size, e.g. presets=['qwen3-0.6b'], batches=[1]")
-    shapes = tuple(get_shape(p) for p in presets)
     if transformers_for is not None:
-        transformers_for = _presets_in(transformers_for, shapes, "transformers_for")
+        transformers_for = presets_in(transformers_for, shapes, "transformers_for")
     bucket = f"the largest graph bucket is {MAX_BATCH}; pass sizes such as 1 or 8"
     batches = [_at_most(whole_number(b, "every batch size", hint=bucket), MAX_BATCH, "every batch size", bucket)
                for b in batches]
@@ -142,5 +150,4 @@ def make_settings(presets=None, batches=None, context: int = DEFAULT_CONTEXT, *,
         warmup=warmup if warmup is not None else (GPU_WARMUP if on_cuda else CPU_WARMUP),
         repeats=repeats or (GPU_REPEATS if on_cuda else CPU_REPEATS), device=device, plan=card_plan(device),
         skip_transformers=skip_transformers, skip_fused=skip_fused, compile_on_cpu=compile_on_cpu,
-        transformers_for=transformers_for, tuned_fused_for=_presets_in(tuned_fused_for or (), shapes,
-                                                                       "tuned_fused_for"))
+        transformers_for=transformers_for, tuned_fused_for=presets_in(tuned_fused_for or (), shapes, "tuned_fused_for"))
