@@ -7,7 +7,7 @@ import sys
 from pathlib import Path
 
 from floorlab.core import paths
-from floorlab.core.device import describe_device, device_slug
+from floorlab.core.device import DeviceFacts, describe_device, device_slug
 from floorlab.core.files import file_problem
 from floorlab.core.runs import Run
 from floorlab.core.shapes import PRESETS
@@ -20,7 +20,7 @@ from .table import format_table
 UNREADABLE = (ValueError, KeyError, TypeError, AttributeError, OSError)
 
 
-def default_out_path(device_facts: dict) -> Path:
+def default_out_path(device_facts: DeviceFacts) -> Path:
     """figures/bench-<device-slug>.json"""
     return Path(paths.FIGURES_DIR) / f"bench-{device_slug(device_facts)}.json"
 
@@ -104,7 +104,8 @@ def _run_to_resume(out: Path) -> Run:
                          "--out), then resume it with the same flags")
     try:
         run = Run.load(path)
-        if not all(isinstance(part, dict) for part in (run.facts, run.settings, run.device)):
+        if not (all(isinstance(part, dict) for part in (run.facts, run.settings))
+                and isinstance(run.device, DeviceFacts)):
             raise ValueError("its facts, settings or device are not tables")
     except UNREADABLE as err:
         raise SystemExit(f"--resume: {path} holds no bench run this book can read ({type(err).__name__}: "
