@@ -276,9 +276,9 @@ def test_format_table_lists_presets_small_to_large_whatever_order_they_ran_in(fi
 
 
 def test_format_summary_keeps_every_preset_inside_the_page_column(first_host_runs):
-    """Four presets (the first stored bench measured four) with every path do not fit side by side: they go to even blocks, each line
-    inside the column, every measured cell still shown once, and paths with nothing in a
-    block left out of it."""
+    """Four presets (the first stored bench measured four) with every path do not fit side by side:
+    they go to even blocks, each line inside the column, every measured cell still shown once, and
+    paths with nothing in a block left out of it."""
     from floorlab.core.prose import COLUMN
     from floorlab.core.runs import reference_run
     from floorlab.tools.bench import format_summary

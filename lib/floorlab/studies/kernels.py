@@ -55,7 +55,8 @@ class StoredSweep:
 
 def stored_sweep(name: str = "h200-kernel-sweep") -> StoredSweep:
     data = reference_json(name)
-    return StoredSweep(name=name, device=DeviceFacts.from_dict(data["device"]), batches=tuple(data["batches"]), floor_gbps=data["floor_gbps"],
+    return StoredSweep(name=name, device=DeviceFacts.from_dict(data["device"]), batches=tuple(data["batches"]),
+                       floor_gbps=data["floor_gbps"],
                        size_rows=data["size_rows"], step_rows=data["step_rows"], variant_rows=data["variant_rows"],
                        best_configs=data["best"])
 
