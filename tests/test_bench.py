@@ -1,11 +1,13 @@
 """The bench on a tiny shape: typed rows, floors from decode_floor, absent rows say why, FAIL lines
 say what caused them, the CLI refuses bad input. CPU tests never assert a time."""
 import re
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 import torch
 
+from floorlab.core.device import DeviceFacts
 from floorlab.core.roofline import decode_floor
 from floorlab.core.runs import Row, Run
 from floorlab.core.shapes import PRESETS, Qwen3Shape
@@ -300,9 +302,9 @@ def test_format_table_refuses_an_old_dict():
 
 
 def test_device_slug_and_default_path():
-    assert device_slug({"kind": "cuda", "name": "NVIDIA H200"}) == "nvidia-h200"
-    assert device_slug({"kind": "cpu", "name": "AMD EPYC 7B13"}) == "cpu-amd-epyc-7b13"
-    path = default_out_path({"kind": "cuda", "name": "NVIDIA H200"})
+    assert device_slug(DeviceFacts(kind="cuda", name="NVIDIA H200")) == "nvidia-h200"
+    assert device_slug(DeviceFacts(kind="cpu", name="AMD EPYC 7B13")) == "cpu-amd-epyc-7b13"
+    path = default_out_path(DeviceFacts(kind="cuda", name="NVIDIA H200"))
     assert path.name == "bench-nvidia-h200.json" and path.parent.name == "figures"
 
 
@@ -484,7 +486,7 @@ def test_a_resume_that_cannot_hold_is_refused_and_leaves_the_file_alone(change, 
     elif change == "settings":
         kwargs["repeats"] = 2
     elif change == "device":
-        previous.device["name"] = "another card"
+        previous.device = replace(previous.device, name="another card")
     monkeypatch.setattr("floorlab.tools.bench.run.measure_bandwidths",
                         _same_bandwidths(stopped, 1.5 if change == "bandwidth" else 1.0))
     before = partial_path(out).read_bytes()

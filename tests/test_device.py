@@ -5,7 +5,7 @@ import pytest
 import torch
 
 from floorlab.core.bandwidth import Bandwidth, measure_bandwidth
-from floorlab.core.device import default_device, describe_device
+from floorlab.core.device import DeviceFacts, default_device, describe_device
 from floorlab.core.memory import free_bytes
 
 SMALL_MB = 8
@@ -18,13 +18,14 @@ def test_default_device_matches_cuda_availability():
 
 def test_describe_cpu():
     facts = describe_device("cpu")
-    assert facts["kind"] == "cpu"
-    assert facts["name"]
-    assert facts["cpu_count"] >= 1
-    assert facts["torch"] == torch.__version__
-    assert facts["python"].count(".") == 2
-    assert facts["compute_capability"] is None
-    json.dumps(facts)
+    assert facts.kind == "cpu"
+    assert facts.name
+    assert facts.cpu_count >= 1
+    assert facts.torch == torch.__version__
+    assert facts.python.count(".") == 2
+    assert facts.compute_capability is None
+    assert json.loads(json.dumps(facts.to_dict())) == facts.to_dict()
+    assert DeviceFacts.from_dict(facts.to_dict()) == facts
 
 
 @pytest.mark.parametrize("kind", ["copy", "read"])
@@ -65,9 +66,9 @@ def test_cuda_without_gpu_says_what_to_pass():
 @pytest.mark.gpu
 def test_describe_cuda():
     facts = describe_device("cuda")
-    assert facts["kind"] == "cuda"
-    assert facts["memory_gb"] > 0
-    assert facts["compute_capability"]
+    assert facts.kind == "cuda"
+    assert facts.memory_gb > 0
+    assert facts.compute_capability
 
 
 @pytest.mark.gpu

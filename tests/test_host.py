@@ -22,7 +22,7 @@ def test_the_host_cpu_and_the_books_version_are_read():
     cpu = hostmod.read_cpu()
     assert cpu["cores"] >= 1 and cpu["model"]
     assert cpu["clock_mhz"] is None or cpu["clock_mhz"] > 0
-    assert run_stamp()["book"].startswith(("git ", "floorlab ")) or run_stamp()["book"] == "unknown"
+    assert run_stamp().book.startswith(("git ", "floorlab ")) or run_stamp().book == "unknown"
 
 
 def test_the_dispatch_benchmark_gives_a_timing_per_launch_on_this_machine():

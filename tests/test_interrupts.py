@@ -9,6 +9,7 @@ import subprocess
 import sys
 import threading
 import time
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -182,10 +183,10 @@ def test_resume_reads_the_partial_beside_out_and_else_an_older_partial_at_out(tm
     assert bench_cli.main(argv) == 130
     assert "nothing was measured to keep" in capsys.readouterr().err
     beside = Run.from_dict(older.to_dict())
-    beside.stamp = dict(beside.stamp, date="2030-01-01T00:00:00+00:00")
+    beside.stamp = replace(beside.stamp, date="2030-01-01T00:00:00+00:00")
     beside.save(partial_path(out))
     assert bench_cli.main(argv) == 130
-    assert [run.stamp["date"] for run in seen] == [older.stamp["date"], "2030-01-01T00:00:00+00:00"]
+    assert [run.stamp.date for run in seen] == [older.stamp.date, "2030-01-01T00:00:00+00:00"]
     assert f"kept at {partial_path(out)}" in capsys.readouterr().err
 
 

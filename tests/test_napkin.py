@@ -74,7 +74,7 @@ def test_without_a_run_of_its_own_the_calculator_starts_from_the_stored_h200(tmp
 
 def test_a_run_of_this_machine_comes_first_under_its_own_name(tmp_path):
     run = reference_run(napkin.STORED_RUN)
-    run.device = {**run.device, "name": "A Test Card 9000"}
+    run.device = replace(run.device, name="A Test Card 9000")
     run.save(tmp_path / napkin.CHAPTER_RUN)
     first = napkin.presets(figures_dir=tmp_path)[0]
     assert first.origin == "yours" and first.key == "yours"

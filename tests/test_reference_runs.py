@@ -168,6 +168,41 @@ def test_every_stored_per_kernel_row_reads_as_a_kernel_row_and_writes_back_the_s
         KernelRow.from_dict({k: v for k, v in tables[0][1][0].items() if k != "beyond_us"})
 
 
+
+def test_every_stored_stamp_and_device_reads_by_attribute_and_writes_back_the_same():
+    """Every stored run (the package's and other hosts') loads its stamp and device as typed records:
+    a key a run lacks reads None and is left out again, a key the records do not name stays in extra,
+    so the run writes back its stamp and device key for key."""
+    from pathlib import Path
+
+    from floorlab.core import paths
+    from floorlab.core.device import DeviceFacts
+    from floorlab.core.files import load_json
+    from floorlab.core.runs import Run
+    from floorlab.core.stamp import Stamp
+
+    tests_runs = Path(__file__).parent / "runs"
+    stored = sorted(paths.REFERENCE_DIR.rglob("*.json")) + sorted(tests_runs.rglob("*.json"))
+    read = 0
+    for path in stored:
+        data = load_json(path)
+        if not isinstance(data, dict) or data.get("layout") != 2:
+            continue  # a raw table (the kernel sweep, the fusion comparison, the chapter times)
+        run = Run.from_dict(data)
+        assert isinstance(run.stamp, Stamp) and isinstance(run.device, DeviceFacts), path
+        assert run.to_dict()["stamp"] == data["stamp"] and run.to_dict()["device"] == data["device"], path
+        assert run.device.name == data["device"]["name"] and run.stamp.date == data["stamp"]["date"], path
+        assert run.stamp.book == data["stamp"].get("book"), path
+        read += 1
+    assert read >= 30
+    older = Stamp.from_dict({"date": "2026-11-30T08:00:00+00:00", "note": "by hand"})
+    assert older.book is None and older.extra == {"note": "by hand"}
+    assert older.to_dict() == {"date": "2026-11-30T08:00:00+00:00", "note": "by hand"}
+    card = DeviceFacts.from_dict({"kind": "cuda", "name": "A Card", "torch_threads": None})
+    assert card.memory_gb is None and card.to_dict() == {"kind": "cuda", "name": "A Card", "torch_threads": None}
+    with pytest.raises(ValueError, match="stored as a JSON object"):
+        DeviceFacts.from_dict(["A Card"])
+
 # ---- FLOORLAB_REFERENCE_DIR: a folder of stored runs in place of the package's -------------------
 
 def _second_host(folder, name="h200-below-the-floor", **device):
@@ -192,7 +227,7 @@ def test_a_reference_folder_takes_the_place_of_the_packages_runs_and_the_package
     monkeypatch.setenv("FLOORLAB_REFERENCE_DIR", str(tmp_path))
     assert runs.reference_dirs()[0] == tmp_path
     assert runs.reference_run("h200-below-the-floor").label.endswith("2030-01-02")
-    assert runs.reference_run("h200-below-the-floor").device["name_note"] == "second host"
+    assert runs.reference_run("h200-below-the-floor").device.extra["name_note"] == "second host"
     assert runs.reference_run("h200-bench").label != "" and runs.reference_path("h200-bench").parent != tmp_path
     assert "h200-host2-serving" in fast_card.stored_runs() and "h200-bench" in fast_card.stored_runs()
     assert runs.reference_json("h200-kernel-sweep")["device"]

@@ -83,11 +83,11 @@ def stored_run(card):
 
 def test_reference_run_loads_the_default_as_a_typed_run(reference_dirs):
     run = reference_run()
-    assert run.device["name"] == "NVIDIA H200" and run.label == "NVIDIA H200, 2026-11-30"
+    assert run.device.name == "NVIDIA H200" and run.label == "NVIDIA H200, 2026-11-30"
     assert run.floor().floor_ms == pytest.approx(run.floor("qwen3-0.6b", 1).floor_ms)
     assert run.row("plain eager").median_ms == 7.8
     assert run.row("plain eager").x_floor == pytest.approx(7.8 / run.floor().floor_ms)
-    assert reference_run("laptop-4080.json").device["name"] == "laptop RTX 4080"
+    assert reference_run("laptop-4080.json").device.name == "laptop RTX 4080"
     with pytest.raises(KeyError, match="plain eager"):
         run.row("plain graph")
 
@@ -127,8 +127,8 @@ def test_reference_figure(reference_dirs):
 
 def test_run_stamp_is_utc_and_names_no_machine():
     stamp = run_stamp()
-    assert {"date", "torch", "transformers"} <= set(stamp)
-    assert datetime.fromisoformat(stamp["date"]).utcoffset() == timezone.utc.utcoffset(None)
+    assert {"date", "torch", "transformers"} <= set(stamp.to_dict())
+    assert datetime.fromisoformat(stamp.date).utcoffset() == timezone.utc.utcoffset(None)
     hostname = socket.gethostname()
     if len(hostname) >= 4:
-        assert hostname not in json.dumps(stamp)
+        assert hostname not in json.dumps(stamp.to_dict())

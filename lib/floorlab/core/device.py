@@ -4,12 +4,14 @@ from __future__ import annotations
 import os
 import platform
 import re
+from dataclasses import dataclass, field
 from importlib import metadata
 from pathlib import Path
 
 import torch
 
 from floorlab.core.numbers import shown
+from floorlab.core.records import StoredRecord
 
 
 def default_device() -> torch.device:
@@ -69,7 +71,26 @@ def _host_memory_gb() -> float | None:
         return None
 
 
-def describe_device(device=None) -> dict:
+@dataclass(frozen=True)
+class DeviceFacts(StoredRecord):
+    """Facts about the device a run was made on and its software; None where a stored run lacks one.
+    memory_gb in 1e9 bytes; torch_threads on a CPU only. Stored keys it does not name stay in extra."""
+
+    kind: str | None = None  # 'cuda' or 'cpu'
+    name: str | None = None
+    memory_gb: float | None = None
+    compute_capability: str | None = None  # 'major.minor' on a CUDA card
+    cpu_count: int | None = None
+    torch_threads: int | None = None
+    torch: str | None = None
+    transformers: str | None = None
+    cuda: str | None = None
+    python: str | None = None
+    extra: dict = field(default_factory=dict, hash=False)
+    absent: frozenset = field(default=frozenset(), repr=False)
+
+
+def describe_device(device=None) -> DeviceFacts:
     """Facts about the device and software: kind, name, memory_gb (1e9 bytes), versions."""
     device = resolve_device(device)
     facts = {
@@ -94,12 +115,12 @@ def describe_device(device=None) -> dict:
         memory = _host_memory_gb()
         facts["memory_gb"] = round(memory, 1) if memory is not None else None
         facts["torch_threads"] = torch.get_num_threads()
-    return facts
+    return DeviceFacts.from_dict(facts)  # a CUDA card's facts store no torch_threads
 
 
-def device_slug(device_facts: dict) -> str:
+def device_slug(device_facts: DeviceFacts) -> str:
     """A file-name-safe name for the device, e.g. 'nvidia-h200' or 'cpu-amd-epyc'."""
-    name = re.sub(r"[^a-z0-9]+", "-", str(device_facts.get("name") or "").lower()).strip("-")
-    if device_facts.get("kind") == "cpu":
+    name = re.sub(r"[^a-z0-9]+", "-", str(device_facts.name or "").lower()).strip("-")
+    if device_facts.kind == "cpu":
         return f"cpu-{name}" if name else "cpu"
-    return name or str(device_facts.get("kind") or "device")
+    return name or str(device_facts.kind or "device")

@@ -162,7 +162,7 @@ def read_card(device=None) -> CardFacts:
                          triton_gdc=wants_gdc and triton_has_gdc(), interpreter=interpreter)
     mps_backend = getattr(torch.backends, "mps", None)
     host = describe_device(dev)
-    return CardFacts(name=host["name"] or "CPU", device="cpu", memory_gb=host["memory_gb"],
+    return CardFacts(name=host.name or "CPU", device="cpu", memory_gb=host.memory_gb,
                      mps=bool(mps_backend is not None and mps_backend.is_available()),
                      system=platform.system(), triton=has_triton, triton_gdc=False,
                      interpreter=interpreter)

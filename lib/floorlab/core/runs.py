@@ -7,20 +7,19 @@ reference/, whose copies fill in what that folder lacks; this module alone decid
 from __future__ import annotations
 
 import os
-import platform
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
 from pathlib import Path
 
 from floorlab.core import paths
 from floorlab.core.bandwidth import Bandwidths
-from floorlab.core.device import package_version
+from floorlab.core.device import DeviceFacts
 from floorlab.core.environment import expand_folder
 from floorlab.core.files import load_json, save_json
-from floorlab.core.host import Host, book_version
+from floorlab.core.host import Host
 from floorlab.core.launches import LaunchCount
 from floorlab.core.numbers import shown, text
 from floorlab.core.roofline import Floor, achieved_gbps, check_floor
+from floorlab.core.stamp import Stamp, run_stamp  # noqa: F401  (run_stamp: read from here too)
 from floorlab.core.timelines import Timeline
 from floorlab.core.timing import StepTimes, Timing
 
@@ -100,8 +99,8 @@ class Run:
     """A measured run of a chapter or of the bench, in the book's one layout."""
 
     kind: str
-    stamp: dict
-    device: dict
+    stamp: Stamp
+    device: DeviceFacts
     bandwidths: Bandwidths | None = None
     floors: list[Floor] = field(default_factory=list)
     rows: list[Row] = field(default_factory=list)
@@ -111,15 +110,21 @@ class Run:
     settings: dict = field(default_factory=dict)
     host: Host | None = None  # the CPU behind the device and its measured cost per eager launch
 
+    def __post_init__(self):
+        if isinstance(self.stamp, dict):  # a stamp or device facts given as their stored JSON objects
+            self.stamp = Stamp.from_dict(self.stamp)
+        if isinstance(self.device, dict):
+            self.device = DeviceFacts.from_dict(self.device)
+
     @property
     def label(self) -> str:
         """'<device name>, <date>': how a figure or a sentence names this run."""
-        return f"{self.device.get('name')}, {str(self.stamp.get('date', ''))[:10]}"
+        return f"{self.device.name}, {str(self.stamp.date or '')[:10]}"
 
     @property
     def on_gpu(self) -> bool:
         """True when the run was made on a CUDA device."""
-        return self.device.get("kind") == "cuda"
+        return self.device.kind == "cuda"
 
     def floor(self, preset: str | None = None, batch: int | None = None) -> Floor:
         """The Floor of a configuration (the only one when the run has one)."""
@@ -150,7 +155,8 @@ class Run:
 
     def to_dict(self) -> dict:
         return {
-            "layout": LAYOUT, "kind": self.kind, "stamp": self.stamp, "device": self.device,
+            "layout": LAYOUT, "kind": self.kind, "stamp": self.stamp.to_dict(),
+            "device": self.device.to_dict(),
             "bandwidths": self.bandwidths.to_dict() if self.bandwidths else None,
             "floors": [f.to_dict() for f in self.floors],
             "rows": [r.to_dict() for r in self.rows],
@@ -176,7 +182,7 @@ class Run:
             raise ValueError(f"this run has {', '.join(problems)}; it is not in the book's run layout, so "
                              "measure it again to store it anew")
         return cls(
-            kind=data["kind"], stamp=data["stamp"], device=data["device"],
+            kind=data["kind"], stamp=Stamp.from_dict(data["stamp"]), device=DeviceFacts.from_dict(data["device"]),
             bandwidths=Bandwidths.from_dict(data["bandwidths"]) if data.get("bandwidths") else None,
             floors=[Floor.from_dict(f) for f in data.get("floors", [])],
             rows=[Row.from_dict(r) for r in data.get("rows", [])],
@@ -345,15 +351,3 @@ def stored_figure(name: str) -> Path | None:
     """The stored reference figure of that name, or None while none is stored yet."""
     return reference_figure(name, missing_ok=True)
 
-
-def run_stamp() -> dict:
-    """When and with what software a run was made: UTC ISO date and versions, the book's own
-    (git describe in a checkout, else the package's version) among them; no machine names."""
-    return {
-        "book": book_version(),
-        "date": datetime.now(timezone.utc).isoformat(timespec="seconds"),
-        "python": platform.python_version(),
-        "torch": package_version("torch"),
-        "transformers": package_version("transformers"),
-        "floorlab": package_version("floorlab"),
-    }

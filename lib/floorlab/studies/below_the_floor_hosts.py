@@ -52,7 +52,7 @@ class HostsStory:
     def table(self) -> str:
         lines = [f"{'stored run':<22} {'date':<10} {'eager':>9} {'replay':>9}  host CPU"]
         for s in self.steps:
-            lines.append(f"{s.name[:22]:<22} {str(s.run.stamp.get('date', ''))[:10]:<10} "
+            lines.append(f"{s.name[:22]:<22} {str(s.run.stamp.date or '')[:10]:<10} "
                          f"{fmt_ms(s.eager.median_ms):>9} {fmt_ms(s.replay.median_ms):>9}  {s.host[:26]}")
         return "\n".join(lines)
 
@@ -61,8 +61,8 @@ class HostsStory:
         if len(self.steps) < 2:
             return ("Fewer than two stored runs of this card timed both paths, so there is nothing "
                     "to set side by side yet.")
-        card = self.steps[0].run.device.get("name", "this card")
-        days = len({str(s.run.stamp.get("date", ""))[:10] for s in self.steps})
+        card = self.steps[0].run.device.name or "this card"
+        days = len({str(s.run.stamp.date or "")[:10] for s in self.steps})
         eager, eager_apart = self._apart("eager")
         replay, replay_apart = self._apart("replay")
         low, high = (f(s.eager.median_ms for s in self.steps) for f in (min, max))

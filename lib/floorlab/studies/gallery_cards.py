@@ -48,20 +48,20 @@ class Card:
 
     @property
     def name(self) -> str:
-        return str(self.run.device.get("name") or "unnamed device")
+        return str(self.run.device.name or "unnamed device")
 
     @property
     def kind(self) -> str:
-        return str(self.run.device.get("kind") or "?")
+        return str(self.run.device.kind or "?")
 
     @property
     def torch(self) -> str:
-        return str(self.run.device.get("torch") or "?")
+        return str(self.run.device.torch or "?")
 
     @property
     def date(self) -> str:
         """The UTC date of the measurement, YYYY-MM-DD."""
-        return str(self.run.stamp.get("date", ""))[:10]
+        return str(self.run.stamp.date or "")[:10]
 
     mine = property(lambda self: self.origin == "yours")
     tag = property(lambda self: self.origin if self.origin != "gallery" else "")  # '' for a stranger's
@@ -157,11 +157,11 @@ def check_card(card: Card) -> None:
     """NotACard unless the card is possible: text where text belongs, finite positive numbers, a
     floor of its preset's bytes over its bandwidth, no time below it."""
     run = card.run
-    _text(run.device.get("name"), "device name", optional=True)  # None: an unnamed device
-    if run.device.get("kind") not in KINDS:
-        raise NotACard(f"its device kind is {shown(run.device.get('kind'))}, not one of {KINDS}; {AGAIN}")
-    _text(run.device.get("torch"), "torch version", optional=True)
-    _text(run.stamp.get("date"), "date")
+    _text(run.device.name, "device name", optional=True)  # None: an unnamed device
+    if run.device.kind not in KINDS:
+        raise NotACard(f"its device kind is {shown(run.device.kind)}, not one of {KINDS}; {AGAIN}")
+    _text(run.device.torch, "torch version", optional=True)
+    _text(run.stamp.date, "date")
     floor = run.floors[0]
     if not close(floor.bandwidth_gbps, run.bandwidths.floor_gbps, ROUNDING):
         raise NotACard(f"its floor divides by {floor.bandwidth_gbps:.6g} GB/s, but the larger of its "
@@ -286,9 +286,9 @@ def range_reason(run: Run) -> str:
     if twice:
         return f"it holds more than one row for {', '.join(map(repr, twice))}, where a card has one per path"
     try:
-        when = datetime.fromisoformat(str(run.stamp.get("date")))
+        when = datetime.fromisoformat(str(run.stamp.date))
     except ValueError:
-        return (f"its date {str(run.stamp.get('date'))[:40]!r} does not parse as a date (ISO 8601, as "
+        return (f"its date {str(run.stamp.date)[:40]!r} does not parse as a date (ISO 8601, as "
                 "run_stamp writes it)")
     when = when if when.tzinfo else when.replace(tzinfo=timezone.utc)
     if not EARLIEST <= when <= datetime.now(timezone.utc) + timedelta(days=1):

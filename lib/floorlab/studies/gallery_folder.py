@@ -86,7 +86,7 @@ def latest_own_run(results_dir, skipped: list[Skipped]) -> Card | None:
     folder = Path(results_dir) if results_dir is not None else paths.RESULTS_DIR
     found = (card_or_skip(path, "yours", skipped, "your own run, but ") for path in sorted(folder.glob(OWN_RUNS)))
     cards = [card for card in found if card is not None]
-    own = max(cards, key=lambda c: str(c.run.stamp.get("date", "")), default=None)
+    own = max(cards, key=lambda c: str(c.run.stamp.date or ""), default=None)
     if own is not None:
         own.run_path = own.path
     return own

@@ -7,6 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from floorlab.core.runs import reference_json
+from floorlab.core.stamp import Stamp
 
 TWO_KERNELS = "two kernels"
 
@@ -69,4 +70,5 @@ def stored_fusion(name: str = "h200-fusion") -> StoredFusion:
         two = next(r for r in here if r["variant"] == TWO_KERNELS)
         fused = tuple(r for r in here if r["variant"] != TWO_KERNELS)
         pairs.append(FusionPair(*key, two=two, best=min(fused, key=lambda r: r["ms"]), fused=fused))
-    return StoredFusion(name=name, device=data["device"], date=data["stamp"]["date"][:10], pairs=tuple(pairs))
+    date = str(Stamp.from_dict(data["stamp"]).date)[:10]
+    return StoredFusion(name=name, device=data["device"], date=date, pairs=tuple(pairs))

@@ -9,6 +9,7 @@ from dataclasses import dataclass
 
 import torch
 
+from floorlab.core.device import DeviceFacts
 from floorlab.core.numbers import positive_number, whole_number
 from floorlab.core.prose import sig
 from floorlab.core.runs import reference_json
@@ -31,7 +32,7 @@ from floorlab.engine.measure import source_for
 class StoredSweep:
     """What the chapter reads of the stored kernel sweep (python -m floorlab sweep, kept as reference/<name>.json)."""
     name: str
-    device: dict
+    device: DeviceFacts
     batches: tuple[int, ...]
     floor_gbps: float  # the bandwidth every step row is floored with
     size_rows: list[dict]  # sweep_sizes rows
@@ -41,7 +42,7 @@ class StoredSweep:
 
     @property
     def device_name(self) -> str:
-        return self.device["name"]
+        return self.device.name
 
     def best(self, preset: str, gemv: str, batch: int) -> dict:
         """The fastest config the sweep found for one GEMV at one batch, as GemvConfig.to_dict()."""
@@ -54,7 +55,8 @@ class StoredSweep:
 
 def stored_sweep(name: str = "h200-kernel-sweep") -> StoredSweep:
     data = reference_json(name)
-    return StoredSweep(name=name, device=data["device"], batches=tuple(data["batches"]), floor_gbps=data["floor_gbps"],
+    return StoredSweep(name=name, device=DeviceFacts.from_dict(data["device"]), batches=tuple(data["batches"]),
+                       floor_gbps=data["floor_gbps"],
                        size_rows=data["size_rows"], step_rows=data["step_rows"], variant_rows=data["variant_rows"],
                        best_configs=data["best"])
 

@@ -8,10 +8,12 @@ from dataclasses import asdict, dataclass, field
 
 import torch
 
+from floorlab.core.device import DeviceFacts
 from floorlab.core.prose import fmt_ms, fmt_times, sig
 from floorlab.core.roofline import Floor
 from floorlab.core.runs import Row, Run, reference_run
 from floorlab.core.shapes import Qwen3Shape
+from floorlab.core.stamp import Stamp
 from floorlab.core.timelines import Timeline
 from floorlab.core.timing import Band, compare, ratio_band, tally
 from floorlab.engine.graphs import GraphMemory, GraphRunner
@@ -193,7 +195,7 @@ class GraphSide:
                    stream=StreamCost.from_dict(run.facts["stream"]),
                    timelines=dict(run.timelines))
 
-    def to_run(self, *, stamp: dict, device: dict, bandwidths, settings: dict,
+    def to_run(self, *, stamp: Stamp, device: DeviceFacts, bandwidths, settings: dict,
                facts: dict | None = None) -> Run:
         """This machine's graph side as a Run (kind chapter:serving), ready to save."""
         rows = [*self.eager.values(), *self.graph.values(), *([self.padded] if self.padded is not None else [])]

@@ -9,7 +9,7 @@ from pathlib import Path
 import torch
 
 from floorlab.core.bandwidth import measure_bandwidths
-from floorlab.core.device import describe_device, device_slug, resolve_device
+from floorlab.core.device import DeviceFacts, describe_device, device_slug, resolve_device
 from floorlab.core.files import load_json, save_json
 from floorlab.core.host import read_host
 from floorlab.core.launches import count_launches
@@ -126,7 +126,7 @@ def format_card(run: Run) -> str:
     """The run as a short table: bandwidths, the floor, then each path's ms, p10-p90 and x floor."""
     floor = run.floor()
     bw, dev = run.bandwidths, run.device
-    lines = [f"{dev.get('name')} ({dev.get('kind')}), torch {dev.get('torch')}",
+    lines = [f"{dev.name} ({dev.kind}), torch {dev.torch}",
              f"bandwidth   copy {bw.copy.gbps:.1f} GB/s, read {bw.read.gbps:.1f} GB/s",
              f"floor       {floor.preset} b{floor.batch}: {floor.arithmetic()}"]
     if "eager" in run.launches:
@@ -163,8 +163,8 @@ def write_card(run: Run, folder) -> dict[str, Path]:
 
 def submit_name(run: Run, name: str | None = None) -> str:
     """A unique, file-safe name for a submitted run: <device>-[<name>-]<UTC time>-<random>.json."""
-    stamp = "".join(ch for ch in str(run.stamp.get("date", ""))[:19] if ch.isalnum()).lower()
-    who = device_slug({"name": name, "kind": "person"}) if name else ""
+    stamp = "".join(ch for ch in str(run.stamp.date or "")[:19] if ch.isalnum()).lower()
+    who = device_slug(DeviceFacts(kind="person", name=name)) if name else ""
     parts = [device_slug(run.device), who, stamp or "undated", uuid.uuid4().hex[:6]]
     return "-".join(p for p in parts if p) + ".json"
 

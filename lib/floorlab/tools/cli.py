@@ -82,7 +82,7 @@ def measure_main(args, parser) -> int:
     out = args.out or Path(paths.RESULTS_DIR) / f"measure-{device_slug(facts)}"
     if args.out is None:
         _check_folder(parser, "--out", out)
-    print(f"measuring {facts.get('name')}; the run is written to {out} when it ends", flush=True)
+    print(f"measuring {facts.name}; the run is written to {out} when it ends", flush=True)
     try:
         run = measure_card(args.device, warmup=args.warmup, repeats=args.repeats, fused=args.fused)
     except KeyboardInterrupt:

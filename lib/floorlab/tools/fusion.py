@@ -56,7 +56,7 @@ def time_fusion(presets, batches, *, device, warmup: int, repeats: int) -> dict:
             rows += here
         del model
         torch.cuda.empty_cache()
-    return {"stamp": run_stamp(), "bandwidths": bandwidths.as_gbps(), "floor_gbps": gbps,
+    return {"stamp": run_stamp().to_dict(), "bandwidths": bandwidths.as_gbps(), "floor_gbps": gbps,
             "device": torch.cuda.get_device_name(device), "rows": rows}
 
 

@@ -110,14 +110,14 @@ def stored_cpu_run(folder=None) -> Run | None:
             card = read_card(path)
         except NotACard:
             continue
-        if card.run.device.get("kind") == "cpu":
+        if card.run.device.kind == "cpu":
             return card.run
     return None
 
 
 def _device_name(run: Run) -> str:
     """The run's device as a reader names it: 'Intel Xeon Processor', not 'Intel(R) Xeon(R) Processor'."""
-    name = str(run.device.get("name") or "an unnamed device")
+    name = str(run.device.name or "an unnamed device")
     for mark in ("(R)", "(TM)", "(r)", "(tm)"):
         name = name.replace(mark, "")
     return " ".join(name.split())
@@ -125,7 +125,7 @@ def _device_name(run: Run) -> str:
 
 def _note(run: Run, origin: str, eager_ms: float, replay_ms: float | None, replay_priced: bool) -> str:
     """Where a run's numbers come from, and what its steps took, in one or two sentences."""
-    date = str(run.stamp.get("date", ""))[:10]
+    date = str(run.stamp.date or "")[:10]
     name = _device_name(run)
     head = (f"The machine that built this site: {name}, measured on {date}" if origin == "yours"
             else f"A stored run, not the machine that built this site: {name}, measured on {date}")

@@ -33,7 +33,7 @@ def measured_on(run: Run) -> str:
 
 def eager_label(run: Run, prefix: str = "") -> str:
     """'eager (cuda)': the chapter's f"eager ({dev.type})" for the device the run was made on."""
-    return f"{prefix}eager ({run.device.get('kind')})"
+    return f"{prefix}eager ({run.device.kind})"
 
 
 def preset_batch(run: Run) -> tuple[str, int]:
@@ -82,7 +82,7 @@ def kernels_bars(run: Run, bench: Run, *, path=None) -> Figure:
 def kernels_gemv_sizes(run: Run, *, path=None) -> Figure:
     """kernels cell 8: the size sweep against the card's read bandwidth (the chapter's note has no date)."""
     return gemv_sizes(run.facts["size_rows"], run.bandwidths.as_gbps()["read"],
-                      title="The book's GEMV at batch 1", note=f"measured on {run.device.get('name')}",
+                      title="The book's GEMV at batch 1", note=f"measured on {run.device.name}",
                       path=path)
 
 

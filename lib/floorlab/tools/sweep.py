@@ -10,7 +10,7 @@ import torch
 import torch.nn.functional as F
 
 from floorlab.core.bandwidth import measure_bandwidth
-from floorlab.core.device import describe_device
+from floorlab.core.device import DeviceFacts, describe_device
 from floorlab.core.files import file_problem, save_or_keep
 from floorlab.core.memory import check_fits
 from floorlab.core.numbers import whole_number, whole_numbers
@@ -182,7 +182,7 @@ def _line(head: str, row: dict, body) -> str:
 def format_table(result: dict) -> str:
     """The sweep as text: bandwidth, one line per GEMV variant (* = best), the best configs, the steps."""
     bw = result["bandwidth_gbps"]
-    lines = [f"{result['device'].get('name')}: copy {bw['copy']:.0f} GB/s, read {bw['read']:.0f} GB/s "
+    lines = [f"{DeviceFacts.from_dict(result['device']).name}: copy {bw['copy']:.0f} GB/s, read {bw['read']:.0f} GB/s "
              f"(floors use {result['floor_gbps']:.0f} GB/s)", "",
              f"{'preset':11} {'gemv':8} {'b':>2} {'config':21} {'pdl':>3} {'us':>8} {'GB/s':>7} {'%read':>6} "
              f"{'rel err':>8}"]
@@ -243,7 +243,7 @@ def run_sweep(*, tiny: bool = False, batches=None, context: int | None = None, p
     size_mb = None if on_cuda else 16
     copy, read = (measure_bandwidth(device, kind=kind, size_mb=size_mb, repeats=5 if tiny else 20)
                   for kind in ("copy", "read"))
-    result = {"what": "Triton GEMV sweep and kernel-step timings", "device": describe_device(device),
+    result = {"what": "Triton GEMV sweep and kernel-step timings", "device": describe_device(device).to_dict(),
               "tiny": tiny, "dtype": str(dtype), "context": context, "batches": list(batches),
               "bandwidth_gbps": {"copy": copy.gbps, "read": read.gbps}, "floor_gbps": max(copy.gbps, read.gbps),
               "pdl": pdl_supported(device), "cache_bytes": cache_bytes(device), "errors": []}

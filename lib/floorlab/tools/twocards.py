@@ -11,7 +11,7 @@ from pathlib import Path
 
 from floorlab.core import paths
 from floorlab.core.bandwidth import Bandwidths
-from floorlab.core.device import default_device, describe_device, device_slug
+from floorlab.core.device import DeviceFacts, default_device, describe_device, device_slug
 from floorlab.core.files import folder_problem, save_or_keep, unwritable_folder
 from floorlab.core.memory import check_fits
 from floorlab.core.prose import sig
@@ -115,10 +115,10 @@ def assemble(results: list[dict], settings: dict, *, elapsed_s: float | None = N
     # a CPU's ranks share one memory: alone, each has what the card has
     alone = [Bandwidths.from_dict(r["bandwidth_alone"] or first["bandwidth_alone"])
              for r in results]
-    run = Run(kind=KIND, stamp=run_stamp(), device=first["device"], bandwidths=card_bw,
+    run = Run(kind=KIND, stamp=run_stamp(), device=DeviceFacts.from_dict(first["device"]), bandwidths=card_bw,
               settings=settings)
     run.facts = {"ranks": ranks, "backend": settings["backend"], "elapsed_s": elapsed_s,
-                 "devices": [r["device"].get("name") for r in results],
+                 "devices": [DeviceFacts.from_dict(r["device"]).name for r in results],
                  "bandwidth_alone": [b.to_dict() for b in alone],
                  "bandwidth_together": [r["bandwidth_together"] for r in results],
                  "stage_s": [r["stage_s"] for r in results],
@@ -188,8 +188,8 @@ def format_twocards(run: Run) -> str:
     def gbps(found) -> str:
         return ", ".join(f"{Bandwidths.from_dict(b).floor_gbps:.1f}" for b in found) + " GB/s"
 
-    lines = [f"{ranks} ranks over {run.settings['backend']} on {run.device.get('name')}, "
-             f"torch {run.device.get('torch')}",
+    lines = [f"{ranks} ranks over {run.settings['backend']} on {run.device.name}, "
+             f"torch {run.device.torch}",
              f"bandwidth   one card {run.bandwidths.floor_gbps:.1f} GB/s",
              f"            per rank alone {gbps(run.facts['bandwidth_alone'])}",
              f"            per rank, every rank at once {gbps(run.facts['bandwidth_together'])}"]

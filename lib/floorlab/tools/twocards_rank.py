@@ -52,7 +52,7 @@ def measure_rank(rank: int, ranks: int, settings: dict) -> dict:
     warmup, repeats = settings["warmup"], settings["repeats"]
     threads = settings["threads_per_rank"]
     shapes = [shape_named(n) for n in settings["presets"]]
-    out = {"rank": rank, "device": describe_device(dev), "presets": {}}
+    out = {"rank": rank, "device": describe_device(dev).to_dict(), "presets": {}}
     fits = {s.name: shard_fit(s, ranks, dev, max_batch=BATCH, max_context=MAX_CONTEXT)
             for s in shapes}
     if rank == 0:

@@ -7,7 +7,7 @@ import sys
 from pathlib import Path
 
 from floorlab.core import paths
-from floorlab.core.device import describe_device, device_slug
+from floorlab.core.device import DeviceFacts, describe_device, device_slug
 from floorlab.core.files import file_problem
 from floorlab.core.runs import Run
 from floorlab.core.shapes import PRESETS
@@ -19,7 +19,7 @@ from .settings import (CPU_PRESETS, CPU_REPEATS, DEFAULT_CONTEXT, GPU_PRESETS, G
 from .table import format_table
 
 
-def default_out_path(device_facts: dict) -> Path:
+def default_out_path(device_facts: DeviceFacts) -> Path:
     """figures/bench-<device-slug>.json"""
     return Path(paths.FIGURES_DIR) / f"bench-{device_slug(device_facts)}.json"
 
@@ -91,7 +91,8 @@ def _run_to_resume(out: Path) -> Run:
                          "--out), then resume it with the same flags")
     try:
         run = Run.load(path)
-        if not all(isinstance(part, dict) for part in (run.facts, run.settings, run.device)):
+        if not (all(isinstance(part, dict) for part in (run.facts, run.settings))
+                and isinstance(run.device, DeviceFacts)):
             raise ValueError("its facts, settings or device are not tables")
     except UNREADABLE as err:
         raise SystemExit(f"--resume: {path} holds no bench run this book can read ({type(err).__name__}: "

@@ -10,7 +10,7 @@ from pathlib import Path
 import torch
 
 from floorlab.core.bandwidth import measure_bandwidths
-from floorlab.core.device import describe_device
+from floorlab.core.device import DeviceFacts, describe_device
 from floorlab.core.files import save_or_keep
 from floorlab.core.host import read_host
 from floorlab.core.progress import Stages
@@ -128,7 +128,7 @@ def run_bench(presets=None, batches=None, context: int = DEFAULT_CONTEXT, *, pro
     return run
 
 
-def _resumable(previous: Run, settings: Settings, device_facts: dict) -> list[str]:
+def _resumable(previous: Run, settings: Settings, device_facts: DeviceFacts) -> list[str]:
     """The presets that `previous` measured to the end; ValueError where it cannot be resumed."""
     if previous.kind != "bench":
         raise ValueError(f"only a bench run can be resumed; this one is a {previous.kind!r} run")
@@ -141,9 +141,9 @@ def _resumable(previous: Run, settings: Settings, device_facts: dict) -> list[st
         said = "; ".join(f"{key}: {old.get(key)!r} there, {new.get(key)!r} here" for key in differ)
         raise ValueError(f"the run to resume was made with other settings ({said}); "
                          "pass the same flags as the first run")
-    if previous.device.get("name") != device_facts.get("name"):
-        raise ValueError(f"the run to resume was made on {previous.device.get('name')}, "
-                         f"not on this {device_facts.get('name')}; start a new run here")
+    if previous.device.name != device_facts.name:
+        raise ValueError(f"the run to resume was made on {previous.device.name}, "
+                         f"not on this {device_facts.name}; start a new run here")
     finished = finished_presets(previous)
     return [shape.name for shape in settings.shapes if shape.name in finished]
 
@@ -174,7 +174,7 @@ def _keep_finished(previous: Run, done: list[str], run: Run, rows: Rows, stage) 
         run.facts[key] = {name: v for name, v in previous.facts.get(key, {}).items() if name in done}
     stage.seconds.update({k: v for k, v in previous.facts.get("stage_s", {}).items() if _preset_of(k) in done})
     run.facts["resumed"] = previous.facts.get("resumed", []) + [{
-        "date": run_stamp()["date"], "kept": done, "bandwidths_gbps": here.as_gbps(),
+        "date": run_stamp().date, "kept": done, "bandwidths_gbps": here.as_gbps(),
         "tolerance": RESUME_BANDWIDTH_TOLERANCE,
         "stopped_by": previous.facts.get("error", "the process ended before its last preset")}]
 

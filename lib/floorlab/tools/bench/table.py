@@ -37,8 +37,8 @@ def _cells(r: Row) -> tuple:
 def _header(run: Run) -> list[str]:
     dev, facts = run.device, run.facts
     elapsed = facts.get("elapsed_s")
-    lines = [f"Below the Floor bench on {dev.get('name')} ({dev.get('kind')}), torch {dev.get('torch')}, "
-             f"transformers {dev.get('transformers')}"
+    lines = [f"Below the Floor bench on {dev.name} ({dev.kind}), torch {dev.torch}, "
+             f"transformers {dev.transformers}"
              + (f"; {elapsed:.0f} s" if elapsed is not None else "")
              + (" (PARTIAL RUN)" if facts.get("partial") else "")]
     if facts.get("error"):
