@@ -103,11 +103,11 @@ def _eager_lines(sizes: Sizes, out: SizeReadings, bench: Run | None) -> None:
     bench_eager = [bench.find(BENCH_EAGER, p, sizes.batch) for p in (first, last)] if bench else []
     if not bench_eager or not all(bench_eager):
         return
-    there = compare(*bench_eager[::-1])
-    seen = there.says(f"eager at {last}", f"eager at {first}")
-    out.lines.append(f"       the stored bench ({bench.label}): " + seen)
-    out.bench = (f"The stored bench ({bench.label}) timed the same engine on the same card: there {seen}, with "
-                 f"{layers[1]} layers against {layers[0]}.") + there.verdict(
+    seen = compare(*bench_eager[::-1])
+    out.lines.append(f"       the stored bench ({bench.label}): " + seen.says(f"eager at {last}", f"eager at {first}"))
+    out.bench = (f"The stored bench ({bench.label}) timed the same engine on the same card: there "
+                 + seen.says(f"eager at {last}", f"eager at {first}")
+                 + f", with {layers[1]} layers against {layers[0]}.") + seen.verdict(
         " A host paying for each layer takes longer at the larger size, as it did there.",
         " A host paying for each layer would have taken longer at the larger size, so that run does not show it "
         "doing so.", "")
