@@ -150,12 +150,9 @@ class Sizes:
         replay, row = self.timeline(preset), self.graph(preset)
         if replay is None or not replay.kernels or row is None:
             return None
-        busy = band_of(row)
-
-        def us(ms: float) -> float:
-            return roofline.overhead_us_per_kernel(ms * replay.busy_ms / busy.median,
-                                                   self.floor(preset).floor_ms, replay.kernels)
-        return Band(us(busy.median), us(busy.low), us(busy.high))
+        busy, floor_ms = band_of(row), self.floor(preset).floor_ms
+        return Band(*(roofline.overhead_us_per_kernel(ms * replay.busy_ms / busy.median, floor_ms, replay.kernels)
+                      for ms in (busy.median, busy.low, busy.high)))
 
     def fixed_us_per_kernel(self, preset: str) -> float | None:
         band = self.per_kernel_us(preset)
