@@ -104,19 +104,13 @@ class TwoCards:
     def card_gbps(self) -> float:
         return self.run.bandwidths.floor_gbps
 
-    @property
-    def alone_gbps(self) -> float:
-        """GB/s the slowest rank streams with its memory to itself."""
-        return min(b.floor_gbps for b in self.bandwidths("alone"))
-
-    @property
-    def together_gbps(self) -> float:
-        """GB/s the slowest rank streams while every rank streams at once."""
-        return min(b.floor_gbps for b in self.bandwidths("together"))
+    def slowest_gbps(self, which: str) -> float:
+        """GB/s the slowest rank streams "alone" (its memory to itself) or "together" (every rank at once)."""
+        return min(b.floor_gbps for b in self.bandwidths(which))
 
     def shared_floor_ms(self, preset: str) -> float:
         """One rank's floor at the bandwidth it gets while every rank streams, in ms."""
-        return floor_ms(self.rank_floor(preset).bytes_per_step, self.together_gbps)
+        return floor_ms(self.rank_floor(preset).bytes_per_step, self.slowest_gbps("together"))
 
     def timelines(self, preset: str) -> list[Timeline]:
         """Every rank's timeline of the split step, rank 0 first."""
@@ -155,18 +149,18 @@ class TwoCards:
         streaming)."""
         preset = preset or self.presets[-1]
         floor = self.run.floor(preset)
-        return Crossover(self.ranks, self.card_gbps, self.together_gbps if shared else self.alone_gbps,
+        return Crossover(self.ranks, self.card_gbps, self.slowest_gbps("together" if shared else "alone"),
                          self.collective(preset).median_ms, self.collective(preset, ALL_GATHER).median_ms,
                          floor.batch, floor.visible_tokens - 1)
 
 
 def memory_says(tc: TwoCards, preset: str) -> str:
     """What the bandwidths measured say about the floor per rank, in a sentence or two."""
-    together = [b.floor_gbps for b in tc.bandwidths("together")]
+    together, alone = [b.floor_gbps for b in tc.bandwidths("together")], tc.slowest_gbps("alone")
     ideal, shared = fmt_ms(tc.rank_floor(preset).floor_ms), fmt_ms(tc.shared_floor_ms(preset))
     if tc.on_gpu:
         return (f"Each GPU streams from memory of its own: with every rank streaming at once the slowest still drew "
-                f"{fmt_gbps(tc.together_gbps)}, {tc.together_gbps / tc.alone_gbps:.0%} of its bandwidth alone, so the "
+                f"{fmt_gbps(min(together))}, {min(together) / alone:.0%} of its bandwidth alone, so the "
                 f"floor per rank is {shared} in practice against {ideal} on paper.")
     ratio = sum(together) / tc.card_gbps
     drew = f"Together the ranks drew {fmt_gbps(sum(together))}, {fmt_times(ratio)} what one card drew alone"
