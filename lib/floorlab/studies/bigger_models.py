@@ -1,13 +1,10 @@
-"""Studies wing: one card, several model sizes: each size's floor, eager step and graph replay.
-
-measure_sizes builds, measures and frees one model at a time, each checked to fit before it is
-allocated; Sizes reads such a run size by size; CostModel
-carries one measured size to the others: a replay costs the floor plus a fixed price per kernel.
-"""
+"""Studies wing: one card, several model sizes: each size's floor, eager step and graph replay, measured one
+model at a time (measure_sizes), read by preset (Sizes), and carried to other sizes (CostModel)."""
 from __future__ import annotations
 
 import gc
 from dataclasses import dataclass, replace
+from functools import partial
 
 import torch
 
@@ -23,6 +20,7 @@ from floorlab.core.timelines import Timeline
 from floorlab.core.timing import Band, band_of, ratio_band
 from floorlab.engine.measure import Source, graph_replay, measure_path, profile_path
 from floorlab.engine.model import build_model, prefill_random
+from floorlab.studies.prefill import noise_lines
 
 KIND = "chapter:bigger-models"
 REFERENCE = "h200-bigger-models"  # the stored run of measure_sizes on an H200
@@ -32,33 +30,24 @@ NO_GRAPHS = "not measured: CUDA graphs need a CUDA GPU"
 THRESHOLD = 1.1  # graphs stop mattering once eager takes less than this multiple of a replay
 
 
-def measure_sizes(presets, *, device, bandwidths, warmup: int, repeats: int,
-                  batch: int = 1, prompt_tokens: int = 32,
-                  max_context: int = 128) -> Run:
-    """A Run of eager and graph replay of each preset, one model in memory at once.
-
-    A preset that does not fit is skipped before anything is allocated: its rows
-    are absent, their note the GB it needs. Without CUDA the graph rows are absent
-    and the eager step is profiled instead of the replay.
-    """
+def measure_sizes(presets, *, device, bandwidths, warmup: int, repeats: int, batch: int = 1,
+                  prompt_tokens: int = 32, max_context: int = 128) -> Run:
+    """A Run of eager and graph replay of each preset, one model in memory at once; a preset that does not
+    fit is skipped before anything is allocated (rows absent, noted), and without CUDA the eager step is profiled."""
     device = resolve_device(device)
     presets = [get_shape(p) for p in presets]
-    settings = {"presets": [s.name for s in presets],
-                "params": {s.name: s.param_count() for s in presets},
-                "batch": batch, "prompt_tokens": prompt_tokens,
-                "max_context": max_context, "warmup": warmup, "repeats": repeats}
+    settings = {"presets": [s.name for s in presets], "params": {s.name: s.param_count() for s in presets},
+                "batch": batch, "prompt_tokens": prompt_tokens, "max_context": max_context, "warmup": warmup,
+                "repeats": repeats}
     run = Run(kind=KIND, stamp=run_stamp(), device=describe_device(device),
               bandwidths=bandwidths, settings=settings)
     for shape in progress_bar(presets, label="model sizes", total=len(presets)):
-        floor = roofline.decode_floor(shape, batch=batch,
-                                      prompt_tokens=prompt_tokens,
-                                      bandwidths=bandwidths,
+        floor = roofline.decode_floor(shape, batch=batch, prompt_tokens=prompt_tokens, bandwidths=bandwidths,
                                       cache_tokens=max_context)
         run.floors.append(floor)
         fit = check_fits(shape, device, max_batch=batch, max_context=max_context)
         if not fit.ok:
-            run.rows += [Row(path, shape.name, batch, status="absent",
-                             note=fit.message()) for path in (EAGER, GRAPH)]
+            run.rows += [Row(path, shape.name, batch, status="absent", note=fit.message()) for path in (EAGER, GRAPH)]
             continue
         try:
             _measure_size(run, shape, floor, device, warmup=warmup, repeats=repeats,
@@ -66,8 +55,7 @@ def measure_sizes(presets, *, device, bandwidths, warmup: int, repeats: int,
         except torch.cuda.OutOfMemoryError as err:
             why = " ".join(str(err).split())
             note = f"failed: out of memory although the check passed ({why})"
-            run.rows += [Row(path, shape.name, batch, status="failed",
-                             note=note[:240]) for path in (EAGER, GRAPH)
+            run.rows += [Row(path, shape.name, batch, status="failed", note=note[:240]) for path in (EAGER, GRAPH)
                          if run.find(path, shape.name, batch) is None]
         finally:  # hand the model's memory back before the next is built
             gc.collect()
@@ -82,10 +70,7 @@ def _measure_size(run: Run, shape, floor: Floor, device, *, warmup: int, repeats
     batch = floor.batch
     model = build_model(shape, device=device, max_batch=batch, max_context=max_context)
     prompt, tokens, positions = prefill_random(model, batch, prompt_tokens)
-
-    def step():
-        return model.decode_step(tokens, positions)
-
+    step = partial(model.decode_step, tokens, positions)
     eager = measure_path(EAGER, step, floor, warmup=warmup, repeats=repeats, device=device,
                          progress=f"{shape.name} eager")
     run.rows.append(eager)
@@ -160,17 +145,14 @@ class Sizes:
         return band.low, band.high
 
     def per_kernel_us(self, preset: str) -> Band | None:
-        """µs each kernel of a replay costs beyond the floor: the profiled busy time sets the median,
-        the replay's timing its band; None without a profiled replay."""
+        """µs each kernel of a replay costs beyond the floor (median from the profiled busy time, band from the
+        replay's timing); None without a profiled replay."""
         replay, row = self.timeline(preset), self.graph(preset)
         if replay is None or not replay.kernels or row is None:
             return None
-        busy = band_of(row)
-
-        def us(ms: float) -> float:
-            return roofline.overhead_us_per_kernel(ms * replay.busy_ms / busy.median,
-                                                   self.floor(preset).floor_ms, replay.kernels)
-        return Band(us(busy.median), us(busy.low), us(busy.high))
+        busy, floor_ms = band_of(row), self.floor(preset).floor_ms
+        return Band(*(roofline.overhead_us_per_kernel(ms * replay.busy_ms / busy.median, floor_ms, replay.kernels)
+                      for ms in (busy.median, busy.low, busy.high)))
 
     def fixed_us_per_kernel(self, preset: str) -> float | None:
         band = self.per_kernel_us(preset)
@@ -183,24 +165,22 @@ class Sizes:
         launches = replay.kernels if replay else len(own.cpu) if own else 1
         on_cpu = replay is None and own is not None  # on a CPU the operators are the host
         issue = None if on_cpu or eager.issue is None else eager.issue.median_ms
-        return roofline.gap_verdict(eager_ms=eager.median_ms,
-                                    floor_ms=self.floor(preset).floor_ms,
-                                    launches=max(launches, 1), issue_ms=issue,
-                                    busy_ms=own.busy_ms if on_cpu else None)
+        return roofline.gap_verdict(eager_ms=eager.median_ms, floor_ms=self.floor(preset).floor_ms,
+                                    launches=max(launches, 1), issue_ms=issue, busy_ms=own.busy_ms if on_cpu else None)
 
     def points(self, path: str) -> list[tuple[int, float]]:
         return x_floor_points(self.run, path, batch=self.batch)
 
 
-def measured_sizes(run: Run) -> Sizes:
-    """The Sizes of a run measure_sizes just made on this machine."""
-    return Sizes(run, Source(here=True), batch=int(run.settings.get("batch", 1)))
+def measured_sizes(run: Run, *, here: bool = True) -> Sizes:
+    """The Sizes of a run of measure_sizes: made on this machine (here) or stored."""
+    source = Source(here=True) if here else Source(here=False, run=run)
+    return Sizes(run, source, batch=int(run.settings.get("batch", 1)))
 
 
 def stored_sizes() -> Sizes:
     """The stored H200 run of measure_sizes."""
-    run = reference_run(REFERENCE)
-    return Sizes(run, Source(here=False, run=run), batch=int(run.settings.get("batch", 1)))
+    return measured_sizes(reference_run(REFERENCE), here=False)
 
 
 def _billions(params: int) -> str:
@@ -214,9 +194,8 @@ def _cell(row: Row | None) -> str:
     """'2.07 ms (7.43×)'; a noisy timing to two figures and starred, '39 ms (49×)*'."""
     if row is None:
         return "-"
-    if row.timing.noisy:
-        return f"{sig(row.median_ms, 2)} ms ({sig(row.x_floor, 2)}×)*"
-    return f"{fmt_ms(row.median_ms)} ({sig(row.x_floor)}×)"
+    digits = 2 if row.timing.noisy else 3
+    return f"{fmt_ms(row.median_ms, digits)} ({sig(row.x_floor, digits)}×){'*' * row.timing.noisy}"
 
 
 def times_text(band: tuple[float, float] | None, median: float | None) -> str:
@@ -224,31 +203,23 @@ def times_text(band: tuple[float, float] | None, median: float | None) -> str:
     return "-" if median is None else f"{sig(median)}×" if band is None else f"{sig(band[0], 2)}-{sig(band[1], 2)}×"
 
 
-def noise_lines(sizes: Sizes) -> list[str]:
-    """One line per noisy timing of sizes (p10-p90 wider than NOISY_SPREAD of its median)."""
-    rows = [r for p in sizes.presets for r in (sizes.eager(p), sizes.graph(p)) if r and r.timing.noisy]
-    return [f"* noisy: {r.preset} {r.path}, p10-p90 {sig(r.timing.p10_ms)}-{sig(r.timing.p90_ms)} "
-            f"ms, {r.timing.spread_ms / r.median_ms:.0%} of its median" for r in rows]
-
-
 def format_sizes(sizes: Sizes) -> str:
-    """Per preset: floor, eager and replay (× floor), speed-up and gap verdict; a noisy timing
-    starred and to two figures, its speed-up a band, its spread on a line below."""
-    lines = [f"{'preset':<11}{'params':>7}{'floor':>10}{'eager':>17}{'graph replay':>17}"
-             f"{'speed-up':>10}  gap"]
+    """Per preset: floor, eager and replay (× floor), speed-up and gap verdict; a noisy timing starred and to
+    two figures, its speed-up a band, its spread on a line below."""
+    lines = [f"{'preset':<11}{'params':>7}{'floor':>10}{'eager':>17}{'graph replay':>17}{'speed-up':>10}  gap"]
     for preset in sizes.presets:
         speedup = times_text(sizes.speedup_band(preset), sizes.speedup(preset))
         lines.append(f"{preset:<11}{_billions(params_of(sizes.run, preset)):>7}"
                      f"{fmt_ms(sizes.floor(preset).floor_ms):>10}{_cell(sizes.eager(preset)):>17}"
                      f"{_cell(sizes.graph(preset)):>17}{speedup:>10}  {sizes.verdict(preset)}")
-    return "\n".join(lines + noise_lines(sizes))
+    rows = [r for p in sizes.presets for r in (sizes.eager(p), sizes.graph(p)) if r]
+    return "\n".join(lines + noise_lines([(f"{r.preset} {r.path}", r.timing) for r in rows]))
 
 
 @dataclass(frozen=True)
 class CostModel:
-    """Step times in ms at any size on one card, fitted on one measured preset: a replay costs the
-    floor plus overhead_us per kernel, an eager step the slower of the host's issue time and that
-    replay. Kernels and issue time grow with the layers (an assumption, not a measurement)."""
+    """Step times in ms at any size on one card, fitted on one preset: a replay is the floor plus overhead_us per
+    kernel, eager the slower of the host's issue time and that replay (both assumed to grow with the layers)."""
 
     preset: str
     bandwidth_gbps: float
@@ -285,8 +256,7 @@ class CostModel:
         return self.kernels_per_layer * self.overhead_us / 1e3
 
     def stream_ms_per_layer(self, threshold: float = THRESHOLD) -> float:
-        """ms a layer's bytes must stream for eager ÷ replay = issue ÷ (stream + kernels × overhead)
-        to fall to threshold, solved for stream."""
+        """ms a layer's bytes must stream for eager ÷ replay = issue ÷ (stream + fixed) to fall to threshold."""
         return max(self.issue_ms_per_layer / threshold - self.fixed_ms_per_layer, 0.0)
 
     def layer_bytes(self, threshold: float = THRESHOLD) -> float:
@@ -305,11 +275,7 @@ def fit_cost_model(sizes: Sizes, preset: str | None = None) -> CostModel:
     elif preset not in fitted:
         raise ValueError(f"{preset} has no measured and profiled graph replay here; "
                          f"pick one of: {', '.join(fitted) or 'none'}")
-    shape, floor, replay = get_shape(preset), sizes.floor(preset), sizes.timeline(preset)
-    eager = sizes.eager(preset)
+    layers, floor, eager = get_shape(preset).num_layers, sizes.floor(preset), sizes.eager(preset)
     issue_ms = eager.issue.median_ms if eager.issue is not None else eager.median_ms
-    return CostModel(preset=preset, bandwidth_gbps=floor.bandwidth_gbps,
-                     kernels_per_layer=replay.kernels / shape.num_layers,
-                     overhead_us=sizes.fixed_us_per_kernel(preset),
-                     issue_ms_per_layer=issue_ms / shape.num_layers, batch=floor.batch,
-                     visible_tokens=floor.visible_tokens)
+    return CostModel(preset, floor.bandwidth_gbps, sizes.timeline(preset).kernels / layers,
+                     sizes.fixed_us_per_kernel(preset), issue_ms / layers, floor.batch, floor.visible_tokens)

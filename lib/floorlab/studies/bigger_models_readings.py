@@ -1,8 +1,5 @@
-"""Studies wing: what a run of several model sizes says, as the chapter's sentences.
-
-Each sentence about how two measured numbers relate has words for one way, the other way and
-"this run cannot tell", chosen by timing.compare, so the chapter reads true on any run.
-"""
+"""Studies wing: what a run of several model sizes says, as the chapter's sentences, each with words for one way,
+the other and "this run cannot tell", chosen by timing.compare."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -35,8 +32,8 @@ class SizeReadings:
     floor_wins: str = ""  # whether a replay closed in on its floor, for the take-away
 
     def text(self) -> str:
-        return "\n".join(self.lines + [self.replay, self.price, self.eager, self.bench,
-                                       self.advantage, self.gain, self.floor_wins])
+        return "\n".join(self.lines + [self.replay, self.price, self.eager, self.bench, self.advantage, self.gain,
+                                       self.floor_wins])
 
 
 def read_sizes(sizes: Sizes, bench: Run | None = None) -> SizeReadings:
@@ -44,8 +41,7 @@ def read_sizes(sizes: Sizes, bench: Run | None = None) -> SizeReadings:
     first, last = sizes.presets[0], sizes.presets[-1]
     out = SizeReadings(first, last)
     if sizes.graph(first) is None or sizes.graph(last) is None or first == last:
-        out.replay = ("This run has no replay at two sizes, so it cannot say how a replay "
-                      "changes with size.")
+        out.replay = "This run has no replay at two sizes, so it cannot say how a replay changes with size."
         return out
     _replay_lines(sizes, out)
     _eager_lines(sizes, out, bench)
@@ -61,28 +57,27 @@ def _replay_lines(sizes: Sizes, out: SizeReadings) -> None:
                   f"seen:  {first} {fmt_times(a)} → {last} {fmt_times(b)}, p10-p90 bands "
                   + fall.verdict("apart: it rose", "apart", "overlapping")]
     out.replay = fall.verdict(
-        "Their p10-p90 bands lie apart, and the multiple rose: on this run the larger model "
-        "sits further from its floor, the opposite of the claim.",
+        "Their p10-p90 bands lie apart, and the multiple rose: on this run the larger model sits further from its "
+        "floor, the opposite of the claim.",
         "Replays are steady, and their p10-p90 bands lie apart, so that fall is real.",
         "Their p10-p90 bands overlap, so this run cannot say that the multiple fell.")
     out.floor_wins = fall.verdict(
         "On this run it did not: the larger model's replay sat further from its floor.",
-        "On this run it did: the floor wins. It wins slowly, because every layer brings its own "
-        "kernels, and each kernel keeps a price of its own.",
+        "On this run it did: the floor wins. It wins slowly, because every layer brings its own kernels, and each "
+        "kernel keeps a price of its own.",
         "On this run the spreads are too wide to show it.")
     us = sizes.per_kernel_us(first), sizes.per_kernel_us(last)
     if None in us:
         return
     kernels = sizes.timeline(first).kernels, sizes.timeline(last).kernels
-    out.lines.append(f"       beyond the floor: {kernels[0]} kernels × {sig(us[0].median)} µs → "
-                     f"{kernels[1]} kernels × {sig(us[1].median)} µs")
+    out.lines.append(f"       beyond the floor: {kernels[0]} kernels × {sig(us[0].median)} µs → {kernels[1]} "
+                     f"kernels × {sig(us[1].median)} µs")
     growth = sizes.floor(last).bytes_per_step / sizes.floor(first).bytes_per_step
-    moved = (f"The price per kernel came out {{ratio}} its value at {first}, beyond the spreads, while "
-             f"the bytes grew {sig(growth)}-fold.")
+    moved = (f"The price per kernel came out {{ratio}} its value at {first}, beyond the spreads, while the bytes grew "
+             f"{sig(growth)}-fold.")
     out.price = compare(us[1], us[0]).verdict(
-        moved, moved,
-        "Within the spreads the price per kernel did not change while the floor rose: a fixed "
-        "cost on a growing floor, which is why a replay closes in on its floor.")
+        moved, moved, "Within the spreads the price per kernel did not change while the floor rose: a fixed cost on "
+        "a growing floor, which is why a replay closes in on its floor.")
 
 
 def _eager_lines(sizes: Sizes, out: SizeReadings, bench: Run | None) -> None:
@@ -100,24 +95,22 @@ def _eager_lines(sizes: Sizes, out: SizeReadings, bench: Run | None) -> None:
     untold = said[0].upper() + said[1:] + "."
     if noisy:
         widest = max(r.timing.spread_ms / r.median_ms for r in eagers)
-        untold = (f"At {', '.join(noisy)} its p10-p90 band spans up to {widest:.0%} of its median: "
-                  "the host was busy with other work, and its delays set those times. " + untold)
-    grown = (f"Between {first} and {last} the bytes grew {sig(growth)}-fold and the layers from "
-             f"{layers[0]} to {layers[1]}, while {said}.")
+        untold = (f"At {', '.join(noisy)} its p10-p90 band spans up to {widest:.0%} of its median: the host was "
+                  "busy with other work, and its delays set those times. " + untold)
+    grown = (f"Between {first} and {last} the bytes grew {sig(growth)}-fold and the layers from {layers[0]} to "
+             f"{layers[1]}, while {said}.")
     out.eager = change.verdict(grown, grown, untold)
     bench_eager = [bench.find(BENCH_EAGER, p, sizes.batch) for p in (first, last)] if bench else []
     if not bench_eager or not all(bench_eager):
         return
     seen = compare(*bench_eager[::-1])
-    out.lines.append(f"       the stored bench ({bench.label}): "
-                     + seen.says(f"eager at {last}", f"eager at {first}"))
-    there = (f"The stored bench ({bench.label}) timed the same engine on the same card: there "
-             + seen.says(f"eager at {last}", f"eager at {first}") + f", with {layers[1]} layers "
-             f"against {layers[0]}.")
-    out.bench = there + seen.verdict(
+    out.lines.append(f"       the stored bench ({bench.label}): " + seen.says(f"eager at {last}", f"eager at {first}"))
+    out.bench = (f"The stored bench ({bench.label}) timed the same engine on the same card: there "
+                 + seen.says(f"eager at {last}", f"eager at {first}")
+                 + f", with {layers[1]} layers against {layers[0]}.") + seen.verdict(
         " A host paying for each layer takes longer at the larger size, as it did there.",
-        " A host paying for each layer would have taken longer at the larger size, so that run "
-        "does not show it doing so.", "")
+        " A host paying for each layer would have taken longer at the larger size, so that run does not show it "
+        "doing so.", "")
 
 
 def _advantage(sizes: Sizes, out: SizeReadings, bench: Run | None) -> None:
@@ -126,23 +119,19 @@ def _advantage(sizes: Sizes, out: SizeReadings, bench: Run | None) -> None:
     weakest = min(bands, key=lambda p: bands[p].low)  # the size where a replay's lead is least sure
     w = bands[weakest]
     lead = compare(w, Band.exact(1.0)).verdict(
-        f"A replay beats eager at every size here: even eager's fastest tenth takes "
-        f"{fmt_times(w.low)} a replay's slowest. ",
-        f"At {weakest} eager beats a replay, the bands apart ({fmt_times(w.median)} at the medians), "
-        f"so a replay does not win everywhere. ",
-        f"At {weakest} this run cannot tell eager and a replay apart ({fmt_times(w.median)} at the "
-        f"medians, the bands overlapping), so it cannot say a replay wins everywhere. ")
+        f"A replay beats eager at every size here: even eager's fastest tenth takes {fmt_times(w.low)} a replay's "
+        "slowest. ",
+        f"At {weakest} eager beats a replay, the bands apart ({fmt_times(w.median)} at the medians), so a replay "
+        "does not win everywhere. ",
+        f"At {weakest} this run cannot tell eager and a replay apart ({fmt_times(w.median)} at the medians, the "
+        "bands overlapping), so it cannot say a replay wins everywhere. ")
     a, b = bands[first], bands[last]
-    span = (f"{sig(a.low, 2)}-{sig(a.high, 2)}× at {first}, {sig(b.low, 2)}-{sig(b.high, 2)}× "
-            f"at {last}")
+    span = f"{sig(a.low, 2)}-{sig(a.high, 2)}× at {first}, {sig(b.low, 2)}-{sig(b.high, 2)}× at {last}"
     move = compare(b, a)
+    ends = f"from {fmt_times(a.median)} at {first} to {fmt_times(b.median)} at {last}, the bands apart."
     out.advantage = lead + move.verdict(
-        f"The advantage grows with size, from {fmt_times(a.median)} at {first} to "
-        f"{fmt_times(b.median)} at {last}, the bands apart.",
-        f"The advantage shrinks with size, from {fmt_times(a.median)} at {first} to "
-        f"{fmt_times(b.median)} at {last}, the bands apart.",
-        f"The spreads do not let this run say whether that advantage grows or shrinks with size: "
-        f"{span}.")
+        f"The advantage grows with size, {ends}", f"The advantage shrinks with size, {ends}",
+        f"The spreads do not let this run say whether that advantage grows or shrinks with size: {span}.")
     out.gain = move.verdict(
         f"On this run the larger model, {last}, gained more from graphs than {first}.",
         f"On this run the small model, {first}, gained the most from graphs.",
@@ -154,24 +143,22 @@ def _advantage(sizes: Sizes, out: SizeReadings, bench: Run | None) -> None:
     if not all(all(p) for p in pairs):
         return
     there = [ratio_band(*p) for p in pairs]
+    ends = f"from {fmt_times(there[0].median)} to {fmt_times(there[1].median)}."
     out.advantage += compare(there[1], there[0]).verdict(
-        f" In the stored bench, with quieter eager steps, it grew from {fmt_times(there[0].median)} "
-        f"to {fmt_times(there[1].median)}.",
-        f" In the stored bench, with quieter eager steps, it fell from {fmt_times(there[0].median)} "
-        f"to {fmt_times(there[1].median)}.", "")
+        f" In the stored bench, with quieter eager steps, it grew {ends}",
+        f" In the stored bench, with quieter eager steps, it fell {ends}", "")
 
 
-def paths_reading(bench: Run, small: str = "qwen3-0.6b", large: str = "qwen3-8b", *,
-                  batch: int = 1) -> str:
+def paths_reading(bench: Run, small: str = "qwen3-0.6b", large: str = "qwen3-8b", *, batch: int = 1) -> str:
     """Whether the plain replay and the book's Triton step come closer at the larger size."""
     rows = {p: (bench.find(BENCH_GRAPH, p, batch), bench.find("triton graph", p, batch)) for p in (small, large)}
     if not all(all(pair) for pair in rows.values()):
         return ""
     gaps = {p: ratio_band(*pair) for p, pair in rows.items()}
-    times = (f"the plain replay takes {fmt_times(gaps[large].median)} the Triton step's time, "
-             f"against {fmt_times(gaps[small].median)} at {small}")
+    times = (f"the plain replay takes {fmt_times(gaps[large].median)} the Triton step's time, against "
+             f"{fmt_times(gaps[small].median)} at {small}")
     return compare(gaps[large], gaps[small]).verdict(
         f"At {large} the paths move further apart: {times}.",
-        f"At {large} the paths come closer: {times}. Once the weights take milliseconds to stream, "
-        "the kernels' fixed costs are a smaller share of the step, but they do not vanish.",
+        f"At {large} the paths come closer: {times}. Once the weights take milliseconds to stream, the kernels' "
+        "fixed costs are a smaller share of the step, but they do not vanish.",
         f"Between {small} and {large} the spreads do not say whether the paths come closer: {times}.")

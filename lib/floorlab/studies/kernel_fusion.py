@@ -1,7 +1,5 @@
-"""Studies wing: attention and o_proj as two kernels or as one, from a stored comparison
-(python -m floorlab.tools.fusion): for each preset and batch, the two-kernel step beside the
-fastest fused variant.
-"""
+"""Studies wing: attention and o_proj as two kernels or as one, from a stored comparison (python -m
+floorlab.tools.fusion): per preset and batch, the two-kernel step beside the fastest fused variant."""
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -41,9 +39,8 @@ class StoredFusion:
     pairs: tuple[FusionPair, ...]
 
     def pair(self, preset: str, batch: int) -> FusionPair:
-        for p in self.pairs:
-            if (p.preset, p.batch) == (preset, batch):
-                return p
+        if found := [p for p in self.pairs if (p.preset, p.batch) == (preset, batch)]:
+            return found[0]
         raise ValueError(f"the stored comparison {self.name!r} has no {preset!r} at batch {batch!r}; it has "
                          f"{[(p.preset, p.batch) for p in self.pairs]}")
 

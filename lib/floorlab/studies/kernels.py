@@ -1,8 +1,5 @@
-"""Studies wing: the chapter "Kernels": the GEMV timed against its size, one layer's kernels one by
-one (here, or from the stored run), their parity with the plain step, the stored sweep, and the
-published results the chapter sets beside its own (ANCHORS). The timing machinery lives in
-engine.kernels.
-"""
+"""Studies wing: the chapter "Kernels": the GEMV against its size, one layer's kernels (here or stored), their parity
+with the plain step, the stored sweep, and the published results beside them (ANCHORS); timing is engine.kernels'."""
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -55,10 +52,8 @@ class StoredSweep:
 
 def stored_sweep(name: str = "h200-kernel-sweep") -> StoredSweep:
     data = reference_json(name)
-    return StoredSweep(name=name, device=DeviceFacts.from_dict(data["device"]), batches=tuple(data["batches"]),
-                       floor_gbps=data["floor_gbps"],
-                       size_rows=data["size_rows"], step_rows=data["step_rows"], variant_rows=data["variant_rows"],
-                       best_configs=data["best"])
+    return StoredSweep(name, DeviceFacts.from_dict(data["device"]), tuple(data["batches"]), data["floor_gbps"],
+                       data["size_rows"], data["step_rows"], data["variant_rows"], data["best"])
 
 
 # Llama-3.2-1B-Instruct's public config: 16 layers, hidden 2048, 32 query and 8 KV heads of 64,
@@ -121,15 +116,14 @@ def noise_notes(timings: dict) -> str:
 
 
 def size_sweep_here(device, shape: Qwen3Shape, *, read_gbps: float, reference: str):
-    """(rows, source): the size sweep on this GPU; on a CPU the stored run's rows, after the same
-    code has run in Triton's interpreter on two tiny sizes (where Triton is installed)."""
+    """(rows, source): the size sweep on this GPU; on a CPU the stored run's rows, after the same code has run in
+    Triton's interpreter on two tiny sizes (where Triton is installed)."""
     source = source_for(device, reference)
     if source.here:
         config = default_config(1, **shape_kwargs(shape)).qkv
-        rows = sweep_sizes(SIZES, shape.hidden_size, device=device, dtype=torch.bfloat16, read_gbps=read_gbps,
+        return sweep_sizes(SIZES, shape.hidden_size, device=device, dtype=torch.bfloat16, read_gbps=read_gbps,
                            copies=shape.num_layers, warmup=3, repeats=20, pdl_on=pdl_supported(device),
-                           config=config)
-        return rows, source
+                           config=config), source
     if not kernels_unavailable(device):
         sweep_sizes((16, 64), 64, device=device, dtype=torch.float32, read_gbps=read_gbps, copies=2, warmup=0,
                     repeats=1, pdl_on=False)
@@ -145,8 +139,8 @@ def layer_kernels_here(model, positions: torch.Tensor, *, read_gbps: float, refe
 
 
 def parity_with_plain(model, tokens: torch.Tensor, positions: torch.Tensor) -> float:
-    """Relative error of the kernels' logits against model.decode_step from the same cache, which is
-    left as the plain step leaves it."""
+    """Relative error of the kernels' logits against model.decode_step from the same cache, which is left as the
+    plain step leaves it."""
     k0, v0 = model.k_cache.clone(), model.v_cache.clone()
     expected = model.decode_step(tokens, positions).float()
     k1, v1 = model.k_cache.clone(), model.v_cache.clone()

@@ -10,8 +10,7 @@ ROWS_PER_PROGRAM = 32  # challenge 2: output rows per program on the tensor core
 
 
 def layer_budget_us(floor_ms: float, num_layers: int) -> float:
-    """µs a layer's kernels may take beyond their bytes for the step to run at TARGET_MULTIPLE × its floor
-    (the output head's kernels taken as free beyond their bytes)."""
+    """µs a layer's kernels may take beyond their bytes for the step to run at TARGET_MULTIPLE × its floor."""
     return (TARGET_MULTIPLE - 1) * floor_ms * 1e3 / num_layers
 
 
@@ -45,14 +44,13 @@ def pdl_saving_us(without_ms: float, with_ms: float, kernels: int) -> float:
 
 
 def check_pdl(my_pdl_us, *, without_ms: float, with_ms: float, kernels: int) -> str:
-    return check_number(my_pdl_us, pdl_saving_us(without_ms, with_ms, kernels), rel=0.05,
-                        name="my_pdl_us",
+    return check_number(my_pdl_us, pdl_saving_us(without_ms, with_ms, kernels), rel=0.05, name="my_pdl_us",
                         hint="(replay without PDL − replay with it) in µs, over the kernels.")
 
 
 def wait_split_us(row: KernelRow) -> tuple[float, float]:
-    """(µs without the PDL wait, µs of waiting) of a kernel row: the same bytes at the same
-    bandwidth, so the times are in inverse ratio to the read shares."""
+    """(µs without the PDL wait, µs of waiting) of a kernel row: the same bytes, so the times are in inverse ratio to
+    the read shares."""
     without = row.us * row.pct_read / row.pct_read_no_wait
     return without, row.us - without
 

@@ -23,13 +23,13 @@ def against_published(mine: Band, published_us: dict[str, float]) -> str:
 
 def against_plain(own, plain) -> str:
     """The book's kernels against a plain replay of the library's GEMVs, on the same floor."""
+    times = f"{fmt_times(own.x_floor)} against {fmt_times(plain.x_floor)} the floor"
     return compare(own, plain).verdict(
-        "On this run they leave the 0.6B step further from its floor than a plain replay of the "
-        f"library's GEMVs ({fmt_times(own.x_floor)} against {fmt_times(plain.x_floor)} the floor)",
-        "They bring the 0.6B step closer to its floor than a plain replay of the library's GEMVs "
-        f"({fmt_times(own.x_floor)} against {fmt_times(plain.x_floor)} the floor)",
-        "On this run they and a plain replay of the library's GEMVs differ by less than their "
-        f"spreads ({fmt_times(own.x_floor)} and {fmt_times(plain.x_floor)} the floor)")
+        f"On this run they leave the 0.6B step further from its floor than a plain replay of the library's GEMVs "
+        f"({times})",
+        f"They bring the 0.6B step closer to its floor than a plain replay of the library's GEMVs ({times})",
+        "On this run they and a plain replay of the library's GEMVs differ by less than their spreads "
+        f"({fmt_times(own.x_floor)} and {fmt_times(plain.x_floor)} the floor)")
 
 
 def distance_share(layer_beyond_us: float, num_layers: int, row, floor_ms: float) -> str:

@@ -1,6 +1,5 @@
-"""Studies wing: the chapter "Prefill against decode": prompts timed against the roofline, why
-prefill is not graphed, and decode at longer contexts. The arithmetic lives in core.intensity.
-"""
+"""Studies wing: the chapter "Prefill against decode": prompts timed against the roofline, why prefill is not
+graphed, and decode at longer contexts. The arithmetic lives in core.intensity."""
 from __future__ import annotations
 
 import math
@@ -43,8 +42,7 @@ NO_STORED_RUN = ("No stored H200 run of this chapter exists yet; the book stores
 
 # ---- prompts in a stream: why prefill is not graphed ---------------------------------------
 
-def prompt_stream(requests: int, *, seed: int = 0, shortest: int = 16,
-                  longest: int = 8192) -> list[int]:
+def prompt_stream(requests: int, *, seed: int = 0, shortest: int = 16, longest: int = 8192) -> list[int]:
     """Prompt lengths in tokens of a seeded stream of requests, log-uniform in [shortest, longest]."""
     rng = random.Random(seed)
     low, high = math.log(shortest), math.log(longest)
@@ -68,14 +66,10 @@ class StreamShapes:
 
 
 def stream_shapes(lengths: Iterable[int], buckets: Iterable[int] | None = None) -> StreamShapes:
-    """Distinct prompt shapes of a stream, and the buckets (powers of two unless given) and extra
-    tokens padding takes."""
+    """Distinct prompt shapes of a stream, its buckets (powers of two unless given) and the tokens padding adds."""
     lengths = whole_numbers(lengths, "lengths", hint="pass prompt lengths in tokens, e.g. prompt_stream(1000)")
-    if buckets is None:
-        buckets = powers_of_two(max(lengths))
-    else:
-        hint = "pass bucket sizes in tokens, e.g. (256, 1024, 8192), or None for powers of two"
-        buckets = tuple(whole_numbers(buckets, "buckets", hint=hint))
+    hint = "pass bucket sizes in tokens, e.g. (256, 1024, 8192), or None for powers of two"
+    buckets = powers_of_two(max(lengths)) if buckets is None else tuple(whole_numbers(buckets, "buckets", hint=hint))
     used = {bucket_for(n, buckets) for n in lengths}
     return StreamShapes(len(lengths), min(lengths), max(lengths), len(set(lengths)), len(used),
                         padded_share(lengths, buckets))
@@ -123,8 +117,8 @@ class PrefillPoint:
 
     @classmethod
     def from_dict(cls, data: dict) -> "PrefillPoint":
-        return cls(path=data["path"], prompt_tokens=int(data["prompt_tokens"]), timing=Timing.from_dict(data["timing"]),
-                   flops=int(data["flops"]), bytes_moved=int(data["bytes_moved"]))
+        return cls(data["path"], int(data["prompt_tokens"]), Timing.from_dict(data["timing"]), int(data["flops"]),
+                   int(data["bytes_moved"]))
 
 
 def random_prompt(model, prompt_tokens: int, *, seed: int = 0) -> torch.Tensor:
@@ -138,13 +132,10 @@ def random_prompt(model, prompt_tokens: int, *, seed: int = 0) -> torch.Tensor:
 
 def measure_prefill(model, prompt_tokens: Iterable[int], *, warmup: int, repeats: int,
                     graphs: bool = False, progress: str | None = None) -> list[PrefillPoint]:
-    """Time model.prefill at each prompt length (batch 1), eagerly or replayed as a CUDA graph.
-
-    graphs=True captures, times and frees one graph per length: a lab instrument that takes the host
-    out, not how a server runs prefill. Lengths the device has no memory for are left out."""
+    """Time model.prefill at each prompt length (batch 1), eagerly or as a CUDA graph captured, timed and freed per
+    length (an instrument that takes the host out, not how a server prefills); lengths that do not fit are left out."""
     lengths = whole_numbers(prompt_tokens, "prompt_tokens", hint="pass prompt lengths in tokens, e.g. (1, 4, 16)")
-    too_long = [n for n in lengths if n > model.max_context]
-    if too_long:
+    if too_long := [n for n in lengths if n > model.max_context]:
         raise ValueError(f"prompts of {too_long} tokens do not fit in max_context="
                          f"{model.max_context}; build the model with max_context>={max(too_long)}")
     if graphs and model.device.type != "cuda":
@@ -184,9 +175,8 @@ def stored_rate(run) -> MatmulRate:
 
 @dataclass
 class Knees:
-    """Where a sweep's prefill turns compute-bound, in tokens: predicted from the roofline (a
-    one-token step at its floor), from the shortest prompt's real cost (step_ms), and observed
-    (None while time per token still fell at the longest prompt)."""
+    """Where a sweep's prefill turns compute-bound, in tokens: by the roofline, by the shortest prompt's real cost
+    (step_ms), and observed (None while time per token still fell at the longest prompt)."""
     path: str
     roofline_tokens: int
     step_ms: float
@@ -221,15 +211,12 @@ def find_knees(shape, points: list[PrefillPoint], *, peak_tflops: float, bandwid
         raise ValueError("pass the points of a sweep, e.g. measure_prefill(model, (1, 4, 16), ...)")
     shortest = points[0].timing.median_ms
     return Knees(
-        path=points[0].path,
-        roofline_tokens=roofline_knee_tokens(shape, peak_tflops=peak_tflops,
-                                             bandwidth_gbps=bandwidth_gbps, dtype_bytes=dtype_bytes),
-        step_ms=shortest,
-        fixed_cost_tokens=fixed_cost_knee_tokens(shape, peak_tflops=peak_tflops, step_ms=shortest),
-        observed_tokens=observed_knee_tokens([p.prompt_tokens for p in points], [p.ms_per_token for p in points]),
-        longest_tokens=points[-1].prompt_tokens,
-        step_note="".join(line[2:] for line in noise_lines([("the shortest prompt", points[0].timing)])),
-    )
+        points[0].path,
+        roofline_knee_tokens(shape, peak_tflops=peak_tflops, bandwidth_gbps=bandwidth_gbps, dtype_bytes=dtype_bytes),
+        shortest, fixed_cost_knee_tokens(shape, peak_tflops=peak_tflops, step_ms=shortest),
+        observed_knee_tokens([p.prompt_tokens for p in points], [p.ms_per_token for p in points]),
+        points[-1].prompt_tokens,
+        "".join(line[2:] for line in noise_lines([("the shortest prompt", points[0].timing)])))
 
 
 def format_sweep(points: list[PrefillPoint], *, peak_tflops: float) -> str:
@@ -300,11 +287,8 @@ def format_contexts(points: list[ContextPoint]) -> str:
 
 def measure_decode_contexts(model, contexts: Iterable[int], *, bandwidths, warmup: int, repeats: int,
                             graphs: bool = False, progress: str | None = None) -> list[ContextPoint]:
-    """Time one decode step (batch 1) at the last slot of a cache of exactly each context's length.
-
-    Each context gets a twin of the model (with_context: same weights, its own cache); graphs=True
-    replays the step as a CUDA graph. Contexts the device has no memory for are left out: the twin
-    needs a second set of weights while it is made and a one-row cache of that length."""
+    """Time one decode step (batch 1) at the last slot of a twin of the model with a cache of each context's length;
+    contexts whose twin (a second set of weights while it is made, and its cache) does not fit are left out."""
     device = resolve_device(model.device)
     dtype_bytes = torch.empty((), dtype=model.dtype).element_size()
     contexts = whole_numbers(contexts, "contexts", hint="pass context lengths in tokens, e.g. (128, 1024)")
@@ -316,8 +300,8 @@ def measure_decode_contexts(model, contexts: Iterable[int], *, bandwidths, warmu
         twin = with_context(model, context)
         tokens = torch.ones(1, dtype=torch.long, device=device)
         positions = torch.full((1,), context - 1, dtype=torch.long, device=device)
-        floor = decode_floor(model.shape, batch=1, prompt_tokens=context - 1,
-                             bandwidths=bandwidths, cache_tokens=context, dtype_bytes=dtype_bytes)
+        floor = decode_floor(model.shape, batch=1, prompt_tokens=context - 1, bandwidths=bandwidths,
+                             cache_tokens=context, dtype_bytes=dtype_bytes)
         if graphs:
             runner = GraphRunner(twin, buckets=(1,))
             runner.capture()

@@ -23,8 +23,8 @@ def _other_bandwidth(bandwidths) -> tuple[str, float]:
 
 
 def knee_answer(shape, *, peak_tflops: float, bandwidths) -> tuple[dict, dict]:
-    """Challenge 1: the knee's height in FLOPs per byte, or the first compute-bound prompt; wrong:
-    the other measured bandwidth, or 2 FLOPs per byte."""
+    """Challenge 1: the knee's height in FLOPs per byte, or the first compute-bound prompt; wrong: the other measured
+    bandwidth, or 2 FLOPs per byte."""
     mistake, other_gbps = _other_bandwidth(bandwidths)
     knee = knee_intensity(peak_tflops, bandwidths.floor_gbps)
     first = roofline_knee_tokens(shape, peak_tflops=peak_tflops, bandwidth_gbps=bandwidths.floor_gbps)
@@ -35,8 +35,8 @@ def knee_answer(shape, *, peak_tflops: float, bandwidths) -> tuple[dict, dict]:
 
 
 def fixed_cost_answer(shape, *, peak_tflops: float, step_ms: float) -> tuple[dict, dict]:
-    """Challenge 3: the prompt whose FLOPs, attention included, take step_ms at peak_tflops (the
-    quadratic's root, or the first whole prompt past it); wrong: attention left out."""
+    """Challenge 3: the prompt whose FLOPs, attention included, take step_ms at peak_tflops (the root, or the first
+    whole prompt past it); wrong: attention left out."""
     given = {"peak_tflops": peak_tflops, "step_ms": step_ms}
     rights = {"the root": fixed_cost_root_tokens(shape, **given),
               "the first whole prompt": fixed_cost_knee_tokens(shape, **given)}

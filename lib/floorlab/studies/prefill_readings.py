@@ -1,7 +1,5 @@
-"""Studies wing: what the prefill chapter's runs say, each sentence chosen by timing.compare, with
-words for one way, the other and "this run cannot tell". A line that does not rise with the
-context says so in words; it never prints a negative price or an infinite rate.
-"""
+"""Studies wing: what the prefill chapter's runs say, each sentence chosen by timing.compare (one way, the other,
+"this run cannot tell"); a line that does not rise with the context says so, never printing a negative price."""
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -15,9 +13,8 @@ AGREE = 0.1  # two predictions' ratios within this share of each other count as 
 
 @dataclass(frozen=True)
 class ContextCost:
-    """A decode step's median time against its context as a line, fixed_ms + per_token_us × n; the
-    rate it reads the cache at (None when the line does not rise), its largest miss (a share), and
-    compare(longest, shortest) as `change`."""
+    """A decode step's median time against its context as fixed_ms + per_token_us × n, the cache's rate (None when the
+    line does not rise), its largest miss (a share), and compare(longest, shortest) as `change`."""
     fixed_ms: float
     per_token_us: float
     cache_gbps: float | None
@@ -64,10 +61,6 @@ def context_lines(points, bandwidth_gbps: float) -> tuple[ContextCost, list[str]
     return cost, [line for line in lines if line]
 
 
-def _multiple(point) -> Band:
-    return ratio_band(point.row, Band.exact(point.floor.floor_ms))
-
-
 def context_reading(points, cost: ContextCost | None, bandwidth_gbps: float, where: str) -> str:
     """What a run's steps at several contexts say, as one or two sentences."""
     if cost is None:
@@ -78,7 +71,8 @@ def context_reading(points, cost: ContextCost | None, bandwidth_gbps: float, whe
         f"Each token of context adds {sig(cost.per_token_us)} µs, which reads its cache at "
         f"{fmt_gbps(cost.cache_gbps or 1.0)}, {(cost.cache_gbps or 0.0) / bandwidth_gbps:.0%} of "
         "the bandwidth the floor assumes.", no_rise, no_rise)
-    further = compare(_multiple(b), _multiple(a)).verdict(
+    multiple = [ratio_band(p.row, Band.exact(p.floor.floor_ms)) for p in (b, a)]
+    further = compare(*multiple).verdict(
         "a longer context takes the step further from its floor.",
         "a longer context takes the step closer to its floor.",
         "within the spreads, the same distance from its floor.")
@@ -94,8 +88,8 @@ def context_reading(points, cost: ContextCost | None, bandwidth_gbps: float, whe
 
 
 def cache_verdict(evidence: list[tuple[ContextCost | None, float | None, str]]) -> str:
-    """From the first (cost, bandwidth, where) whose longest context was slower beyond the spreads
-    and whose line rises: whether the cache reads far below the bandwidth the floor assumes."""
+    """Whether the cache reads far below the floor's bandwidth, from the first (cost, bandwidth, where) whose line
+    rises and whose longest context was slower beyond the spreads; '' when none."""
     found = next(((c, bw, w) for c, bw, w in evidence if c is not None and bw
                   and c.change.outcome == "more" and c.cache_gbps is not None), None)
     if found is None:
@@ -140,8 +134,8 @@ def converge_reading(eager, graphed, where: str) -> str:
 
 
 def knee_reading(ratios: dict, knees) -> tuple[str, str]:
-    """(agreement, attention) from knee ratios: whether the matrix products alone predict the
-    fixed-cost knee to within AGREE, and what attention adds."""
+    """(agreement, attention): whether the matrix products alone predict the fixed-cost knee to within AGREE, and what
+    attention adds."""
     if abs(ratios["straight"] / ratios["step"] - 1) < AGREE:
         return "close to", (
             "Attention makes the difference. Its FLOPs grow with the square of the prompt, from "

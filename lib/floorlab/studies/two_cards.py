@@ -1,8 +1,5 @@
-"""Studies wing: the two-cards chapter: a twocards Run read by name, the split's bars, and the
-crossover model: a rank's step is its share of the floor plus one card's fixed cost plus two
-all-reduces per layer and one all_gather, each a fixed latency while its message is a few KB.
-Splitting wins once the floor it saves exceeds the collectives.
-"""
+"""Studies wing: the two-cards chapter: a twocards Run read by name, the split's bars, and the crossover model
+(a rank's step is its share of the floor plus two all-reduces per layer and one all_gather, each a fixed latency)."""
 from __future__ import annotations
 
 import math
@@ -25,10 +22,9 @@ EAGER, GRAPH = "eager", "graph replay"
 SHARED_GAIN = 1.25  # ranks on one CPU drawing more than this × one process's bandwidth: one was short of it
 
 
-NO_STORED = (f"No run of two GPUs is stored with the book yet (lib/floorlab/reference/"
-             f"{REFERENCE}.json), so this page shows no GPU numbers: they appear once the "
-             "chapter has run on a machine with two GPUs and its run is stored. Everything "
-             "else here comes from this machine.")
+NO_STORED = (f"No run of two GPUs is stored with the book yet (lib/floorlab/reference/{REFERENCE}.json), so this "
+             "page shows no GPU numbers: they appear once the chapter has run on a machine with two GPUs and its run "
+             "is stored. Everything else here comes from this machine.")
 
 
 def stored_run() -> Run | None:
@@ -44,8 +40,8 @@ class TwoCards:
 
     def __post_init__(self):
         if self.run.kind != KIND:
-            raise ValueError(f"this run is of kind {self.run.kind!r}, not {KIND!r}; pass the run "
-                             "`python -m floorlab twocards` wrote")
+            raise ValueError(f"this run is of kind {self.run.kind!r}, not {KIND!r}; pass the run `python -m floorlab "
+                             "twocards` wrote")
 
     @property
     def ranks(self) -> int:
@@ -64,8 +60,8 @@ class TwoCards:
     @property
     def presets(self) -> list[str]:
         """The shapes measured for one card and for the split, smallest first."""
-        names = [n for n in self.run.settings["presets"]
-                 if self.run.find(EAGER, n) and self.run.find(EAGER, self.split_name(n))]
+        found = self.run.find
+        names = [n for n in self.run.settings["presets"] if found(EAGER, n) and found(EAGER, self.split_name(n))]
         return sorted(names, key=lambda n: self.shape(n).param_count())
 
     def shape(self, preset: str) -> Qwen3Shape:
@@ -92,8 +88,7 @@ class TwoCards:
         return self.run.row(self.path, self.split_name(preset))
 
     def collective(self, preset: str, kind: str = ALL_REDUCE) -> Timing:
-        """One collective's time in ms as the chapter's path pays it: inside a replay on GPUs
-        (no launch), called eagerly on a CPU."""
+        """One collective's time in ms as the chapter's path pays it: in a replay on GPUs, eagerly on a CPU."""
         found = self.run.find(kind + IN_GRAPH, self.split_name(preset)) if self.on_gpu else None
         return (found or self.run.row(kind, self.split_name(preset))).timing
 
@@ -109,19 +104,13 @@ class TwoCards:
     def card_gbps(self) -> float:
         return self.run.bandwidths.floor_gbps
 
-    @property
-    def alone_gbps(self) -> float:
-        """GB/s the slowest rank streams with its memory to itself."""
-        return min(b.floor_gbps for b in self.bandwidths("alone"))
-
-    @property
-    def together_gbps(self) -> float:
-        """GB/s the slowest rank streams while every rank streams at once."""
-        return min(b.floor_gbps for b in self.bandwidths("together"))
+    def slowest_gbps(self, which: str) -> float:
+        """GB/s the slowest rank streams "alone" (its memory to itself) or "together" (every rank at once)."""
+        return min(b.floor_gbps for b in self.bandwidths(which))
 
     def shared_floor_ms(self, preset: str) -> float:
         """One rank's floor at the bandwidth it gets while every rank streams, in ms."""
-        return floor_ms(self.rank_floor(preset).bytes_per_step, self.together_gbps)
+        return floor_ms(self.rank_floor(preset).bytes_per_step, self.slowest_gbps("together"))
 
     def timelines(self, preset: str) -> list[Timeline]:
         """Every rank's timeline of the split step, rank 0 first."""
@@ -134,8 +123,7 @@ class TwoCards:
         alone = self.rank_floor(preset).floor_ms
         lost = max(self.shared_floor_ms(preset) - alone, 0.0)
         parts = [("floor", alone)] + ([("floor lost to shared memory", lost)] if lost else [])
-        return [SplitBar(f"1 card, {self.path}", card.timing,
-                         (("floor", self.card_floor(preset).floor_ms),)),
+        return [SplitBar(f"1 card, {self.path}", card.timing, (("floor", self.card_floor(preset).floor_ms),)),
                 SplitBar(f"{self.ranks} ranks, {self.path}", split.timing,
                          tuple(parts + [("collectives", self.collectives_ms(preset))]))]
 
@@ -144,49 +132,44 @@ class TwoCards:
         return self.card(preset).median_ms / self.split(preset).median_ms
 
     def says(self, preset: str) -> str:
-        """One sentence comparing the split with one card; on a CPU it says that the ranks are
-        processes sharing one memory, not cards."""
+        """One sentence comparing the split with one card; on a CPU it says the ranks share one memory."""
         seen = compare(self.split(preset), self.card(preset))
         if self.on_gpu:
             return seen.says(f"the split over {self.ranks} ranks", "one card")
-        ranks = (f"{self.ranks} ranks here are {self.ranks} processes sharing one CPU and one "
-                 "memory, not cards")
+        ranks = f"{self.ranks} ranks here are {self.ranks} processes sharing one CPU and one memory, not cards"
         return seen.verdict(
             f"the split took {{ratio}} the time of one process; {ranks}",
-            f"the split took {{ratio}} the time of one process. That does not say a second card "
-            f"would speed up {preset}: {ranks}, so what changed is how the CPU ran the work",
-            f"the two differ by less than their spreads ({{ratio}} at the medians), so this run "
-            f"cannot tell them apart; {ranks}")
+            f"the split took {{ratio}} the time of one process. That does not say a second card would speed up "
+            f"{preset}: {ranks}, so what changed is how the CPU ran the work",
+            f"the two differ by less than their spreads ({{ratio}} at the medians), so this run cannot tell them "
+            f"apart; {ranks}")
 
     def model(self, preset: str | None = None, *, shared: bool = False) -> "Crossover":
-        """The crossover model from this run's numbers, each rank at the bandwidth it has alone
-        (shared=True: the bandwidth it gets with every rank streaming)."""
+        """The crossover model from this run's numbers, each rank at its bandwidth alone (shared: with every rank
+        streaming)."""
         preset = preset or self.presets[-1]
-        return Crossover(ranks=self.ranks, card_gbps=self.card_gbps,
-                         rank_gbps=self.together_gbps if shared else self.alone_gbps,
-                         all_reduce_ms=self.collective(preset).median_ms,
-                         all_gather_ms=self.collective(preset, ALL_GATHER).median_ms,
-                         batch=self.run.floor(preset).batch,
-                         prompt_tokens=self.run.floor(preset).visible_tokens - 1)
+        floor = self.run.floor(preset)
+        return Crossover(self.ranks, self.card_gbps, self.slowest_gbps("together" if shared else "alone"),
+                         self.collective(preset).median_ms, self.collective(preset, ALL_GATHER).median_ms,
+                         floor.batch, floor.visible_tokens - 1)
 
 
 def memory_says(tc: TwoCards, preset: str) -> str:
     """What the bandwidths measured say about the floor per rank, in a sentence or two."""
-    together = [b.floor_gbps for b in tc.bandwidths("together")]
+    together, alone = [b.floor_gbps for b in tc.bandwidths("together")], tc.slowest_gbps("alone")
     ideal, shared = fmt_ms(tc.rank_floor(preset).floor_ms), fmt_ms(tc.shared_floor_ms(preset))
     if tc.on_gpu:
-        return (f"Each GPU streams from memory of its own: with every rank streaming at once the "
-                f"slowest still drew {fmt_gbps(tc.together_gbps)}, {tc.together_gbps / tc.alone_gbps:.0%} "
-                f"of its bandwidth alone, so the floor per rank is {shared} in practice against "
-                f"{ideal} on paper.")
+        return (f"Each GPU streams from memory of its own: with every rank streaming at once the slowest still drew "
+                f"{fmt_gbps(min(together))}, {min(together) / alone:.0%} of its bandwidth alone, so the "
+                f"floor per rank is {shared} in practice against {ideal} on paper.")
     ratio = sum(together) / tc.card_gbps
     drew = f"Together the ranks drew {fmt_gbps(sum(together))}, {fmt_times(ratio)} what one card drew alone"
-    split = (f"{drew}: they split one memory's bandwidth between them. A rank's floor in practice "
-             f"is {shared}, not the {ideal} that halving the bytes promised.")
+    split = (f"{drew}: they split one memory's bandwidth between them. A rank's floor in practice is {shared}, not "
+             f"the {ideal} that halving the bytes promised.")
     return compare(ratio, SHARED_GAIN).verdict(
-        f"{drew}: here one process did not reach what the memory can give, and two got closer. "
-        f"They still share one memory: a rank's floor at the bandwidth it gets while the other "
-        f"streams is {shared}, against {ideal} on paper.", split, split)
+        f"{drew}: here one process did not reach what the memory can give, and two got closer. They still share "
+        f"one memory: a rank's floor at the bandwidth it gets while the other streams is {shared}, against {ideal} "
+        "on paper.", split, split)
 
 
 def threads_says(tc: TwoCards, preset: str) -> str:
@@ -199,11 +182,10 @@ def threads_says(tc: TwoCards, preset: str) -> str:
     if not compare(split, card).meaningful or gained <= max(bytes_ms, 0.0) + card.timing.spread_ms:
         return ""
     threads = tc.run.settings["threads_per_rank"]
-    return (f"The split gained {fmt_ms(gained)}, more than the {fmt_ms(max(bytes_ms, 0.0))} "
-            f"its bytes allow at the bandwidth each rank got. The rest is the CPU's doing: one "
-            f"card ran as one process of {threads * tc.ranks} threads, each rank as a process of "
-            f"{threads}, and a CPU runs those differently, the more so when other work shares its "
-            "cores. It says nothing about cards.")
+    return (f"The split gained {fmt_ms(gained)}, more than the {fmt_ms(max(bytes_ms, 0.0))} its bytes allow at the "
+            f"bandwidth each rank got. The rest is the CPU's doing: one card ran as one process of "
+            f"{threads * tc.ranks} threads, each rank as a process of {threads}, and a CPU runs those differently, "
+            "the more so when other work shares its cores. It says nothing about cards.")
 
 
 def timeline_lines(tc: TwoCards, preset: str) -> list[str]:
@@ -212,16 +194,14 @@ def timeline_lines(tc: TwoCards, preset: str) -> list[str]:
     for rank, tl in enumerate(tc.timelines(preset)):
         if tl.gpu:
             ours = [i for i in tl.gpu if "nccl" in i.name.lower()]
-            lines.append(f"rank {rank}: {tl.kernels} kernels, {len(ours)} of them NCCL "
-                         f"collectives: {sig(sum(i.duration_us for i in ours))} µs of a "
-                         f"{sig(tl.span_us)} µs step")
+            lines.append(f"rank {rank}: {tl.kernels} kernels, {len(ours)} of them NCCL collectives: "
+                         f"{sig(sum(i.duration_us for i in ours))} µs of a {sig(tl.span_us)} µs step")
         else:
-            gaps_ms = (tl.span_us - tl.cpu_busy_us) / 1e3
-            lines.append(f"rank {rank}: operators busy {tl.busy_share:.0%} of a "
-                         f"{fmt_ms(tl.profiled_ms)} profiled step, gaps {fmt_ms(gaps_ms)}")
+            lines.append(f"rank {rank}: operators busy {tl.busy_share:.0%} of a {fmt_ms(tl.profiled_ms)} profiled "
+                         f"step, gaps {fmt_ms((tl.span_us - tl.cpu_busy_us) / 1e3)}")
     n, ar = all_reduces_per_step(tc.shape(preset)), tc.collective(preset)
-    lines.append(f"collectives timed alone: {n} all-reduces × {sig(ar.median_ms * 1e3)} µs + "
-                 f"one all_gather = {fmt_ms(tc.collectives_ms(preset))}")
+    lines.append(f"collectives timed alone: {n} all-reduces × {sig(ar.median_ms * 1e3)} µs + one all_gather = "
+                 f"{fmt_ms(tc.collectives_ms(preset))}")
     return lines
 
 
@@ -253,8 +233,8 @@ class Crossover:
         return self.saving_ms(shape, **at) - self.cost_ms(shape)
 
     def layer_mb(self) -> float:
-        """MB (1e6 bytes) per layer at which a layer's saved floor equals its two all-reduces;
-        infinite when a rank streams no faster than its share of one card (shared memory)."""
+        """MB (1e6 bytes) per layer at which a layer's saved floor equals its two all-reduces; infinite when a rank
+        streams no faster than its share of one card."""
         per_byte_s = 1 / (self.card_gbps * BYTES_PER_GB) - 1 / (self.ranks * self.rank_gbps * BYTES_PER_GB)
         if per_byte_s <= 0:
             return math.inf
@@ -265,8 +245,7 @@ class Crossover:
         return next((s.name for s in _by_size(presets) if self.gain_ms(s) > 0), "none")
 
     def crossover_params(self, presets=PRESETS) -> float | None:
-        """Parameters at which the gain crosses zero, linear between the presets either side of
-        it; None when every preset gains or none does."""
+        """Parameters at which the gain crosses zero, linear between the presets beside it; None if all or none gain."""
         shapes = _by_size(presets)
         gains = [self.gain_ms(s) for s in shapes]
         for (a, ga), (b, gb) in zip(zip(shapes, gains), zip(shapes[1:], gains[1:])):
@@ -280,8 +259,8 @@ class Crossover:
         lines = [f"{'preset':<11}{'MB/layer':>9}{'saved ms':>11}{'collectives':>12}{'gain ms':>11}"]
         for s in _by_size(presets):
             cells = [sig(v) for v in (self.saving_ms(s), self.cost_ms(s), self.gain_ms(s))]
-            lines.append(f"{s.name:<11}{sig(s.layer_param_count() * 2 / 1e6):>9}"
-                         f"{cells[0]:>11}{cells[1]:>12}{cells[2]:>11}")
+            mb = sig(s.layer_param_count() * 2 / 1e6)
+            lines.append(f"{s.name:<11}{mb:>9}{cells[0]:>11}{cells[1]:>12}{cells[2]:>11}")
         return "\n".join(lines)
 
 
@@ -290,8 +269,8 @@ def _by_size(presets) -> list[Qwen3Shape]:
 
 
 def checked_against(tc: TwoCards, model: Crossover) -> list[dict]:
-    """For each measured preset: the split's ms predicted from one card's measured ms less
-    model's gain, beside the measured one, and both verdicts ("cannot tell" within the spreads)."""
+    """Per measured preset: the split's ms predicted (one card's measured ms less model's gain) beside the measured
+    one, and both verdicts ("cannot tell" within the spreads)."""
     out = []
     for preset in tc.presets:
         card, split = tc.card(preset), tc.split(preset)
@@ -308,8 +287,7 @@ def format_checked(rows: list[dict]) -> str:
     """checked_against as a table, times in ms."""
     lines = [f"{'preset':<12}{'1 card':>10}{'split, predicted':>18}{'measured':>10}  split is"]
     for r in rows:
-        lines.append(f"{r['preset']:<12}{sig(r['card_ms']):>10}"
-                     f"{sig(r['predicted_ms']) + ' ' + r['predicted']:>18}"
+        lines.append(f"{r['preset']:<12}{sig(r['card_ms']):>10}{sig(r['predicted_ms']) + ' ' + r['predicted']:>18}"
                      f"{sig(r['measured_ms']):>10}  {r['measured']}")
     return "\n".join(lines)
 

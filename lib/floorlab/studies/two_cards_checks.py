@@ -1,6 +1,5 @@
-"""Studies wing: the two-cards chapter's challenges: right numbers, plausible wrong ones by name,
-checks and worked answers, from the run the chapter reads (two GPUs, or this machine's CPU ranks).
-"""
+"""Studies wing: the two-cards chapter's challenges: right numbers, plausible wrong ones by name, checks and worked
+answers, from the run the chapter reads (two GPUs, or this machine's CPU ranks)."""
 from __future__ import annotations
 
 import math
@@ -21,12 +20,11 @@ def crossover_wrong(tc: TwoCards, preset: str | None = None) -> dict[str, float]
     """The plausible wrong break-even MB per layer, each named by its mistake."""
     model = tc.model(preset)
     right = model.layer_mb()
-    eager = replace(model, all_reduce_ms=tc.run.row(
-        ALL_REDUCE, tc.split_name(preset or tc.presets[-1])).median_ms).layer_mb()
+    eager_ms = tc.run.row(ALL_REDUCE, tc.split_name(preset or tc.presets[-1])).median_ms
     return plausible_wrongs(right, {
         "one all-reduce per layer instead of two": right / 2,
         "the bandwidth a rank gets while every rank streams": tc.model(preset, shared=True).layer_mb(),
-        "the eager all-reduce instead of the one inside a replay": eager,
+        "the eager all-reduce instead of the one inside a replay": replace(model, all_reduce_ms=eager_ms).layer_mb(),
         "the all-reduce's ms read as µs": right / 1000,
     })
 
@@ -46,21 +44,20 @@ def check_crossover(my_layer_mb, my_first_preset, tc: TwoCards, *, presets=PRESE
         return refused
     first = model.first_winner(presets)
     if not isinstance(my_first_preset, str) or my_first_preset.strip().lower() != first:  # 'Qwen3-0.6B' too
-        return ("not yet: the MB per layer is right; now compare each preset's gain: the floor "
-                "it saves, its output head included, less 2 × layers all-reduces and one all_gather.")
+        return ("not yet: the MB per layer is right; now compare each preset's gain: the floor it saves, its output "
+                "head included, less 2 × layers all-reduces and one all_gather.")
     return f"right: {sig(right)} MB per layer; the first preset the split speeds up is {first}."
 
 
 def answer_crossover(tc: TwoCards, *, presets=PRESETS) -> str:
     """The worked answer to challenge 1, as arithmetic."""
     m = tc.model()
-    lines = [f"per layer: 2 × {sig(m.all_reduce_ms * 1e3)} µs ÷ (1/{sig(m.card_gbps)} − "
-             f"1/({m.ranks} × {sig(m.rank_gbps)})) s per GB: {mb_text(m.layer_mb())} per layer", "",
-             m.table(presets), ""]
+    lines = [f"per layer: 2 × {sig(m.all_reduce_ms * 1e3)} µs ÷ (1/{sig(m.card_gbps)} − 1/({m.ranks} × "
+             f"{sig(m.rank_gbps)})) s per GB: {mb_text(m.layer_mb())} per layer", "", m.table(presets), ""]
     params, first = m.crossover_params(presets), m.first_winner(presets)
     if params is not None:
-        lines.append(f"The gain crosses zero near {sig(params / 1e9)}B parameters; the first "
-                     f"preset that gains is {first}.")
+        lines.append(f"The gain crosses zero near {sig(params / 1e9)}B parameters; the first preset that gains is "
+                     f"{first}.")
     elif first == "none":
         lines.append("No preset gains: the floor a rank saves never pays for its collectives.")
     else:
@@ -101,10 +98,8 @@ def answer_big_batch(tc: TwoCards, preset: str = "qwen3-0.6b") -> str:
     """The worked answer to challenge 3, as arithmetic."""
     m, shape, at = tc.model(), PRESETS[preset], BIG
     kv_gb = BIG_BATCH * BIG_CONTEXT * shape.kv_bytes_per_token() / 1e9
-    return (f"At batch {BIG_BATCH} × {BIG_CONTEXT} tokens the step reads {sig(kv_gb)} GB of KV "
-            f"cache besides {sig(shape.weight_bytes() / 1e9)} GB of weights, and each rank reads "
-            f"its share of both. Saved: {fmt_ms(m.saving_ms(shape, **at))}; collectives: "
-            f"{fmt_ms(m.cost_ms(shape))}, as at batch 1 while the messages stay small; gain "
-            f"{fmt_ms(m.gain_ms(shape, **at))}, against {fmt_ms(m.gain_ms(shape))} at batch 1. "
-            "Batch 1 has the fewest bytes to share per collective, so it is where splitting "
-            "pays least.")
+    return (f"At batch {BIG_BATCH} × {BIG_CONTEXT} tokens the step reads {sig(kv_gb)} GB of KV cache besides "
+            f"{sig(shape.weight_bytes() / 1e9)} GB of weights, and each rank reads its share of both. Saved: "
+            f"{fmt_ms(m.saving_ms(shape, **at))}; collectives: {fmt_ms(m.cost_ms(shape))}, as at batch 1 while the "
+            f"messages stay small; gain {fmt_ms(m.gain_ms(shape, **at))}, against {fmt_ms(m.gain_ms(shape))} at "
+            "batch 1. Batch 1 has the fewest bytes to share per collective, so it is where splitting pays least.")

@@ -1,6 +1,5 @@
-"""Studies wing: the two-cards chapter's crossover, printed and said from one run: of two GPUs
-where there is one, else of this machine's CPU, and then it says that its ranks shared one memory.
-"""
+"""Studies wing: the two-cards chapter's crossover, printed and said from one run: of two GPUs where there is one,
+else of this machine's CPU, and then it says that its ranks shared one memory."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -8,9 +7,9 @@ from dataclasses import dataclass, field
 from floorlab.core.prose import fmt_gbps, sig
 from floorlab.studies.two_cards import TwoCards, mb_text
 
-CPU_CAVEAT = ("These numbers come from this machine's CPU, where the ranks are two processes "
-              "sharing one memory, not two cards: the model then describes this program on this "
-              "CPU, and says nothing about what a second card would do.")
+CPU_CAVEAT = ("These numbers come from this machine's CPU, where the ranks are two processes sharing one memory, not "
+              "two cards: the model then describes this program on this CPU, and says nothing about what a second "
+              "card would do.")
 
 
 @dataclass
@@ -30,16 +29,15 @@ def crossover_reading(src: TwoCards, *, here: bool) -> CrossoverReading:
     """What the crossover model built from src says (here: src is this machine's own run)."""
     model = src.model()
     out = CrossoverReading()
-    out.lines = [f"from {'this machine' if here else src.run.label}: {fmt_gbps(model.card_gbps)} a "
-                 f"card, all-reduce {sig(model.all_reduce_ms * 1e3)} µs, all_gather "
-                 f"{sig(model.all_gather_ms * 1e3)} µs",
+    out.lines = [f"from {'this machine' if here else src.run.label}: {fmt_gbps(model.card_gbps)} a card, all-reduce "
+                 f"{sig(model.all_reduce_ms * 1e3)} µs, all_gather {sig(model.all_gather_ms * 1e3)} µs",
                  f"break-even: {mb_text(model.layer_mb())} per layer", "", model.table()]
     out.first, params = model.first_winner(), model.crossover_params()
     out.crossing = (f"near {sig(params / 1e9, 2)}B parameters" if params is not None else
                     "below the smallest preset" if out.first != "none" else "beyond every preset")
     if not src.on_gpu:
         shared = src.model(shared=True)
-        out.lines += ["", f"with the bandwidth a rank gets while the other streams, "
-                      f"{fmt_gbps(shared.rank_gbps)}: break-even {mb_text(shared.layer_mb())} per layer"]
+        out.lines += ["", f"with the bandwidth a rank gets while the other streams, {fmt_gbps(shared.rank_gbps)}: "
+                      f"break-even {mb_text(shared.layer_mb())} per layer"]
         out.caveat = CPU_CAVEAT
     return out
