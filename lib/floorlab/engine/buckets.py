@@ -45,15 +45,18 @@ def bucket_for(batch: int, buckets: Iterable[int]) -> int | None:
 
 @contextmanager
 def keep_padding_rows(model, batch: int, bucket: int):
-    """Put back, as the block ends, the KV-cache slot PAD_POSITION of rows batch..bucket-1 that padding
-    rows write (model.cache_slots(rows, position) names them); without padding, nothing."""
+    """Put back, as the block ends, the KV-cache slot PAD_POSITION of rows
+    batch..bucket-1 that padding rows write (model.cache_slots(rows, position) names
+    them); without padding, nothing."""
     views: tuple[torch.Tensor, ...] = ()
     if bucket > batch:
         slots = getattr(model, "cache_slots", None)
         if slots is None:
-            raise TypeError(f"a batch of {batch} padded to {bucket} writes the KV cache of rows {batch}..{bucket - 1}, "
-                            f"and {type(model).__name__} has no cache_slots(rows, position) to keep them; pass a "
-                            "batch equal to a bucket, or give the model cache_slots")
+            raise TypeError(
+                f"a batch of {batch} padded to {bucket} writes the KV cache of "
+                f"rows {batch}..{bucket - 1}, and {type(model).__name__} has no "
+                "cache_slots(rows, position) to keep them; pass a batch equal to a "
+                "bucket, or give the model cache_slots")
         views = tuple(slots(slice(batch, bucket), PAD_POSITION))
     with torch.no_grad():
         saved = [view.clone() for view in views]
@@ -97,16 +100,17 @@ class BucketRunner:
 
     def step(self, tokens: torch.Tensor,
              positions: torch.Tensor) -> torch.Tensor:
-        """Logits [B, V] of one step padded to its bucket (eager above the largest), as a clone; cache rows
-        beyond the live batch keep their values (keep_padding_rows)."""
+        """Logits [B, V] of one step padded to its bucket (eager above the largest),
+        as a clone; cache rows beyond the live batch keep their values
+        (keep_padding_rows)."""
         with self.borrow(tokens, positions) as logits:
             return logits.clone()  # the copy-out: the caller's own memory
 
     @contextmanager
     def borrow(self, tokens: torch.Tensor,
                positions: torch.Tensor) -> Iterator[torch.Tensor]:
-        """Lend one step's logits [B, V] as a view, valid inside the `with` block only (debug mode fills
-        it with NaN as the block ends)."""
+        """Lend one step's logits [B, V] as a view, valid inside the `with` block
+        only (debug mode fills it with NaN as the block ends)."""
         batch = self.check_inputs(tokens, positions)
         bucket = next((b for b in self.buckets if b >= batch), None)
         self._enter()

@@ -55,8 +55,9 @@ def _memory_now(device) -> tuple[int, int]:
 
 def capture_graph(fn: Callable[[], object], *, warmup: int = 3, pool=None,
                   stream: torch.cuda.Stream | None = None):
-    """Record one call of fn into a CUDA graph after `warmup` calls on the capture stream (a fresh side
-    stream unless given); returns (graph, output), the output static: each replay overwrites it."""
+    """Record one call of fn into a CUDA graph after `warmup` calls on the capture
+    stream (a fresh side stream unless given); returns (graph, output), the output
+    static: each replay overwrites it."""
     side = stream if stream is not None else torch.cuda.Stream()
     if warmup:
         _warm_up([fn] * int(warmup), side)

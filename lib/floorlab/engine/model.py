@@ -73,7 +73,8 @@ class Qwen3Decoder(nn.Module):
 
     def _layer(self, i: int, x: torch.Tensor, cos: torch.Tensor,
                sin_signed: torch.Tensor, attend) -> None:
-        """Run layer i on x [B, T, hidden] in place; attend(i, q, k, v) returns [B, T, heads * head_dim]."""
+        """Run layer i on x [B, T, hidden] in place; attend(i, q, k, v) returns
+        [B, T, heads * head_dim]."""
         s, w = self.shape, self.layers[i]
         batch, tokens = x.shape[:2]
         nq, nkv, d = s.num_heads, s.num_kv_heads, s.head_dim
@@ -137,8 +138,8 @@ class Qwen3Decoder(nn.Module):
     @torch.inference_mode()
     def decode_step(self, tokens: torch.Tensor,
                     positions: torch.Tensor) -> torch.Tensor:
-        """Logits [B, vocab] for one token per row, each at its own position (any order); capturable in a
-        CUDA graph: no host syncs, static buffers only."""
+        """Logits [B, vocab] for one token per row, each at its own position (any
+        order); capturable in a CUDA graph: no host syncs, static buffers only."""
         batch = self.check_inputs(tokens, positions)
         s = self.shape
         nkv, d = s.num_kv_heads, s.head_dim

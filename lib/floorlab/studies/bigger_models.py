@@ -30,24 +30,29 @@ NO_GRAPHS = "not measured: CUDA graphs need a CUDA GPU"
 THRESHOLD = 1.1  # graphs stop mattering once eager takes less than this multiple of a replay
 
 
-def measure_sizes(presets, *, device, bandwidths, warmup: int, repeats: int, batch: int = 1,
-                  prompt_tokens: int = 32, max_context: int = 128) -> Run:
-    """A Run of eager and graph replay of each preset, one model in memory at once; a preset that does not
-    fit is skipped before anything is allocated (rows absent, noted), and without CUDA the eager step is profiled."""
+def measure_sizes(presets, *, device, bandwidths, warmup: int, repeats: int,
+                  batch: int = 1, prompt_tokens: int = 32,
+                  max_context: int = 128) -> Run:
+    """A Run of eager and graph replay of each preset, one model in memory at once;
+    a preset that does not fit is skipped before anything is allocated (rows absent,
+    noted), and without CUDA the eager step is profiled."""
     device = resolve_device(device)
     presets = [get_shape(p) for p in presets]
-    settings = {"presets": [s.name for s in presets], "params": {s.name: s.param_count() for s in presets},
-                "batch": batch, "prompt_tokens": prompt_tokens, "max_context": max_context, "warmup": warmup,
-                "repeats": repeats}
+    settings = {"presets": [s.name for s in presets],
+                "params": {s.name: s.param_count() for s in presets},
+                "batch": batch, "prompt_tokens": prompt_tokens,
+                "max_context": max_context, "warmup": warmup, "repeats": repeats}
     run = Run(kind=KIND, stamp=run_stamp(), device=describe_device(device),
               bandwidths=bandwidths, settings=settings)
     for shape in progress_bar(presets, label="model sizes", total=len(presets)):
-        floor = roofline.decode_floor(shape, batch=batch, prompt_tokens=prompt_tokens, bandwidths=bandwidths,
-                                      cache_tokens=max_context)
+        floor = roofline.decode_floor(
+            shape, batch=batch, prompt_tokens=prompt_tokens,
+            bandwidths=bandwidths, cache_tokens=max_context)
         run.floors.append(floor)
         fit = check_fits(shape, device, max_batch=batch, max_context=max_context)
         if not fit.ok:
-            run.rows += [Row(path, shape.name, batch, status="absent", note=fit.message()) for path in (EAGER, GRAPH)]
+            run.rows += [Row(path, shape.name, batch, status="absent",
+                             note=fit.message()) for path in (EAGER, GRAPH)]
             continue
         try:
             _measure_size(run, shape, floor, device, warmup=warmup, repeats=repeats,
@@ -55,7 +60,8 @@ def measure_sizes(presets, *, device, bandwidths, warmup: int, repeats: int, bat
         except torch.cuda.OutOfMemoryError as err:
             why = " ".join(str(err).split())
             note = f"failed: out of memory although the check passed ({why})"
-            run.rows += [Row(path, shape.name, batch, status="failed", note=note[:240]) for path in (EAGER, GRAPH)
+            run.rows += [Row(path, shape.name, batch, status="failed",
+                             note=note[:240]) for path in (EAGER, GRAPH)
                          if run.find(path, shape.name, batch) is None]
         finally:  # hand the model's memory back before the next is built
             gc.collect()
