@@ -90,10 +90,7 @@ def _run_to_resume(out: Path) -> Run:
         raise SystemExit(f"--resume: no partial bench run at {partial}; start one without --resume (and the same "
                          "--out), then resume it with the same flags")
     try:
-        run = Run.load(path)
-        if not (all(isinstance(part, dict) for part in (run.facts, run.settings))
-                and isinstance(run.device, DeviceFacts)):
-            raise ValueError("its facts, settings or device are not tables")
+        run = Run.load(path)  # Run.from_dict refuses facts, settings or device that are not tables
     except UNREADABLE as err:
         raise SystemExit(f"--resume: {path} holds no bench run this book can read ({type(err).__name__}: "
                          f"{err}); run again without --resume (the new run replaces it once it has "
