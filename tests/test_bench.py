@@ -80,9 +80,9 @@ def skipped_run(tmp_path_factory):
 def test_floors_are_decode_floor_of_each_configuration(which, cpu_run, skipped_run):
     run = cpu_run if which == "tied" else skipped_run[0]
     shape = TINY if which == "tied" else UNTIED
-    batches = run.settings["batches"]
-    settings = make_settings([shape], batches, 8, repeats=run.settings["repeats"],
-                             warmup=run.settings["warmup"], device="cpu")
+    batches = run.settings.batches
+    settings = make_settings([shape], batches, 8, repeats=run.settings.repeats,
+                             warmup=run.settings.warmup, device="cpu")
     assert [(f.preset, f.batch) for f in run.floors] == [(shape.name, b) for b in batches]
     for floor in run.floors:
         assert floor == decode_floor(shape, batch=floor.batch, prompt_tokens=8,
@@ -264,7 +264,7 @@ def test_format_table_lists_presets_small_to_large_whatever_order_they_ran_in(fi
     from floorlab.core.runs import reference_run
 
     run = reference_run("h200-bench")
-    assert run.settings["presets"][0] == "qwen3-8b"  # the stored run measured 8B first
+    assert run.settings.presets[0] == "qwen3-8b"  # the stored run measured 8B first
     lines = format_table(run).splitlines()
     order = list(dict.fromkeys(line.split()[1] for line in lines if line.startswith("floor ")))
     assert order == ["qwen3-0.6b", "qwen3-1.7b", "qwen3-4b", "qwen3-8b"]

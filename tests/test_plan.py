@@ -222,4 +222,4 @@ def test_the_bench_follows_the_plan_for_graphs_and_kernels(monkeypatch):
     notes = {r.path: r.note for r in run.rows if r.status == "absent"}
     assert notes["plain graph"] == mac.graphs_note and NO_GRAPHS in notes["plain graph"]
     assert notes["triton eager"] == notes["triton graph"] == mac.triton_note != NO_CPU_TRITON
-    assert run.settings["dtype"] == "bfloat16"
+    assert run.settings.dtype == "bfloat16"

@@ -26,10 +26,10 @@ def test_every_stored_floor_is_the_one_policy_applied_to_its_own_bandwidths(name
 def test_chapter_and_bench_give_one_configuration_one_floor():
     """The chapter's configuration, floored with the bench's bandwidths, is the bench's floor."""
     chapter, bench = reference_run("h200-below-the-floor"), reference_run("h200-bench")
-    preset, batch = chapter.settings["preset"], chapter.settings["batch"]
+    preset, batch = chapter.settings.preset, chapter.settings.batch
     stored = bench.floor(preset, batch)
     mine = decode_floor(get_shape(preset), batch=batch,
-                        prompt_tokens=chapter.settings["prompt_tokens"],
+                        prompt_tokens=chapter.settings.prompt_tokens,
                         bandwidths=bench.bandwidths, cache_tokens=stored.cache_tokens)
     assert mine.bytes_per_step == stored.bytes_per_step
     assert mine.floor_ms == stored.floor_ms
@@ -73,7 +73,7 @@ def test_the_stored_what_ifs_never_slow_the_step():
 def test_the_laptop_studys_ten_ops_are_rejected_on_the_stored_h200_run():
     run = reference_run("h200-below-the-floor")
     counted = run.launches["eager"].per_layer
-    gap, layers = run.facts["gap_ms"], get_shape(run.settings["preset"]).num_layers
+    gap, layers = run.facts["gap_ms"], get_shape(run.settings.preset).num_layers
     eager = run.row("eager")
     dispatch = gap_verdict(eager_ms=eager.median_ms, floor_ms=run.floor().floor_ms,
                            launches=run.launches["eager"].kernels, issue_ms=eager.issue.median_ms,
@@ -169,16 +169,17 @@ def test_every_stored_per_kernel_row_reads_as_a_kernel_row_and_writes_back_the_s
 
 
 
-def test_every_stored_stamp_and_device_reads_by_attribute_and_writes_back_the_same():
-    """Every stored run (the package's and other hosts') loads its stamp and device as typed records:
-    a key a run lacks reads None and is left out again, a key the records do not name stays in extra,
-    so the run writes back its stamp and device key for key."""
+def test_every_stored_stamp_device_and_settings_read_by_attribute_and_write_back_the_same():
+    """Every stored run (the package's and other hosts') loads its stamp, device and settings as typed
+    records: a key a run lacks reads None and is left out again, a key the records do not name stays in
+    extra, so the run writes back its stamp, device and settings key for key."""
     from pathlib import Path
 
     from floorlab.core import paths
     from floorlab.core.device import DeviceFacts
     from floorlab.core.files import load_json
     from floorlab.core.runs import Run
+    from floorlab.core.settings import RunSettings
     from floorlab.core.stamp import Stamp
 
     tests_runs = Path(__file__).parent / "runs"
@@ -193,11 +194,17 @@ def test_every_stored_stamp_and_device_reads_by_attribute_and_writes_back_the_sa
         assert run.to_dict()["stamp"] == data["stamp"] and run.to_dict()["device"] == data["device"], path
         assert run.device.name == data["device"]["name"] and run.stamp.date == data["stamp"]["date"], path
         assert run.stamp.book == data["stamp"].get("book"), path
+        assert isinstance(run.settings, RunSettings) and run.to_dict()["settings"] == data["settings"], path
+        assert run.settings.preset == data["settings"].get("preset"), path
+        assert all(run.settings.value(k) == v for k, v in data["settings"].items() if v is not None), path
         read += 1
     assert read >= 30
     older = Stamp.from_dict({"date": "2026-11-30T08:00:00+00:00", "note": "by hand"})
     assert older.book is None and older.extra == {"note": "by hand"}
     assert older.to_dict() == {"date": "2026-11-30T08:00:00+00:00", "note": "by hand"}
+    asked = RunSettings.from_dict({"preset": "qwen3-0.6b", "buckets": [1, 2]})
+    assert asked.batch is None and asked.value("batch", 1) == 1 and asked.value("buckets") == [1, 2]
+    assert asked.to_dict() == {"preset": "qwen3-0.6b", "buckets": [1, 2]}
     card = DeviceFacts.from_dict({"kind": "cuda", "name": "A Card", "torch_threads": None})
     assert card.memory_gb is None and card.to_dict() == {"kind": "cuda", "name": "A Card", "torch_threads": None}
     with pytest.raises(ValueError, match="stored as a JSON object"):

@@ -56,7 +56,7 @@ def replay_text(run: Run) -> str:
 
 
 def bigger_models_text(run: Run) -> str:
-    sizes = bigger_models.Sizes(run, Source(here=False, run=run), batch=int(run.settings.get("batch", 1)))
+    sizes = bigger_models.Sizes(run, Source(here=False, run=run), batch=run.settings.batch or 1)
     text = bigger_models.format_sizes(sizes)
     if all(sizes.graph(p) for p in sizes.presets):
         text += "\n" + bigger_models_readings.read_sizes(sizes, BENCH).text()
@@ -311,7 +311,7 @@ def test_the_family_labels_every_made_up_run():
 def test_the_stored_cpu_run_is_a_run_of_this_book():
     data = json.loads((RUNS / "cpu-two-cards.json").read_text())
     run = Run.from_dict(data)
-    assert run.settings["device"] == "cpu" and not two_cards.TwoCards(run).on_gpu
+    assert run.settings.value("device") == "cpu" and not two_cards.TwoCards(run).on_gpu
 
 
 def test_widened_runs_are_noisy_and_keep_their_medians():

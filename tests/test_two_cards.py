@@ -182,7 +182,7 @@ def cpu_run(tmp_path_factory):
 
 def test_the_command_writes_a_twocards_run(cpu_run):
     run, printed = cpu_run
-    assert run.kind == "twocards" and run.settings["ranks"] == 2 and run.settings["backend"] == "gloo"
+    assert run.kind == "twocards" and run.settings.ranks == 2 and run.settings.backend == "gloo"
     card, share = run.floor("tiny"), run.floor("tiny/tp2")
     assert share.bytes_per_step < 0.6 * card.bytes_per_step
     for preset in ("tiny", "tiny/tp2"):

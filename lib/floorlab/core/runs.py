@@ -19,6 +19,7 @@ from floorlab.core.host import Host
 from floorlab.core.launches import LaunchCount
 from floorlab.core.numbers import shown, text
 from floorlab.core.roofline import Floor, achieved_gbps, check_floor
+from floorlab.core.settings import RunSettings
 from floorlab.core.stamp import Stamp, run_stamp  # noqa: F401  (run_stamp: read from here too)
 from floorlab.core.timelines import Timeline
 from floorlab.core.timing import StepTimes, Timing
@@ -107,14 +108,16 @@ class Run:
     timelines: dict[str, Timeline] = field(default_factory=dict)
     launches: dict[str, LaunchCount] = field(default_factory=dict)
     facts: dict = field(default_factory=dict)
-    settings: dict = field(default_factory=dict)
+    settings: RunSettings = field(default_factory=RunSettings)
     host: Host | None = None  # the CPU behind the device and its measured cost per eager launch
 
     def __post_init__(self):
-        if isinstance(self.stamp, dict):  # a stamp or device facts given as their stored JSON objects
+        if isinstance(self.stamp, dict):  # a stamp, device facts or settings given as stored JSON
             self.stamp = Stamp.from_dict(self.stamp)
         if isinstance(self.device, dict):
             self.device = DeviceFacts.from_dict(self.device)
+        if isinstance(self.settings, dict):
+            self.settings = RunSettings.from_dict(self.settings)
 
     @property
     def label(self) -> str:
@@ -162,7 +165,7 @@ class Run:
             "rows": [r.to_dict() for r in self.rows],
             "timelines": {k: t.to_dict() for k, t in self.timelines.items()},
             "launches": {k: c.to_dict() for k, c in self.launches.items()},
-            "facts": self.facts, "settings": self.settings,
+            "facts": self.facts, "settings": self.settings.to_dict(),
             "host": self.host.to_dict() if self.host else None,
         }
 
@@ -188,7 +191,7 @@ class Run:
             rows=[Row.from_dict(r) for r in data.get("rows", [])],
             timelines={k: Timeline.from_dict(t) for k, t in data.get("timelines", {}).items()},
             launches={k: LaunchCount.from_dict(c) for k, c in data.get("launches", {}).items()},
-            facts=data.get("facts", {}), settings=data.get("settings", {}),
+            facts=data.get("facts", {}), settings=RunSettings.from_dict(data.get("settings", {})),
             host=Host.from_dict(data["host"]) if data.get("host") else None,  # runs before it: None
         )
 

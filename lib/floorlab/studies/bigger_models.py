@@ -94,7 +94,7 @@ def _measure_size(run: Run, shape, floor: Floor, device, *, warmup: int, repeats
 
 def params_of(run: Run, preset: str) -> int:
     """Parameters of one of a run's presets: as the run recorded them, else from the preset's shape."""
-    recorded = run.settings.get("params", {}).get(preset)
+    recorded = run.settings.value("params", {}).get(preset)
     return int(recorded) if recorded else get_shape(preset).param_count()
 
 
@@ -181,7 +181,7 @@ class Sizes:
 def measured_sizes(run: Run, *, here: bool = True) -> Sizes:
     """The Sizes of a run of measure_sizes: made on this machine (here) or stored."""
     source = Source(here=True) if here else Source(here=False, run=run)
-    return Sizes(run, source, batch=int(run.settings.get("batch", 1)))
+    return Sizes(run, source, batch=run.settings.batch or 1)
 
 
 def stored_sizes() -> Sizes:

@@ -264,7 +264,7 @@ def bytes_reason(run: Run) -> str:
                 f"{floor.batch} after {floor.visible_tokens - 1} prompt tokens moves "
                 f"{expected / 1e9:.4g} GB in bf16 ({floor.bytes_per_step / expected:.3g}× that)")
     said = {"preset": floor.preset, "batch": floor.batch, "prompt_tokens": floor.visible_tokens - 1}
-    differ = [f"{k} {run.settings[k]!r}" for k, v in said.items() if k in run.settings and run.settings[k] != v]
+    differ = [f"{k} {run.settings.value(k)!r}" for k, v in said.items() if run.settings.value(k, v) != v]
     if differ:
         return (f"its settings say {', '.join(differ)}, but its floor is of {floor.preset} at batch "
                 f"{floor.batch} after {floor.visible_tokens - 1} prompt tokens")

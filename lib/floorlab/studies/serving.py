@@ -186,7 +186,7 @@ class GraphSide:
     @classmethod
     def from_run(cls, run: Run) -> "GraphSide":
         rows = [r for r in run.rows if r.measured]
-        return cls(Source(here=False, run=run), run.settings["preset"],
+        return cls(Source(here=False, run=run), run.settings.preset,
                    floors={f.batch: f for f in run.floors},
                    eager={r.batch: r for r in rows if r.path == "eager"},
                    graph={r.batch: r for r in rows if r.path == "graph"},

@@ -45,7 +45,7 @@ class TwoCards:
 
     @property
     def ranks(self) -> int:
-        return int(self.run.settings["ranks"])
+        return int(self.run.settings.ranks)
 
     @property
     def on_gpu(self) -> bool:
@@ -61,7 +61,7 @@ class TwoCards:
     def presets(self) -> list[str]:
         """The shapes measured for one card and for the split, smallest first."""
         found = self.run.find
-        names = [n for n in self.run.settings["presets"] if found(EAGER, n) and found(EAGER, self.split_name(n))]
+        names = [n for n in self.run.settings.presets if found(EAGER, n) and found(EAGER, self.split_name(n))]
         return sorted(names, key=lambda n: self.shape(n).param_count())
 
     def shape(self, preset: str) -> Qwen3Shape:
@@ -181,7 +181,7 @@ def threads_says(tc: TwoCards, preset: str) -> str:
     gained = card.median_ms - split.median_ms
     if not compare(split, card).meaningful or gained <= max(bytes_ms, 0.0) + card.timing.spread_ms:
         return ""
-    threads = tc.run.settings["threads_per_rank"]
+    threads = tc.run.settings.value("threads_per_rank")
     return (f"The split gained {fmt_ms(gained)}, more than the {fmt_ms(max(bytes_ms, 0.0))} its bytes allow at the "
             f"bandwidth each rank got. The rest is the CPU's doing: one card ran as one process of "
             f"{threads * tc.ranks} threads, each rank as a process of {threads}, and a CPU runs those differently, "

@@ -38,7 +38,7 @@ def eager_label(run: Run, prefix: str = "") -> str:
 
 def preset_batch(run: Run) -> tuple[str, int]:
     """(preset, batch) the run was measured at, as its chapter's PRESET and BATCH."""
-    return run.settings["preset"], int(run.settings.get("batch", 1))
+    return run.settings.preset, run.settings.batch or 1
 
 
 # ---- the eager step against its replays, and timelines --------------------------------
@@ -56,7 +56,7 @@ def replay_bars(paths: dict[str, str]):
 def timelines(keys: tuple[str, ...], title: str, **window):
     """A recipe: the run's stored timelines of keys, top to bottom, under title (its {preset} filled in)."""
     def draw(run: Run, *, path=None) -> Figure:
-        return timeline([run.timelines[k] for k in keys], title=title.format(preset=run.settings["preset"]),
+        return timeline([run.timelines[k] for k in keys], title=title.format(preset=run.settings.preset),
                         note=measured_on(run), path=path, **window)
     return draw
 
@@ -90,9 +90,9 @@ def kernels_gemv_sizes(run: Run, *, path=None) -> Figure:
 
 def prefill_roofline(run: Run, *, path=None) -> Figure:
     """prefill cell 12: both prefill sweeps and the eager decode step under the roofline."""
-    preset = run.settings["preset"]
+    preset = run.settings.preset
     shape, floor, peak = get_shape(preset), run.floor(), stored_rate(run).tflops
-    decode_flops = flops_per_token(shape, int(run.settings["decode_context"]))
+    decode_flops = flops_per_token(shape, int(run.settings.value("decode_context")))
     decode_point = (decode_flops / floor.bytes_per_step,
                     achieved_tflops(decode_flops, run.row("eager").median_ms), "")
     series = {"prefill, eager (tokens)": roofline_points(stored_sweep(run, "eager"))}
@@ -107,7 +107,7 @@ def prefill_roofline(run: Run, *, path=None) -> Figure:
 
 def prefill_bars(run: Run, *, path=None) -> Figure:
     """prefill cell 20: decode eager and replayed against every other prefill length, per token."""
-    preset = run.settings["preset"]
+    preset = run.settings.preset
     shape, floor, peak = get_shape(preset), run.floor(), stored_rate(run).tflops
     bars = {eager_label(run, "decode, "): run.row("eager").timing,
             "decode, graph replay": stored_contexts(run)[0].row.timing}
@@ -128,9 +128,9 @@ def prefill_bars(run: Run, *, path=None) -> Figure:
 
 def serving_bars(run: Run, *, path=None) -> Figure:
     """serving cell 16: eager and graph at every bucket, each against its batch's floor."""
-    preset = run.settings["preset"]
+    preset = run.settings.preset
     bars, bar_floors = {}, []
-    for b in run.settings["buckets"]:
+    for b in run.settings.value("buckets"):
         floor_ms = run.floor(preset, b).floor_ms
         bars[f"eager, batch {b}"] = run.row("eager", preset, b).timing
         bars[f"graph, batch {b}"] = run.row("graph", preset, b).timing
@@ -143,7 +143,7 @@ def serving_bars(run: Run, *, path=None) -> Figure:
 
 def stored_sizes_of(run: Run) -> Sizes:
     """The chapter's `mine`, read from its stored run."""
-    return Sizes(run, Source(here=False, run=run), batch=int(run.settings.get("batch", 1)))
+    return Sizes(run, Source(here=False, run=run), batch=run.settings.batch or 1)
 
 
 def bigger_models_bars(run: Run, *, path=None) -> Figure:

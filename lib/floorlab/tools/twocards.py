@@ -184,11 +184,11 @@ def _split_rows(run: Run, floor, entries: list[dict], facts: dict) -> None:
 
 def format_twocards(run: Run) -> str:
     """The run as a short table: bandwidths, then per shape the floors and each path's ms."""
-    ranks = run.settings["ranks"]
+    ranks = run.settings.ranks
     def gbps(found) -> str:
         return ", ".join(f"{Bandwidths.from_dict(b).floor_gbps:.1f}" for b in found) + " GB/s"
 
-    lines = [f"{ranks} ranks over {run.settings['backend']} on {run.device.name}, "
+    lines = [f"{ranks} ranks over {run.settings.backend} on {run.device.name}, "
              f"torch {run.device.torch}",
              f"bandwidth   one card {run.bandwidths.floor_gbps:.1f} GB/s",
              f"            per rank alone {gbps(run.facts['bandwidth_alone'])}",

@@ -41,7 +41,7 @@ def partial_path(path) -> Path:
 
 def finished_presets(run: Run) -> list[str]:
     """The presets a bench run measured to the end: every batch of its settings, every path."""
-    batches = run.settings.get("batches") if isinstance(run.settings, dict) else None
+    batches = run.settings.batches
     whole = len(batches) * len(PATHS) if isinstance(batches, list) and batches else None
     counts = Counter(row.preset for row in run.rows)
     return [name for name, count in counts.items() if whole is not None and count == whole]
@@ -135,7 +135,7 @@ def _resumable(previous: Run, settings: Settings, device_facts: DeviceFacts) -> 
     if not previous.facts.get("partial"):
         raise ValueError("this bench run is complete, so there is nothing to resume; "
                          "run again without resuming, or with another --out")
-    old, new = previous.settings, settings.to_dict()
+    old, new = previous.settings.to_dict(), settings.to_dict()
     differ = sorted(key for key in set(old) | set(new) if old.get(key) != new.get(key))
     if differ:
         said = "; ".join(f"{key}: {old.get(key)!r} there, {new.get(key)!r} here" for key in differ)

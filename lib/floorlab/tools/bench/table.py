@@ -72,7 +72,7 @@ def format_table(run: Run) -> str:
     lines.append("")
     for preset, facts in sorted(run.facts.get("parity", {}).items(), key=lambda item: preset_size(item[0])):
         lines.append(f"parity {preset} (relative L2 vs transformers in float32): {parity.summary(facts)}")
-    if run.settings.get("skip_transformers"):
+    if run.settings.value("skip_transformers"):
         lines.append("parity: not checked (--skip-transformers leaves transformers' model out)")
     limits = run.facts.get("limits", {})
     for preset, facts in sorted(limits.items(), key=lambda item: preset_size(item[0])):
