@@ -576,6 +576,7 @@ def test_layer_kernel_table_times_unsplit_gemvs_again_without_the_pdl_wait(monke
     monkeypatch.setattr(runtime, "pdl_supported", lambda device: True)
     monkeypatch.setattr(layer_rows, "time_attention", lambda *a, **kw: {
         "us": 1.0, "bytes": 10, "gbps": 0.01, "pct_floor_bw": 0.01})
+    monkeypatch.setattr(layer_rows, "empty_launch_us", lambda *a, **kw: None)  # (its own test below)
     split = GemvConfig(rows_per_program=16, block_k=16, split_k=2, dot=True)
     config = default_config(1, max_context=model.max_context, **shape_kwargs(GQA_TIED)).with_gemv("qkv", split)
     rows = {r.kernel: r for r in layer_kernel_rows(model, positions, read_gbps=100.0, warmup=0, repeats=1,
@@ -647,3 +648,33 @@ def test_fused_o_proj_attends_the_whole_context_in_one_split():
         AttentionConfig(splits=2, o_proj_rows=16).check()
     with pytest.raises(ValueError, match="power of two"):
         AttentionConfig(o_proj_rows=24).check()
+
+
+def test_layer_kernel_table_times_each_grid_launched_empty(monkeypatch):
+    """Each row carries its grid launched empty, chained once per layer as the step chains it, with the
+    step's PDL mode; the table shows the column and the launches' sum a layer; stored rows without it
+    read and write back as before."""
+    from floorlab.engine.kernels import format_layer_table, kernel_rows, layer_kernel_rows, layer_rows
+    from floorlab.engine.kernels.layer_rows import launch_grids
+    from floorlab.engine.kernels.matvec import gemv_grid
+
+    model = _model(GQA_TIED, max_batch=8)
+    config = default_config(1, max_context=model.max_context, **shape_kwargs(GQA_TIED))
+    grids = launch_grids(GQA_TIED, 1, config)
+    assert grids["attention"] == (GQA_TIED.num_kv_heads * config.attention.splits, config.attention.num_warps)
+    (blocks, splits), _, _ = gemv_grid(GQA_TIED.intermediate_size, GQA_TIED.hidden_size, config.gate_up)
+    assert grids["gate_up"] == (blocks * splits, config.gate_up.num_warps)  # SwiGLU: the gate's rows
+    asked = []
+    real = layer_rows.empty_launch_us
+    monkeypatch.setattr(layer_rows, "empty_launch_us", lambda *a, **kw: asked.append((a, kw)) or real(*a, **kw))
+    rows = layer_kernel_rows(model, torch.full((1,), 12, device=DEVICE), read_gbps=100.0, warmup=0, repeats=1)
+    assert all(r.empty_us > 0 for r in rows)
+    assert sorted(a for a, _ in asked) == sorted(grids[r.kernel] for r in rows)
+    assert all(kw["links"] == GQA_TIED.num_layers and kw["pdl"] == 0 for _, kw in asked)  # no PDL on a CPU
+    table = format_layer_table(rows, GQA_TIED.num_layers).splitlines()
+    assert table[0].endswith("µs empty") and table[-1].startswith("µs empty: the same grid launched empty")
+    stored = [r.to_dict() for r in rows]
+    assert all("empty_us" in d for d in stored) and kernel_rows(stored) == rows
+    older = [{k: v for k, v in d.items() if k != "empty_us"} for d in stored]
+    assert [r.to_dict() for r in kernel_rows(older)] == older
+    assert "µs empty" not in format_layer_table(older, GQA_TIED.num_layers)

@@ -10,11 +10,12 @@ import torch
 from floorlab.core.prose import sig
 from floorlab.core.roofline import achieved_gbps
 
-from .config import GEMV_NAMES, default_config, shape_kwargs
-from .timing import time_attention, time_per_call_ms
+from .config import GEMV_NAMES, default_config, gemv_shapes, shape_kwargs
+from .timing import empty_launch_us, time_attention, time_per_call_ms
 
 LAYER_GEMVS = GEMV_NAMES[:4]  # the GEMVs each layer runs; the LM head runs once per step
 NO_WAIT_KEYS = ("us_no_wait", "pct_read_no_wait")
+EMPTY_KEY = "empty_us"  # stored only where timed: runs before it read the same
 STORED_KEYS = ("kernel", "us", "bytes", "gbps", "pct_read", "beyond_us", "config")
 
 
@@ -31,6 +32,7 @@ class KernelRow:
     config: dict  # the launch config, as GemvConfig.to_dict() or AttentionConfig.to_dict()
     us_no_wait: float | None = None  # the same launches without the PDL wait (wrong results); None: not timed
     pct_read_no_wait: float | None = None
+    empty_us: float | None = None  # the same grid launched empty, chained as the step chains it: the boundary
 
     @classmethod
     def from_dict(cls, data: dict) -> "KernelRow":
@@ -41,7 +43,8 @@ class KernelRow:
         if missing:
             raise ValueError(f"a per-kernel row needs {', '.join(missing)}, got {data!r}; pass rows written by "
                              "floorlab.engine.kernels.layer_kernel_rows (or KernelRow.to_dict)")
-        return cls(**{key: data[key] for key in STORED_KEYS}, **{key: data.get(key) for key in NO_WAIT_KEYS})
+        return cls(**{key: data[key] for key in STORED_KEYS},
+                   **{key: data.get(key) for key in (*NO_WAIT_KEYS, EMPTY_KEY)})
 
     def to_dict(self) -> dict:
         """The row as runs store it: the no-wait keys on the layer's GEMVs alone (None where not timed)."""
@@ -49,6 +52,8 @@ class KernelRow:
         if self.kernel not in LAYER_GEMVS:
             for key in NO_WAIT_KEYS:
                 data.pop(key)
+        if self.empty_us is None:
+            data.pop(EMPTY_KEY)
         return data
 
 
@@ -112,22 +117,39 @@ def layer_kernel_rows(model, positions: torch.Tensor, *, read_gbps: float, warmu
     head_us = us([lambda: launch_gemv(x, head, outs["lm_head"], config=config.lm_head, norm_weight=model.final_norm,
                                       eps=s.rms_norm_eps, pdl=mode, counts=counts)])
     rows.append(_kernel_row("lm_head", head_us, head.numel() * head.element_size(), config.lm_head, read_gbps))
-    return rows
+    grids = launch_grids(s, batch, config)
+    return [replace(r, empty_us=empty_launch_us(*grids[r.kernel], links=len(model.layers), device=device, pdl=mode,
+                                                warmup=warmup, repeats=repeats)) for r in rows]
+
+
+def launch_grids(shape, batch: int, config) -> dict[str, tuple[int, int]]:
+    """{kernel: (programs, warps)} of each kernel of the step under config (a split GEMV's first launch)."""
+    from .matvec import gemv_grid
+
+    grids = {}
+    for name, (n_rows, k_size) in gemv_shapes(shape).items():
+        part = getattr(config, name)
+        (blocks, splits), _, _ = gemv_grid(n_rows // 2 if name == "gate_up" else n_rows, k_size, part)
+        grids[name] = (blocks * splits, part.num_warps)
+    grids["attention"] = (batch * shape.num_kv_heads * config.attention.splits, config.attention.num_warps)
+    return grids
 
 
 def format_layer_table(rows, num_layers: int) -> str:
     """The per-kernel table as text (rows: KernelRows or stored dicts), with one layer's sum and the LM head."""
     rows = kernel_rows(rows)
     waits = any(r.pct_read_no_wait is not None for r in rows)
+    empty = all(r.empty_us is not None for r in rows)
 
     def no_wait(row: KernelRow) -> str:  # a column only where some GEMV was timed without its wait
         pct = row.pct_read_no_wait
         return "" if not waits else f" {sig(pct):>9}" if pct is not None else f" {'-':>9}"
 
     lines = [f"{'kernel':9} {'µs':>8} {'MB':>7} {'GB/s':>6} {'% read':>6} {'µs beyond bytes':>15}"
-             + (f" {'% no wait':>9}" if waits else "")]
+             + (f" {'% no wait':>9}" if waits else "") + (f" {'µs empty':>8}" if empty else "")]
     lines += [f"{r.kernel:9} {sig(r.us):>8} {sig(r.bytes / 1e6):>7} {sig(r.gbps):>6} "
-              f"{sig(r.pct_read):>6} {sig(r.beyond_us):>15}{no_wait(r)}" for r in rows]
+              f"{sig(r.pct_read):>6} {sig(r.beyond_us):>15}{no_wait(r)}"
+              + (f" {sig(r.empty_us):>8}" if empty else "") for r in rows]
     layer = [r for r in rows if r.kernel != "lm_head"]
     worst = max(layer, key=lambda r: r.beyond_us)
     lines.append(f"one layer: {sig(sum(r.us for r in layer))} µs, {sig(sum(r.beyond_us for r in layer))} "
@@ -135,4 +157,7 @@ def format_layer_table(rows, num_layers: int) -> str:
     lines.append(f"the most beyond its bytes: {worst.kernel} ({sig(worst.beyond_us)} µs)")
     if waits:
         lines.append("% no wait: launched without the PDL wait (wrong results; what the wait costs)")
+    if empty:
+        lines.append(f"µs empty: the same grid launched empty, one launch waiting for the other: "
+                     f"{sig(sum(r.empty_us for r in layer))} µs a layer for the launches alone")
     return "\n".join(lines)

@@ -247,6 +247,14 @@ def _splitk_reduce_kernel(part_ptr, sq_ptr, res_ptr, out_ptr, N, K, stride_ps, s
     tl.store(out_ptr + b * stride_ob + n, acc.to(out_ptr.dtype.element_ty), mask=ok)
 
 
+def gemv_grid(n_rows: int, k_size: int, config) -> tuple[tuple[int, int], int, int]:
+    """((row blocks, K splits), block_k, k_per_split): how a GEMV of n_rows output rows over k_size columns
+    launches under config."""
+    block_k = max(16 if config.dot else 1, min(config.block_k, triton.next_power_of_2(k_size)))
+    k_per_split = triton.cdiv(triton.cdiv(k_size, config.split_k), block_k) * block_k
+    return (triton.cdiv(n_rows, config.rows_per_program), triton.cdiv(k_size, k_per_split)), block_k, k_per_split
+
+
 def gemv_counts(programs: int, device) -> torch.Tensor:
     """The zeroed int32 counters a fused_reduce GEMV needs, one per row block; each GEMV leaves them zeroed."""
     return counters(programs, device)
@@ -260,13 +268,11 @@ def launch_gemv(x: torch.Tensor, weight: torch.Tensor, out: torch.Tensor, *, con
     with norm_weight, plus residual, or SwiGLU'd; counts: gemv_counts for fused_reduce (None: fresh)."""
     batch, k_size = x.shape
     n_rows = weight.shape[0] // 2 if swiglu else weight.shape[0]
-    block_k = max(16 if config.dot else 1, min(config.block_k, triton.next_power_of_2(k_size)))
-    k_per_split = triton.cdiv(triton.cdiv(k_size, config.split_k), block_k) * block_k
-    splits = triton.cdiv(k_size, k_per_split)
+    grid, block_k, k_per_split = gemv_grid(n_rows, k_size, config)
+    splits = grid[1]
     if splits > 1 and swiglu and not config.fused_reduce:
         raise ValueError("split_k > 1 for the SwiGLU GEMV needs fused_reduce=True: silu needs each row's "
                          "whole sum, which only the last split to finish has")
-    grid = (triton.cdiv(n_rows, config.rows_per_program), splits)
     # the batch pads to the tensor-core tile's side: 16 rows of mma.sync's M, or 8 of warpgroup MMA's N
     block_b = max(8 if config.swap_ab else 16 if config.dot else 1, triton.next_power_of_2(batch))
     has_norm = norm_weight is not None

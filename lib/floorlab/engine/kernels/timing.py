@@ -3,7 +3,7 @@ distinct weights (no weight in L2), each time passing the floor test (check_time
 from __future__ import annotations
 
 import gc
-from functools import lru_cache
+from functools import lru_cache, partial
 from pathlib import Path
 
 import torch
@@ -67,6 +67,21 @@ def time_per_call_ms(calls, device, warmup: int, repeats: int) -> float:
         graph, _ = capture_graph(all_calls, warmup=1)
         fn = graph.replay
     return time_ms(fn, warmup=warmup, repeats=repeats, device=device).median_ms / len(calls)
+
+
+EMPTY_BLOCK = 1024  # values each empty launch reads from the one before it, as a GEMV reads x
+
+
+def empty_launch_us(programs: int, num_warps: int, *, links: int, device, pdl: int, warmup: int,
+                    repeats: int) -> float:
+    """µs per launch of `links` empty launches of `programs` programs, each waiting for the one before
+    and reading what it wrote, replayed as one CUDA graph with the step's PDL mode: a boundary alone."""
+    from .boundary import launch_empty
+
+    buffers = [torch.zeros(EMPTY_BLOCK, device=device) for _ in range(2)]
+    calls = [partial(launch_empty, buffers[i % 2], buffers[(i + 1) % 2], programs, num_warps, pdl)
+             for i in range(links)]
+    return 1e3 * time_per_call_ms(calls, device, warmup, repeats)
 
 
 def free_memory() -> None:

@@ -74,9 +74,12 @@ def layer_cause(kernels: list, num_layers: int) -> str:
     layer = [k for k in kernel_rows(kernels) if k.kernel != "lm_head"]
     worst = sorted(layer, key=lambda k: -k.beyond_us)[:2]
     beyond = sum(k.beyond_us for k in layer)
+    empty = "" if any(k.empty_us is None for k in layer) else (
+        f"; their {len(layer)} launches, made empty with the same grids, take "
+        f"{sum(k.empty_us for k in layer):.1f} µs a layer alone")
     return (f"its kernels of one layer take {sum(k.us for k in layer):.1f} µs, {beyond:.1f} beyond their "
             f"bytes ({num_layers * beyond / 1e3:.3f} ms over {num_layers} layers), most in "
-            + " and ".join(f"{k.kernel} ({k.beyond_us:.1f} µs)" for k in worst))
+            + " and ".join(f"{k.kernel} ({k.beyond_us:.1f} µs)" for k in worst) + empty)
 
 
 def batch_cause(limits: dict | None, batch: int) -> str:
