@@ -18,6 +18,7 @@ from floorlab.core import paths
 from floorlab.core.device import describe_device
 from floorlab.core.files import load_json, save_json
 from floorlab.core.runs import Run
+from floorlab.core.settings import RunSettings
 from floorlab.core.shapes import Qwen3Shape
 from floorlab.tools import card
 from floorlab.tools.bench import cli as bench_cli
@@ -195,7 +196,8 @@ def test_a_partial_with_nothing_finished_resumes_without_comparing_bandwidths(tm
     out = tmp_path / "bench.json"
     settings = dict(repeats=1, warmup=0, device="cpu", skip_transformers=True, skip_fused=True)
     empty = Run.load(Path(paths.REFERENCE_DIR) / "h200-bench.json")  # an H200's bandwidth, far from a CPU's
-    empty.settings, empty.device = make_settings([TINY], [1], 8, **settings).to_dict(), describe_device("cpu")
+    empty.settings = RunSettings.from_dict(make_settings([TINY], [1], 8, **settings).to_dict())
+    empty.device = describe_device("cpu")
     empty.rows, empty.floors, empty.facts = [], [], {"partial": True, "error": "KeyboardInterrupt"}
     run = run_bench([TINY], [1], 8, save_to=out, resume_from=empty, progress=False, **settings)
     assert run.facts["partial"] is False and "resumed" not in run.facts
