@@ -18,7 +18,8 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from floorlab.core.runs import Run, other_host_dirs, reference_run
+from floorlab.core.reference import other_host_dirs, reference_run
+from floorlab.core.runs import Run
 from floorlab.core.timing import Timing
 
 RUNS = Path(__file__).resolve().parent / "runs"

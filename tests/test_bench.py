@@ -233,6 +233,21 @@ def test_kernel_targets_name_the_kernel_that_holds_the_step():
     with_empty = {t["target"]: t for t in evaluate_targets(rows, limits)}
     assert ("their 5 launches, made empty with the same grids, take 5.4 µs a layer alone"
             in with_empty["qwen3-0.6b b1: triton graph <= 1.5x the floor"]["note"])
+    # with a barrier timed inside one launch: the same five dependencies there, a sentence for each way
+    # they fall against the 5.4 µs of launches, the band deciding
+    for (p10, us, p90), says in (((0.5, 0.6, 0.7), "a persistent step could win back up to 2.4 µs a layer"),
+                                 ((1.0, 1.1, 1.2), "only fewer dependent steps a layer"),
+                                 ((1.2, 1.3, 1.4), "one persistent launch would not win the boundaries back")):
+        limits["qwen3-0.6b"]["grid_barrier"] = {"us": us, "p10_us": p10, "p90_us": p90, "programs": 132,
+                                                "rounds": 140}
+        note = {t["target"]: t for t in evaluate_targets(rows, limits)}[
+            "qwen3-0.6b b1: triton graph <= 1.5x the floor"]["note"]
+        assert f"a barrier across its 132 programs takes {us:.2f} µs, {5 * us:.1f} µs for 5 a layer" in note
+        assert says in note, note
+    limits["qwen3-0.6b"]["grid_barrier"] = {"error": "RuntimeError: no GPU"}  # not timed: no clause
+    assert "barrier" not in {t["target"]: t for t in evaluate_targets(rows, limits)}[
+        "qwen3-0.6b b1: triton graph <= 1.5x the floor"]["note"]
+    del limits["qwen3-0.6b"]["grid_barrier"]
     limits["qwen3-0.6b"]["triton_kernels"] = kernels
     batch = targets["qwen3-0.6b: triton graph at batch 8 <= 1.15x its batch-1 time"]
     assert batch["passed"] is False and batch["value"] == pytest.approx(1.6 / 0.7)
@@ -268,7 +283,7 @@ def test_format_table_explains_every_fail_line(cpu_run):
 def test_format_table_lists_presets_small_to_large_whatever_order_they_ran_in(first_host_runs):
     """A run may measure its largest model first (a resumed run puts the slowest compile last);
     the table still reads from the smallest model up, each preset's rows in their own order."""
-    from floorlab.core.runs import reference_run
+    from floorlab.core.reference import reference_run
 
     run = reference_run("h200-bench")
     assert run.settings.presets[0] == "qwen3-8b"  # the stored run measured 8B first
@@ -287,7 +302,7 @@ def test_format_summary_keeps_every_preset_inside_the_page_column(first_host_run
     they go to even blocks, each line inside the column, every measured cell still shown once, and
     paths with nothing in a block left out of it."""
     from floorlab.core.prose import COLUMN
-    from floorlab.core.runs import reference_run
+    from floorlab.core.reference import reference_run
     from floorlab.tools.bench import format_summary
 
     run = reference_run("h200-bench")

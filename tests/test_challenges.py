@@ -338,7 +338,7 @@ def test_a_profiled_step_shorter_than_the_timed_one_is_said_so():
 # The bench's stored run beside the chapter's, and how much eager moves between stored runs.
 
 def test_the_stored_runs_say_how_far_apart_they_are():
-    from floorlab.core.runs import reference_run
+    from floorlab.core.reference import reference_run
     from floorlab.core.timing import compare
     from floorlab.studies import fast_card
 

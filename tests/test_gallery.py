@@ -11,8 +11,9 @@ from matplotlib.container import BarContainer
 from floorlab.core.bandwidth import Bandwidth, Bandwidths
 from floorlab.core.launches import LaunchCount
 from floorlab.core.prose import sig
+from floorlab.core.reference import reference_run
 from floorlab.core.roofline import BelowFloorWarning, decode_floor
-from floorlab.core.runs import Row, Run, measured_row, reference_run
+from floorlab.core.runs import Row, Run, measured_row
 from floorlab.core.shapes import get_shape
 from floorlab.core.timelines import Interval, Timeline
 from floorlab.core.timing import Timing

@@ -6,8 +6,9 @@ import pytest
 from floorlab.core import host as hostmod
 from floorlab.core.host import Host, compare_dispatch, gap_per_launch
 from floorlab.core.prose import fmt_times
+from floorlab.core.reference import other_host_dirs, reference_run
 from floorlab.core.roofline import diagnose_gap, gap_verdict
-from floorlab.core.runs import Run, other_host_dirs, reference_run, run_stamp
+from floorlab.core.runs import Run, run_stamp
 from floorlab.core.timing import Timing
 from floorlab.studies import below_the_floor_hosts
 

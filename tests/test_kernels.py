@@ -650,6 +650,24 @@ def test_fused_o_proj_attends_the_whole_context_in_one_split():
         AttentionConfig(o_proj_rows=24).check()
 
 
+def test_grid_barrier_counts_every_program_each_round_and_refuses_a_grid_the_interpreter_cannot_finish():
+    """A launch of barriers counts programs x rounds arrivals; timed, a barrier costs what a launch of many
+    takes beyond a launch of one, over the rounds between. In the interpreter only one program can finish."""
+    from floorlab.engine.kernels import grid_barrier_us
+    from floorlab.engine.kernels.boundary import grid_barriers
+    from floorlab.engine.kernels.runtime import interpreting
+
+    counter = torch.full((1,), 99, dtype=torch.int32, device=DEVICE)
+    programs = 1 if interpreting() else torch.cuda.get_device_properties(0).multi_processor_count
+    assert int(grid_barriers(counter, 5, programs, 4)) == 5 * programs  # zeroed first
+    timed = grid_barrier_us(programs, 4, rounds=4, device=DEVICE, warmup=0, repeats=2)
+    assert set(timed) == {"us", "p10_us", "p90_us", "programs", "rounds"}
+    assert timed["programs"] == programs and timed["rounds"] == 4 and timed["p10_us"] <= timed["p90_us"]
+    if interpreting():
+        with pytest.raises(ValueError, match="pass programs=1"):
+            grid_barriers(counter, 1, 2, 4)
+
+
 def test_layer_kernel_table_times_each_grid_launched_empty(monkeypatch):
     """Each row carries its grid launched empty, chained once per layer as the step chains it, with the
     step's PDL mode; the table shows the column and the launches' sum a layer; stored rows without it

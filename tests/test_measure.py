@@ -9,7 +9,8 @@ import sys
 import pytest
 import torch
 
-from floorlab.core.runs import Run, reference_run
+from floorlab.core.reference import reference_run
+from floorlab.core.runs import Run
 from floorlab.core.shapes import Qwen3Shape
 from floorlab.tools import card
 from floorlab.tools.bench.engine import NO_GRAPHS

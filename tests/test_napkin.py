@@ -16,8 +16,8 @@ import pytest
 
 from floorlab.core import paths
 from floorlab.core.prose import fmt_ms, fmt_times
+from floorlab.core.reference import reference_run
 from floorlab.core.roofline import decode_floor, predicted_ms
-from floorlab.core.runs import reference_run
 from floorlab.core.shapes import PRESETS, Qwen3Shape
 from floorlab.tools import napkin
 

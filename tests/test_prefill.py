@@ -323,7 +323,7 @@ def test_a_line_through_points_gives_its_intercept_slope_and_worst_miss():
 
 
 def test_the_stored_contexts_lie_on_a_line_that_reads_the_cache_far_below_the_bandwidth(first_host_runs):
-    from floorlab.core.runs import stored_run
+    from floorlab.core.reference import stored_run
     from floorlab.studies.prefill import REFERENCE
     from floorlab.studies.prefill_readings import context_cost
 
@@ -340,7 +340,7 @@ def test_the_stored_contexts_lie_on_a_line_that_reads_the_cache_far_below_the_ba
 
 def test_attention_is_what_parts_the_two_ratios_of_the_stored_knees(first_host_runs):
     from floorlab.core.intensity import attention_share, matmul_only_tokens
-    from floorlab.core.runs import stored_run
+    from floorlab.core.reference import stored_run
     from floorlab.studies.prefill import REFERENCE, stored_rate
 
     run = stored_run(REFERENCE)

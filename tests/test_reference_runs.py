@@ -2,8 +2,8 @@
 checks that judge the reference data correctly, and timelines drawn in the steady state."""
 import pytest
 
+from floorlab.core.reference import reference_run
 from floorlab.core.roofline import decode_floor, gap_verdict, per_launch_us, what_if_ms
-from floorlab.core.runs import reference_run
 from floorlab.core.shapes import get_shape
 from floorlab.studies import below_the_floor
 
@@ -225,36 +225,37 @@ def _second_host(folder, name="h200-below-the-floor", **device):
 
 def test_a_reference_folder_takes_the_place_of_the_packages_runs_and_the_package_fills_the_rest(
         tmp_path, monkeypatch):
-    from floorlab.core import runs
+    from floorlab.core import reference
     from floorlab.studies import fast_card
 
     _second_host(tmp_path, name="h200-below-the-floor", name_note="second host")
     _second_host(tmp_path, name="h200-serving")
     (tmp_path / "h200-serving.json").rename(tmp_path / "h200-host2-serving.json")
     monkeypatch.setenv("FLOORLAB_REFERENCE_DIR", str(tmp_path))
-    assert runs.reference_dirs()[0] == tmp_path
-    assert runs.reference_run("h200-below-the-floor").label.endswith("2030-01-02")
-    assert runs.reference_run("h200-below-the-floor").device.extra["name_note"] == "second host"
-    assert runs.reference_run("h200-bench").label != "" and runs.reference_path("h200-bench").parent != tmp_path
+    assert reference.reference_dirs()[0] == tmp_path
+    assert reference.reference_run("h200-below-the-floor").label.endswith("2030-01-02")
+    assert reference.reference_run("h200-below-the-floor").device.extra["name_note"] == "second host"
+    assert reference.reference_run("h200-bench").label != ""
+    assert reference.reference_path("h200-bench").parent != tmp_path
     assert "h200-host2-serving" in fast_card.stored_runs() and "h200-bench" in fast_card.stored_runs()
-    assert runs.reference_json("h200-kernel-sweep")["device"]
+    assert reference.reference_json("h200-kernel-sweep")["device"]
     monkeypatch.delenv("FLOORLAB_REFERENCE_DIR")
-    assert not runs.reference_run("h200-below-the-floor").label.endswith("2030-01-02")
+    assert not reference.reference_run("h200-below-the-floor").label.endswith("2030-01-02")
 
 
 def test_a_figure_comes_from_the_folder_of_the_run_it_was_drawn_from(tmp_path, monkeypatch):
-    from floorlab.core import paths, runs
+    from floorlab.core import paths, reference
     from floorlab.tools.redraw import redraw
 
     _second_host(tmp_path)
     monkeypatch.setenv("FLOORLAB_REFERENCE_DIR", str(tmp_path))
     name = "h200-below-the-floor-stacked-bar"
     with pytest.raises(FileNotFoundError, match="redraw"):  # never the package's figure of another run
-        runs.reference_figure(name)
-    assert runs.reference_figure(name, missing_ok=True) is None
+        reference.reference_figure(name)
+    assert reference.reference_figure(name, missing_ok=True) is None
     [drawn] = redraw([name])
-    assert drawn == tmp_path / "figures" / f"{name}.png" and runs.reference_figure(name) == drawn
-    other = runs.reference_figure("h200-serving-timeline")  # its run is the package's
+    assert drawn == tmp_path / "figures" / f"{name}.png" and reference.reference_figure(name) == drawn
+    other = reference.reference_figure("h200-serving-timeline")  # its run is the package's
     assert other == paths.REFERENCE_FIGURES_DIR / "h200-serving-timeline.png"
 
 
@@ -264,23 +265,23 @@ def test_a_figure_comes_from_the_folder_of_the_run_it_was_drawn_from(tmp_path, m
     (lambda tmp: tmp, PermissionError),
 ])
 def test_a_reference_folder_that_is_no_readable_folder_is_said_in_one_line(tmp_path, monkeypatch, make, error):
-    from floorlab.core import runs
+    from floorlab.core import reference
 
     named = make(tmp_path)
     monkeypatch.setenv("FLOORLAB_REFERENCE_DIR", str(named))
     if error is PermissionError:  # as root every folder is readable, so the check is made to refuse
-        monkeypatch.setattr(runs.os, "access", lambda path, mode: False)
-    for read in (lambda: runs.reference_run("h200-bench"), lambda: runs.reference_run("x", missing_ok=True),
-                 lambda: runs.reference_figure("h200-serving-timeline")):
+        monkeypatch.setattr(reference.os, "access", lambda path, mode: False)
+    for read in (lambda: reference.reference_run("h200-bench"), lambda: reference.reference_run("x", missing_ok=True),
+                 lambda: reference.reference_figure("h200-serving-timeline")):
         with pytest.raises(error) as err:
             read()
         message = str(err.value)
         assert "FLOORLAB_REFERENCE_DIR" in message and str(named) in message and "\n" not in message
     monkeypatch.setenv("FLOORLAB_REFERENCE_DIR", " ")
-    assert runs.chosen_reference_dir() is None
+    assert reference.chosen_reference_dir() is None
 
 
-def test_only_the_runs_module_decides_where_stored_runs_are_read_from():
+def test_only_the_reference_module_decides_where_stored_runs_are_read_from():
     import re
     from pathlib import Path
 
@@ -289,5 +290,5 @@ def test_only_the_runs_module_decides_where_stored_runs_are_read_from():
     package = Path(floorlab.__file__).parent
     direct = re.compile(r"(?<!FLOORLAB_)REFERENCE_(FIGURES_)?DIR")  # paths.REFERENCE_DIR, not the variable
     readers = [p.relative_to(package).as_posix() for p in package.rglob("*.py")
-               if direct.search(p.read_text()) and p.name not in ("runs.py", "paths.py")]
-    assert readers == [], f"these read the package's reference/ themselves; use floorlab.core.runs: {readers}"
+               if direct.search(p.read_text()) and p.name not in ("reference.py", "paths.py")]
+    assert readers == [], f"these read the package's reference/ themselves; use floorlab.core.reference: {readers}"

@@ -9,7 +9,8 @@ import pytest
 
 from floorlab.core import paths
 from floorlab.core.files import load_json, save_json
-from floorlab.core.runs import reference_figure, reference_run, run_stamp
+from floorlab.core.reference import reference_figure, reference_run
+from floorlab.core.runs import run_stamp
 
 
 @dataclass

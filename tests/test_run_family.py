@@ -15,7 +15,8 @@ import json
 import pytest
 
 from floorlab.core.plan import CardFacts, plan_for
-from floorlab.core.runs import Run, reference_run
+from floorlab.core.reference import reference_run
+from floorlab.core.runs import Run
 from floorlab.core.shapes import get_shape
 from floorlab.core.timing import Band, compare, recorded_verdicts
 from floorlab.engine.measure import Replay, Source

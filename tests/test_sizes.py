@@ -225,7 +225,7 @@ def test_a_size_too_big_for_the_gpu_is_skipped_without_allocating():
 
 
 def test_the_stored_bench_prints_chosen_paths_without_its_targets():
-    from floorlab.core.runs import reference_run
+    from floorlab.core.reference import reference_run
     from floorlab.tools.bench import format_summary
 
     text = format_summary(reference_run("h200-bench"), paths=("fused graph", "triton graph"),
@@ -237,8 +237,8 @@ def test_the_stored_bench_prints_chosen_paths_without_its_targets():
 
 def test_a_stored_sizes_run_keeps_the_floor_policy_and_its_graphs():
     """Runs once the H200 run of the chapter is stored (lib/floorlab/reference/<REFERENCE>.json)."""
+    from floorlab.core.reference import reference_run
     from floorlab.core.roofline import decode_floor
-    from floorlab.core.runs import reference_run
 
     try:
         run = reference_run(sizes.REFERENCE)
@@ -292,7 +292,7 @@ def test_the_stored_eager_steps_cannot_be_told_apart_but_the_replays_can(stored_
 
 
 def test_the_bench_saw_the_same_engine_at_0_8_of_its_small_eager_step(first_host_runs):
-    from floorlab.core.runs import reference_run
+    from floorlab.core.reference import reference_run
     from floorlab.core.timing import compare
 
     bench = reference_run("h200-bench")

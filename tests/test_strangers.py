@@ -8,7 +8,7 @@ import threading
 import pytest
 
 from floorlab.core.files import UnreadableFile, read_regular, save_json
-from floorlab.core.runs import reference_run
+from floorlab.core.reference import reference_run
 from floorlab.studies import gallery_cards
 from test_gallery import card_run, load
 

@@ -23,7 +23,7 @@ CHECK = """
 import pathlib, sys
 import floorlab
 from floorlab.core import paths
-from floorlab.core.runs import reference_figure, reference_run
+from floorlab.core.reference import reference_figure, reference_run
 site = pathlib.Path(sys.argv[1]).resolve()
 assert pathlib.Path(floorlab.__file__).resolve().is_relative_to(site), floorlab.__file__
 assert reference_run('h200-below-the-floor').kind == 'chapter:below-the-floor'

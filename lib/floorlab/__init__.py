@@ -19,7 +19,8 @@ from floorlab.core.paths import FIGURES_DIR  # noqa: E402
 from floorlab.core.plan import card_plan  # noqa: E402
 from floorlab.core.prose import fmt_gbps, fmt_ms, prose, show_source, wrap  # noqa: E402
 from floorlab.core.roofline import decode_floor, floor_ms  # noqa: E402
-from floorlab.core.runs import Run, reference_figure, reference_run, run_stamp  # noqa: E402
+from floorlab.core.reference import reference_figure, reference_run  # noqa: E402
+from floorlab.core.runs import Run, run_stamp  # noqa: E402
 from floorlab.core.shapes import get_shape  # noqa: E402
 from floorlab.engine.measure import graph_replay, measure_path, profile_path  # noqa: E402
 from floorlab.engine.model import build_model, prefill_random  # noqa: E402

@@ -614,7 +614,8 @@ def environment(work: Path) -> list[Case]:
 def files(work: Path) -> list[Case]:
     from floorlab.core import files as core_files
     from floorlab.core.files import save_json
-    from floorlab.core.runs import Run, reference_run
+    from floorlab.core.reference import reference_run
+    from floorlab.core.runs import Run
     from floorlab.tools import card
     from floorlab.tools.bench import cli as bench_cli
     from floorlab.tools.bench.run import partial_path

@@ -12,7 +12,7 @@ import torch
 from floorlab.core.device import describe_device, resolve_device
 from floorlab.core.files import load_json
 from floorlab.core.prose import sig
-from floorlab.core.runs import reference_path
+from floorlab.core.reference import reference_path
 
 BF16_MIN_CAPABILITY = (8, 0)  # native bf16 arithmetic: Ampere and later
 PDL_MIN_CAPABILITY = (9, 0)  # programmatic dependent launch: Hopper and later

@@ -9,8 +9,9 @@ import torch
 
 from floorlab.core.numbers import function, instance, text
 from floorlab.core.prose import fmt_ms, fmt_times, wrap
+from floorlab.core.reference import reference_run
 from floorlab.core.roofline import Floor
-from floorlab.core.runs import Row, Run, measured_row, reference_run
+from floorlab.core.runs import Row, Run, measured_row
 from floorlab.core.timelines import Timeline, steady_timeline
 from floorlab.core.timing import compare, time_with_issue
 from floorlab.engine.buckets import DEFAULT_BUCKETS

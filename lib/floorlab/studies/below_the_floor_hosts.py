@@ -5,7 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from floorlab.core.prose import fmt_ms, fmt_times
-from floorlab.core.runs import Row, Run, every_stored_run
+from floorlab.core.reference import every_stored_run
+from floorlab.core.runs import Row, Run
 from floorlab.core.timing import compare
 
 EAGER_PATHS = ("eager", "plain eager")  # the book's engine, eager: a chapter's name, the bench's

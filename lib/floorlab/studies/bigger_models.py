@@ -13,8 +13,9 @@ from floorlab.core.device import describe_device, resolve_device
 from floorlab.core.memory import check_fits
 from floorlab.core.progress import progress_bar
 from floorlab.core.prose import fmt_ms, sig
+from floorlab.core.reference import reference_run
 from floorlab.core.roofline import Floor
-from floorlab.core.runs import Row, Run, reference_run, row_key, run_stamp
+from floorlab.core.runs import Row, Run, row_key, run_stamp
 from floorlab.core.shapes import get_shape
 from floorlab.core.timelines import Timeline
 from floorlab.core.timing import Band, band_of, ratio_band

@@ -6,8 +6,9 @@ from dataclasses import dataclass
 
 from floorlab.core.checks import plausible_wrongs
 from floorlab.core.prose import fmt_ms, fmt_times, sig
+from floorlab.core.reference import every_stored_run, reference_dirs
 from floorlab.core.roofline import bytes_per_step, crossover_gbps, floor_ms, kernels_per_layer_budget, predicted_ms
-from floorlab.core.runs import Run, every_stored_run, reference_dirs
+from floorlab.core.runs import Run
 from floorlab.core.timing import Band, Timing, compare
 from floorlab.studies.below_the_floor import whole_table_bytes
 from floorlab.studies.below_the_floor_hosts import EAGER_PATHS, GRAPH_PATHS, first_row  # noqa: F401 (the chapter's names)

@@ -9,8 +9,9 @@ from html import escape
 
 from floorlab.core.checks import NOT_ATTEMPTED, checked, read_number, refusal
 from floorlab.core.prose import COLUMN, fmt_gbps, fmt_ms, fmt_times, sig
+from floorlab.core.reference import reference_run
 from floorlab.core.roofline import BYTES_PER_GB, Floor, floor_ms, is_below_floor, overhead_us_per_kernel, predicted_ms
-from floorlab.core.runs import Row, Run, reference_run
+from floorlab.core.runs import Row, Run
 from floorlab.core.timing import Band, Comparison, compare, ratio_band, tally
 from floorlab.studies.gallery_cards import GRAPH, STORED, Card
 from floorlab.studies.gallery_folder import count_words

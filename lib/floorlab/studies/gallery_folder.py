@@ -8,7 +8,7 @@ from pathlib import Path
 from floorlab.core import paths
 from floorlab.core.numbers import a_path
 from floorlab.core.prose import wrap
-from floorlab.core.runs import reference_run
+from floorlab.core.reference import reference_run
 from floorlab.studies.gallery_cards import GALLERY_DIR, STORED, Card, NotACard, cannot_read, card_from_run, read_card
 
 OWN_RUNS = "measure-*/run.json"  # where `python -m floorlab measure` writes the reader's runs

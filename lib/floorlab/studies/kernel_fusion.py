@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from floorlab.core.runs import reference_json
+from floorlab.core.reference import reference_json
 from floorlab.core.stamp import Stamp
 
 TWO_KERNELS = "two kernels"

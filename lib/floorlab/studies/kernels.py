@@ -9,7 +9,7 @@ import torch
 from floorlab.core.device import DeviceFacts
 from floorlab.core.numbers import positive_number, whole_number
 from floorlab.core.prose import sig
-from floorlab.core.runs import reference_json
+from floorlab.core.reference import reference_json
 from floorlab.core.shapes import Qwen3Shape
 from floorlab.engine.fused import relative_error
 from floorlab.engine.kernels import (

@@ -10,8 +10,9 @@ import torch
 
 from floorlab.core.device import DeviceFacts
 from floorlab.core.prose import fmt_ms, fmt_times, sig
+from floorlab.core.reference import reference_run
 from floorlab.core.roofline import Floor
-from floorlab.core.runs import Row, Run, reference_run
+from floorlab.core.runs import Row, Run
 from floorlab.core.shapes import Qwen3Shape
 from floorlab.core.stamp import Stamp
 from floorlab.core.timelines import Timeline

@@ -7,8 +7,9 @@ from dataclasses import dataclass
 
 from floorlab.core.bandwidth import Bandwidths
 from floorlab.core.prose import fmt_gbps, fmt_ms, fmt_times, sig
+from floorlab.core.reference import reference_run
 from floorlab.core.roofline import BYTES_PER_GB, Floor, bytes_per_step, floor_ms
-from floorlab.core.runs import Row, Run, reference_run, row_key
+from floorlab.core.runs import Row, Run, row_key
 from floorlab.core.shapes import PRESETS, Qwen3Shape
 from floorlab.core.timelines import Timeline
 from floorlab.core.timing import Timing, compare

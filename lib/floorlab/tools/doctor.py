@@ -11,7 +11,7 @@ from importlib import metadata
 from floorlab.core import memory, paths
 from floorlab.core.plan import CardPlan, card_plan, real_cards_note, stored_cards
 from floorlab.core.prose import sig
-from floorlab.core.runs import reference_run
+from floorlab.core.reference import reference_run
 from floorlab.core.shapes import PRESETS
 
 BOOK_PRESET = "qwen3-0.6b"  # the chapters' model: too little memory for it blocks the book

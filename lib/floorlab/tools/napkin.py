@@ -8,8 +8,9 @@ from pathlib import Path
 
 from floorlab.core import paths
 from floorlab.core.prose import fmt_ms
+from floorlab.core.reference import reference_run
 from floorlab.core.roofline import floor_ms, gap_ms, overhead_us_per_kernel, per_launch_us
-from floorlab.core.runs import Run, reference_run
+from floorlab.core.runs import Run
 from floorlab.core.shapes import PRESETS, Qwen3Shape
 from floorlab.studies.gallery_cards import GALLERY_DIR, NotACard, read_card
 

@@ -13,7 +13,8 @@ from matplotlib.figure import Figure
 
 from floorlab.core.files import folder_problem
 from floorlab.core.intensity import achieved_tflops, flops_per_token, prefill_bound_ms
-from floorlab.core.runs import Run, figure_dirs, reference_run
+from floorlab.core.reference import figure_dirs, reference_run
+from floorlab.core.runs import Run
 from floorlab.core.shapes import get_shape
 from floorlab.engine.measure import Source
 from floorlab.figures import gemv_sizes, roofline_plot, scaling, stacked_bar, timeline

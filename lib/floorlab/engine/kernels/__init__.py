@@ -7,12 +7,13 @@ import torch
 from .config import (GEMV_NAMES, TINY, AttentionConfig, GemvConfig, StepConfig, default_block_k, default_config,
                      gemv_shapes, shape_kwargs)
 from .layer_rows import KernelRow, format_layer_table, kernel_rows, layer_kernel_rows
+from .timing import grid_barrier_us
 
 DTYPES = (torch.bfloat16, torch.float16, torch.float32)
 
 __all__ = ["GEMV_NAMES", "TINY", "TRITON_REQUIREMENT", "AttentionConfig", "GemvConfig", "KernelRow", "StepConfig",
-           "default_config", "format_layer_table", "gemv", "gemv_shapes", "how_to_get_triton", "kernel_rows",
-           "kernels_unavailable", "layer_kernel_rows", "pdl_supported", "shape_kwargs", "triton_step"]
+           "default_config", "format_layer_table", "gemv", "gemv_shapes", "grid_barrier_us", "how_to_get_triton",
+           "kernel_rows", "kernels_unavailable", "layer_kernel_rows", "pdl_supported", "shape_kwargs", "triton_step"]
 # the Triton releases the kernels are tested with, as requirements.txt asks for them
 TRITON_REQUIREMENT = "triton>=3.6,<3.10"
 

@@ -84,6 +84,20 @@ def empty_launch_us(programs: int, num_warps: int, *, links: int, device, pdl: i
     return 1e3 * time_per_call_ms(calls, device, warmup, repeats)
 
 
+def grid_barrier_us(programs: int, num_warps: int, *, rounds: int, device, warmup: int, repeats: int) -> dict:
+    """µs per barrier across `programs` programs inside one launch, what a dependency costs a persistent
+    kernel ({"us", "p10_us", "p90_us", "programs", "rounds"}): a launch of `rounds` barriers less one of a
+    single barrier, over the rounds between them; the band from the longer launch's p10 and p90."""
+    from .boundary import grid_barriers
+
+    counter = torch.zeros(1, dtype=torch.int32, device=device)
+    one, many = (time_ms(partial(grid_barriers, counter, n, programs, num_warps), warmup=warmup, repeats=repeats,
+                         device=device) for n in (1, rounds))
+    per = {key: 1e3 * (getattr(many, f"{q}_ms") - one.median_ms) / (rounds - 1)
+           for key, q in (("us", "median"), ("p10_us", "p10"), ("p90_us", "p90"))}
+    return {**per, "programs": programs, "rounds": rounds}
+
+
 def free_memory() -> None:
     """Collect garbage and hand the CUDA allocator's cached blocks back, between timed cases."""
     gc.collect()

@@ -10,7 +10,8 @@ from floorlab.core.runs import Row
 from floorlab.core.timelines import Timeline, kernel_table, steady_timeline
 from floorlab.core.timing import time_ms
 from floorlab.engine.graphs import capture_graph
-from floorlab.engine.kernels import layer_kernel_rows
+from floorlab.engine.kernels import grid_barrier_us, layer_kernel_rows
+from floorlab.engine.kernels.layer_rows import LAYER_GEMVS
 
 from .rows import Case, error_text
 from .settings import ENGINE_PATHS
@@ -86,6 +87,7 @@ def measure_limits(engine, case: Case, rows: list[Row]) -> tuple[dict, dict[str,
             except Exception as err:
                 facts["kernels"][path] = {"error": error_text(err)}
         facts["triton_kernels"] = triton_kernel_table(engine, case)
+        facts["grid_barrier"] = grid_barrier_facts(case)
     facts["verdict"] = verdict(facts, rows)
     return facts, timelines
 
@@ -97,6 +99,17 @@ def triton_kernel_table(engine, case: Case) -> list[dict] | dict:
         rows = layer_kernel_rows(engine.model, positions, read_gbps=case.floor.bandwidth_gbps,
                                  warmup=case.warmup, repeats=case.repeats)
         return [row.to_dict() for row in rows]
+    except Exception as err:
+        return {"error": error_text(err)}
+
+
+def grid_barrier_facts(case: Case) -> dict:
+    """A barrier across one program per SM inside one launch, as many rounds as the book's step has
+    dependent launches (its layers' kernels), or {"error": ...}: the persistent kernel's boundary."""
+    try:
+        sms = torch.cuda.get_device_properties(case.device).multi_processor_count
+        return grid_barrier_us(sms, 4, rounds=(len(LAYER_GEMVS) + 1) * case.shape.num_layers, device=case.device,
+                               warmup=case.warmup, repeats=case.repeats)
     except Exception as err:
         return {"error": error_text(err)}
 

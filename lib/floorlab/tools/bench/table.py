@@ -63,7 +63,7 @@ def format_table(run: Run) -> str:
     the run measured as its cause."""
     if not isinstance(run, Run):
         raise TypeError(f"format_table takes a floorlab.core.runs.Run, got {type(run).__name__}; pass "
-                        "run_bench()'s result or floorlab.core.runs.reference_run('h200-bench')")
+                        "run_bench()'s result or floorlab.core.reference.reference_run('h200-bench')")
     header = " ".join(format(name, spec) for name, spec in COLUMNS) + "  note"
     lines = _header(run) + ["", header, "-" * len(header)]
     for row in sorted(run.rows, key=lambda r: preset_size(r.preset)):  # stable: a preset keeps its row order

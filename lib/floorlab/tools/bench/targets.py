@@ -56,7 +56,8 @@ def floor_cause(row: Row, limits: dict | None) -> str:
             causes.append(f"the library's GEMVs alone take {limits['gemv_only_x_floor']:.2f}x "
                           "the floor")
         elif isinstance(limits.get("triton_kernels"), list):
-            causes.append(layer_cause(limits["triton_kernels"], limits.get("num_layers", 1)))
+            causes.append(layer_cause(limits["triton_kernels"], limits.get("num_layers", 1),
+                                      barrier=limits.get("grid_barrier")))
         kernel = limits.get("kernels", {}).get(row.path, {})
         if kernel.get("overhead_us_per_kernel") is not None:
             causes.append(f"its {_kernels(row)} cost {kernel['overhead_us_per_kernel']:.1f} µs each "
@@ -68,18 +69,36 @@ def floor_cause(row: Row, limits: dict | None) -> str:
     return "; ".join(c for c in causes if c)
 
 
-def layer_cause(kernels: list, num_layers: int) -> str:
+def layer_cause(kernels: list, num_layers: int, barrier: dict | None = None) -> str:
     """The book's kernels of one layer (KernelRows or stored dicts) in words: µs beyond their bytes,
-    and the kernel that holds most."""
+    the kernel that holds most, what their launches take empty, and (barrier: grid_barrier_us's dict)
+    what the same dependencies would take inside one persistent launch."""
     layer = [k for k in kernel_rows(kernels) if k.kernel != "lm_head"]
     worst = sorted(layer, key=lambda k: -k.beyond_us)[:2]
     beyond = sum(k.beyond_us for k in layer)
     empty = "" if any(k.empty_us is None for k in layer) else (
         f"; their {len(layer)} launches, made empty with the same grids, take "
-        f"{sum(k.empty_us for k in layer):.1f} µs a layer alone")
+        f"{sum(k.empty_us for k in layer):.1f} µs a layer alone" + _barrier_clause(layer, barrier))
     return (f"its kernels of one layer take {sum(k.us for k in layer):.1f} µs, {beyond:.1f} beyond their "
             f"bytes ({num_layers * beyond / 1e3:.3f} ms over {num_layers} layers), most in "
             + " and ".join(f"{k.kernel} ({k.beyond_us:.1f} µs)" for k in worst) + empty)
+
+
+def _barrier_clause(layer: list[KernelRow], barrier: dict | None) -> str:
+    """'; ' + the layer's dependencies as barriers inside one launch against its empty launches, or ''."""
+    if not isinstance(barrier, dict) or "us" not in barrier:
+        return ""
+    n, launches = len(layer), sum(k.empty_us for k in layer)
+    low, mid, high = (n * barrier[key] for key in ("p10_us", "us", "p90_us"))
+    if high < launches:
+        how = f"less than the launches: a persistent step could win back up to {launches - mid:.1f} µs a layer"
+    elif low > launches:
+        how = "more than the launches, so one persistent launch would not win the boundaries back"
+    else:
+        how = ("as much as the launches within the spread, so only fewer dependent steps a layer, "
+               "not one launch, would win the boundaries back")
+    return (f"; inside one launch, a barrier across its {barrier['programs']} programs takes "
+            f"{barrier['us']:.2f} µs, {mid:.1f} µs for {n} a layer ({low:.1f}-{high:.1f}), {how}")
 
 
 def batch_cause(limits: dict | None, batch: int) -> str:
