@@ -1,4 +1,5 @@
 """The book's figures, drawn from stand-in data."""
+import dataclasses
 import random
 
 import matplotlib
@@ -154,6 +155,12 @@ def test_timeline_shades_and_reports_gpu_idle_time():
     assert len(by_gid(eager_ax, "gpu-idle")[0].get_paths()) == 281  # before, between, after
     # Back-to-back kernels leave idle time only before the first and after the last.
     assert len(by_gid(graph_ax, "gpu-idle")[0].get_paths()) == 2
+    # a step the profiler stretched past 10% of the timed one says the timed step's idle share too
+    stretched = dataclasses.replace(eager, timed_ms=eager.profiled_ms / 2)
+    (ax,) = timeline([stretched]).axes
+    timed_idle = 1 - busy_us / 1e3 / stretched.timed_ms
+    assert ax.get_title(loc="right") == (f"GPU idle {idle_us / eager.span_us:.0%} of the step as profiled, "
+                                         f"about {timed_idle:.0%} of a timed one")
 
 
 def test_timeline_cpu_only_says_there_is_no_gpu_row():

@@ -109,7 +109,16 @@ def test_each_outcome_of_the_hosts_story_has_its_sentence(medians, words):
     step = below_the_floor_hosts.same_card("h200-below-the-floor")[0]
     steps = [_relabel(step, e, r, cpu=f"CPU {i}") for i, (e, r) in enumerate(medians)]
     said = " ".join(below_the_floor_hosts.HostsStory(steps).says().split())
-    assert words in said and "2 of the 2 recorded their host CPU, 2 different" in said
+    assert words in said and "2 of the 2 recorded their host CPU, 2 CPU models among them" in said
+
+
+def test_the_readers_run_joins_the_hosts_story_only_on_the_same_card():
+    story = below_the_floor_hosts.HostsStory(below_the_floor_hosts.same_card("h200-"))
+    card = story.steps[0].run.device.name
+    same = story.this_run(card, 7.5, 2.0)
+    other = " ".join(story.this_run("NVIDIA H100 80GB HBM3", 7.5, 2.0).split())
+    assert same.startswith("This run, on the same card") and "does not join" not in same
+    assert f"not the {card}" in other and "does not join the stored runs" in other
 
 
 def test_the_hosts_story_reads_a_second_hosts_folder_too(tmp_path, monkeypatch):

@@ -489,3 +489,16 @@ def test_a_prefill_token_against_a_decode_token_is_read_by_the_spreads(decode_ms
     decode = SimpleNamespace(timing=Band(decode_ms[1], decode_ms[0], decode_ms[2]))
     longest = SimpleNamespace(timing=Band(prefill_ms[1], prefill_ms[0], prefill_ms[2]), prompt_tokens=64)
     assert says in token_cost_reading(decode, longest)
+
+
+@pytest.mark.parametrize("observed, words", [
+    (300, "nearer the roofline's"), (3000, "nearer the fixed cost's"), (900, "cannot say which it follows"),
+    (None, "still fell at the longest prompt"),
+])
+def test_the_observed_knee_is_read_against_both_predictions(observed, words):
+    from floorlab.studies.prefill import Knees
+    from floorlab.studies.prefill_readings import nearer_reading
+
+    knees = Knees("eager", roofline_tokens=263, step_ms=6.2, fixed_cost_tokens=3217, observed_tokens=observed,
+                  longest_tokens=4096)
+    assert words in nearer_reading(knees)

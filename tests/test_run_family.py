@@ -93,7 +93,8 @@ def kernels_readings_text(run: Run, own, plain) -> str:
     return "\n".join([kernels_readings.against_published(band, published),
                       kernels_readings.against_plain(own, plain),
                       kernels_readings.distance_share(band.median / 2, layers, own, floor_ms),
-                      kernels_readings.share_of_card(100.0, run.floor().bandwidth_gbps) + " the card's"])
+                      kernels_readings.share_of_card(100.0, run.floor().bandwidth_gbps) + " the card's",
+                      kernels_readings.whole_step_against_budget(band, band.median)])
 
 
 def prefill_text(run: Run) -> str:
@@ -243,8 +244,8 @@ def test_bigger_models_says_the_advantage_grows_when_it_grows_and_shrinks_when_i
     grows = bigger_models_text(members["simulated: the advantage grows with size, bands apart"])
     shrinks = bigger_models_text(members["simulated: the advantage shrinks with size, bands apart"])
     assert "advantage grows with size" in grows and "cannot" not in grows.split("advantage")[-1]
-    assert "larger model" in grows and "gained the most" not in grows
-    assert "advantage shrinks with size" in shrinks and "gained the most" in shrinks
+    assert "larger model" in grows and "small model" not in grows
+    assert "advantage shrinks with size" in shrinks and "small model, qwen3-0.6b, gained more" in shrinks
 
 
 def test_prefill_says_a_falling_line_in_words():
@@ -323,3 +324,28 @@ def test_widened_runs_are_noisy_and_keep_their_medians():
     half = scaled(run, 0.5, is_eager)
     assert half.row("eager").median_ms == pytest.approx(run.row("eager").median_ms / 2, rel=0.02)
     assert half.row("graph replay").median_ms == run.row("graph replay").median_ms
+
+
+def test_kernel_readings_say_each_way_a_step_meets_its_budget_and_a_stream_its_read_test():
+    from floorlab.core.timing import Band
+
+    step = Band(7.4, 7.3, 7.5)
+    assert "over the budget" in kernels_readings.whole_step_against_budget(step, 6.9)
+    assert "within the budget" in kernels_readings.whole_step_against_budget(step, 8.0)
+    assert "cannot tell" in kernels_readings.whole_step_against_budget(step, 7.45)
+    rows = [{"alone_gbps": 2600.0, "serial_gbps": 3000.0, "chained_gbps": c} for c in (3050.0, 3133.0)]
+    assert kernels_readings.beyond_read_test(rows[:1], 3090.0) == ""
+    assert "good to about that much" in kernels_readings.beyond_read_test(rows, 3090.0)
+    assert "did not move all its bytes" in kernels_readings.beyond_read_test(rows, 2500.0)
+
+
+def test_the_wait_reading_names_a_gemv_no_faster_without_its_wait():
+    from floorlab.engine.kernels.layer_rows import KernelRow
+
+    def row(kernel, us, no_wait):
+        return KernelRow(kernel, us, 1, 1.0, 1.0, 0.5, {}, us_no_wait=no_wait)
+
+    said = kernels_readings.wait_reading([row("qkv", 3.5, 3.3), row("down", 2.7, 2.8)])
+    assert "own start and drain" in said and "`down` ran no faster" in said and "`qkv`" not in said.split("Without")[1]
+    assert "ran no faster" not in kernels_readings.wait_reading([row("qkv", 3.5, 3.3)])
+    assert "did not time" in kernels_readings.wait_reading([row("qkv", 3.5, None)])

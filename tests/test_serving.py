@@ -542,7 +542,7 @@ def test_the_slope_note_says_when_the_slope_is_not_a_rows_price():
 
 def test_the_guard_cost_sentence_follows_the_spreads():
     full = _row("graph", 8, 2.0)
-    assert "guard's copies are the difference" in serving_trap.guard_cost_sentence(
-        _row("graph, padded", 5, 2.2), full)
+    said = serving_trap.guard_cost_sentence(_row("graph, padded", 5, 2.2), full)
+    assert "guard's copies are the difference" in said and "200 µs longer" in said  # a µs difference, not 1.10×
     assert "too little to see" in serving_trap.guard_cost_sentence(_row("graph, padded", 5, 2.01), full)
     assert "load changed" in serving_trap.guard_cost_sentence(_row("graph, padded", 5, 1.5), full)

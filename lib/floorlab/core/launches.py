@@ -6,6 +6,7 @@ import contextlib
 import os
 import re
 import sys
+import warnings
 from collections import Counter
 from dataclasses import asdict, dataclass
 from functools import lru_cache
@@ -142,11 +143,13 @@ def _returns_no_new_tensor(returns) -> bool:
 
 @contextlib.contextmanager
 def _quiet_stderr():
-    """Send file descriptor 2 to /dev/null: the profiler's C++ layers print set-up chatter there."""
+    """Send file descriptor 2 to /dev/null: the profiler's C++ layers print set-up chatter there; and hold back
+    its warning that one cycle's events are cleared at the next (one cycle is all a profile here has)."""
     sys.stderr.flush()
     saved = os.dup(2)
     try:
-        with open(os.devnull, "w") as null:
+        with open(os.devnull, "w") as null, warnings.catch_warnings():
+            warnings.filterwarnings("ignore", message=".*Profiler clears events", category=UserWarning)
             os.dup2(null.fileno(), 2)
             yield
     finally:

@@ -87,6 +87,14 @@ class Timeline:
         return self.gpu_idle_us / self.span_us if self.span_us > 0 else 0.0
 
     @property
+    def timed_idle_share(self) -> float | None:
+        """The GPU's idle share of a timed step (1 - busy ÷ timed), where the profiler stretched or shrank the
+        step beyond 10% of it; None where the two agree, or nothing was timed."""
+        if not self.gpu or not self.timed_ms or abs(self.profiled_ms / self.timed_ms - 1) <= 0.1:
+            return None
+        return max(0.0, 1 - self.busy_ms / self.timed_ms)
+
+    @property
     def busy_share(self) -> float:
         """Share of the span the device (the GPU, or on a CPU the operators) is busy."""
         busy = self.gpu_busy_us if self.gpu else self.cpu_busy_us

@@ -49,8 +49,8 @@ class Timing:
         if not self.noisy:
             return ""
         return (f"warning: {what} is noisy ({fmt_band(self.p10_ms * scale, self.p90_ms * scale)} {unit}, "
-                f"{self.spread_ms / self.median_ms:.0%} of the median); something else was "
-                "running. Re-run it before reading much into it.")
+                f"{self.spread_ms / self.median_ms:.0%} of the median): a busy machine, or a "
+                "step too short to time steadily, spreads it. Re-run it before reading much into it.")
 
     def __str__(self) -> str:
         """'2.08 ms (p10-p90 2.07-2.09, n=50)': three significant figures, all a spread allows."""

@@ -8,12 +8,12 @@ from typing import Callable
 import torch
 
 from floorlab.core.numbers import function, instance, text
-from floorlab.core.prose import fmt_ms, fmt_times, wrap
+from floorlab.core.prose import fmt_ms, fmt_times, sig, wrap
 from floorlab.core.reference import reference_run
 from floorlab.core.roofline import Floor
 from floorlab.core.runs import Row, Run, measured_row
 from floorlab.core.timelines import Timeline, steady_timeline
-from floorlab.core.timing import compare, time_with_issue
+from floorlab.core.timing import compare, ratio_band, time_with_issue
 from floorlab.engine.buckets import DEFAULT_BUCKETS
 from floorlab.engine.graphs import GraphRunner
 
@@ -111,9 +111,11 @@ class Replay:
                  f"bit-identical          {same} (against the same step without a graph)"]
         if self.graph.bit_identical is False and self.graph.max_abs_diff is not None:
             lines.append(f"largest difference     {self.graph.max_abs_diff:g}")
+        band = ratio_band(self.eager, self.graph)
         return "\n".join(lines + [
-            f"speed-up over eager    {fmt_ms(self.eager.median_ms)} (plain eager) ÷ "
-            f"{fmt_ms(self.graph.median_ms)} = {fmt_times(self.speedup)}",
+            f"plain eager            {self.eager.timing}",
+            f"speed-up over eager    {fmt_ms(self.eager.median_ms)} ÷ {fmt_ms(self.graph.median_ms)} = "
+            f"{fmt_times(self.speedup)} (p10-p90 {sig(band.low)}-{fmt_times(band.high)})",
             f"multiple of the floor  {fmt_times(self.graph.x_floor)} ({fmt_ms(self.floor.floor_ms)})",
         ])
 

@@ -85,7 +85,10 @@ def timeline(timelines, *, path=None, title: str | None = None, note: str | None
                 else:
                     ax.broken_barh(bars(gpu), (y_gpu - row_h / 2, row_h), facecolors=GPU_BLUE,
                                    linewidth=0, gid="gpu", zorder=2)
-                ax.set_title(f"GPU idle {tl.gpu_idle_share:.0%} of the step", loc="right",
+                idle = f"GPU idle {tl.gpu_idle_share:.0%} of the step"
+                if tl.timed_idle_share is not None:  # the profiler stretched the step: say both
+                    idle += f" as profiled, about {tl.timed_idle_share:.0%} of a timed one"
+                ax.set_title(idle, loc="right",
                              color=IDLE_RED, fontsize=9.5, pad=4)
                 head = f"{tl.label} · {tl.kernels} kernels · step {fmt_ms(tl.profiled_ms)} profiled"
             else:

@@ -249,15 +249,19 @@ def check_scale(my_floor_ms, my_launch_fraction, expected: ScaleAnswer) -> str:
 
 
 def answer_scale(small_name: str, small_fraction: float, big: ScaleAnswer, *,
-                 small_bytes: int, layer_ratio: float) -> str:
-    """The worked answer to challenge 3, conditioned on whether this run's gap is dispatch."""
+                 small_bytes: int, layer_ratio: float, replay_removed: float | None = None) -> str:
+    """The worked answer to challenge 3, conditioned on whether this run's gap is dispatch; replay_removed: the
+    share of this run's eager gap that its graph replay took away (None: no replay on this machine)."""
+    kept = ("" if replay_removed is None else
+            f" The replay above took {replay_removed:.0%} of this token's gap away; what it keeps is each kernel's "
+            "own price beyond its bytes.")
     lines = [f"{small_name}: the per-op gap is {small_fraction:.0%} of the token.",
              f"{big.name}: floor {sig(big.floor_ms)} ms, gap {sig(big.gap_ms)} ms over "
              f"{big.launches} ops, {big.launch_fraction:.0%} of the token.",
              f"The bytes grow {sig(big.bytes_per_step / small_bytes)}×, the ops only "
              f"{sig(layer_ratio)}×, so the fixed per-op cost is a smaller share of a big model.",
              "Here that cost is dispatch, which graphs remove: small models at small batch, the "
-             "interactive end of serving, gain most from them." if big.dispatch else
+             "interactive end of serving, gain most from them." + kept if big.dispatch else
              "On this machine, though, the per-op cost is not dispatch: the operators themselves run below the "
              "streaming bandwidth, and a slow operator grows with the bytes it moves, so this fixed-cost estimate "
              "understates the 8B gap. Graphs would not remove it; faster operators would."]

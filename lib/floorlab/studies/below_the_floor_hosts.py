@@ -91,5 +91,14 @@ class HostsStory:
             return ("None of them recorded its host CPU (they were stored before the book did), "
                     "so these runs cannot say how many hosts they came from.")
         known = sorted(set(recorded))
-        return (f"{len(recorded)} of the {len(self.steps)} recorded their host CPU, {len(known)} "
-                f"different: {'; '.join(known)}.")
+        models = f"{len(known)} CPU model{'s' if len(known) > 1 else ''} among them"
+        return f"{len(recorded)} of the {len(self.steps)} recorded their host CPU, {models}: {'; '.join(known)}."
+
+    def this_run(self, card: str, eager_ms: float, replay_ms: float) -> str:
+        """Where the reader's own run stands: beside the stored runs when its card is theirs, apart when not."""
+        own = f"eager {fmt_ms(eager_ms)}, replay {fmt_ms(replay_ms)}"
+        stored = self.steps[0].run.device.name if self.steps else ""
+        if card == stored:
+            return f"This run, on the same card ({card}): {own}."
+        return (f"This run is on the {card}, not the {stored or 'stored card'}: {own}. Its replay is its own "
+                "card's time, so it does not join the stored runs above.")

@@ -72,9 +72,7 @@ def _replay_lines(sizes: Sizes, out: SizeReadings) -> None:
     kernels = sizes.timeline(first).kernels, sizes.timeline(last).kernels
     out.lines.append(f"       beyond the floor: {kernels[0]} kernels × {sig(us[0].median)} µs → {kernels[1]} "
                      f"kernels × {sig(us[1].median)} µs")
-    growth = sizes.floor(last).bytes_per_step / sizes.floor(first).bytes_per_step
-    moved = (f"The price per kernel came out {{ratio}} its value at {first}, beyond the spreads, while the bytes grew "
-             f"{sig(growth)}-fold.")
+    moved = f"The price per kernel came out {{ratio}} its value at {first}, beyond the spreads."
     out.price = compare(us[1], us[0]).verdict(
         moved, moved, "Within the spreads the price per kernel did not change while the floor rose: a fixed cost on "
         "a growing floor, which is why a replay closes in on its floor.")
@@ -105,7 +103,9 @@ def _eager_lines(sizes: Sizes, out: SizeReadings, bench: Run | None) -> None:
         return
     seen = compare(*bench_eager[::-1])
     out.lines.append(f"       the stored bench ({bench.label}): " + seen.says(f"eager at {last}", f"eager at {first}"))
-    out.bench = (f"The stored bench ({bench.label}) timed the same engine on the same card: there "
+    here = sizes.run.device.name
+    card = "the same card" if bench.device.name == here else f"another card, not the {here}"
+    out.bench = (f"The stored bench ({bench.label}) timed the same engine on {card}: there "
                  + seen.says(f"eager at {last}", f"eager at {first}")
                  + f", with {layers[1]} layers against {layers[0]}.") + seen.verdict(
         " A host paying for each layer takes longer at the larger size, as it did there.",
@@ -134,7 +134,7 @@ def _advantage(sizes: Sizes, out: SizeReadings, bench: Run | None) -> None:
         f"The spreads do not let this run say whether that advantage grows or shrinks with size: {span}.")
     out.gain = move.verdict(
         f"On this run the larger model, {last}, gained more from graphs than {first}.",
-        f"On this run the small model, {first}, gained the most from graphs.",
+        f"On this run the small model, {first}, gained more from graphs than {last}.",
         f"On this run the spreads do not say whether {first} or {last} gained more from graphs.")
     if move.meaningful or not bench:
         return

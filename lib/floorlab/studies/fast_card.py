@@ -13,6 +13,25 @@ from floorlab.core.timing import Band, Timing, compare
 from floorlab.studies.below_the_floor import whole_table_bytes
 from floorlab.studies.below_the_floor_hosts import EAGER_PATHS, GRAPH_PATHS, first_row  # noqa: F401 (the chapter's names)
 
+PREDICTION_TOLERANCE = 0.10  # one profiled step on each side: the model and the profiler agree within 10%
+
+
+def prediction_reading(predicted_busy_ms: float, busy_ms: float) -> str:
+    """What the fixed-price model's miss says of the kernels fusion kept: dearer than the plain step's average,
+    cheaper, or the two agree within PREDICTION_TOLERANCE."""
+    ratio = busy_ms / predicted_busy_ms
+    if abs(ratio - 1) <= PREDICTION_TOLERANCE:
+        return (f"Here the two agree within {PREDICTION_TOLERANCE:.0%} (the profiler measured {fmt_times(ratio)} the "
+                "prediction): after fusion, a kernel still costs about the plain step's average beyond its bytes. "
+                "One profiled step stands behind each number, so a closer reading would be noise.")
+    if ratio > 1:
+        return (f"The profiler measured {fmt_times(ratio)} the prediction, so the kernels that remain are not average "
+                "ones: fusion removes the cheap elementwise kernels and keeps every matrix-vector product, and those "
+                "cost more than the average.")
+    return (f"The profiler measured only {fmt_times(ratio)} the prediction, so the kernels that remain cost less than "
+            "the plain step's average beyond their bytes: the ones fusion took away were, on average, the dearer.")
+
+
 # (what the lines call it, the chapter's path, the bench's path) for the paths both runs measure
 SHARED_PATHS = (("eager step", "eager", "plain eager"), ("graph replay", "graph replay", "plain graph"),
                 ("fused replay", "fused replay", "fused graph"))

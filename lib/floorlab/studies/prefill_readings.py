@@ -2,6 +2,7 @@
 "this run cannot tell"); a line that does not rise with the context says so, never printing a negative price."""
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 from floorlab.core.intensity import line_fit
@@ -9,6 +10,7 @@ from floorlab.core.prose import fmt_gbps, fmt_times, sig
 from floorlab.core.timing import Band, Comparison, band_of, compare, ratio_band
 
 AGREE = 0.1  # two predictions' ratios within this share of each other count as agreeing
+NEARER = 2.0  # one prediction is nearer the observed knee when the other is this many times further (log scale)
 
 
 @dataclass(frozen=True)
@@ -146,3 +148,20 @@ def knee_reading(ratios: dict, knees) -> tuple[str, str]:
         f"So on this machine more than attention parts them: at {knees.fixed_cost_tokens:,} "
         f"tokens attention is {ratios['at_fixed']:.0%} of a prefill's FLOPs, and predictions this "
         "short also round to whole tokens.")
+
+
+def nearer_reading(knees) -> str:
+    """Which prediction the observed knee sits nearer, on a log scale: the roofline's, the fixed cost's, or neither
+    by a factor of NEARER (or no knee observed)."""
+    if knees.observed_tokens is None:
+        return ("Here the time per token still fell at the longest prompt timed, so this run cannot say which "
+                "prediction it sits nearer.")
+    roof, fixed = (abs(math.log(knees.observed_tokens / t)) for t in (knees.roofline_tokens, knees.fixed_cost_tokens))
+    if roof * NEARER <= fixed:
+        return ("Here it sits nearer the roofline's: the prompt's own arithmetic takes over sooner than the "
+                "shortest prompt's fixed cost would let it.")
+    if fixed * NEARER <= roof:
+        return ("Here it sits nearer the fixed cost's: a short prefill is mostly the fixed cost of its launches, and "
+                "the arithmetic must grow to match it.")
+    return ("Here it sits about as near one as the other, on a scale of ratios, so this run cannot say which it "
+            "follows.")

@@ -11,6 +11,7 @@ import torch
 import torch.nn.functional as F
 
 from floorlab.core.checks import check_number
+from floorlab.core.prose import sig
 from floorlab.core.runs import Row
 from floorlab.core.timing import compare
 from floorlab.engine.buckets import PAD_POSITION, PAD_TOKEN
@@ -118,8 +119,9 @@ def values_padding_writes(shape, padded_rows: int) -> int:
 
 def guard_cost_sentence(padded: Row, full: Row) -> str:
     """A padded step's time against a full bucket's: beyond the spreads, the guard's copies."""
+    extra_us = sig((padded.median_ms - full.median_ms) * 1e3)
     return compare(padded, full).verdict(
-        "the padded step took {ratio} the time, beyond both spreads; both compute every row of "
+        f"the padded step took {extra_us} µs longer, beyond both spreads; both compute every row of "
         "the bucket, so the guard's copies are the difference.",
         "the padded step was the faster one, beyond both spreads, though it computes the same rows and adds the "
         "guard's copies: the machine's load changed between the two timings, so re-run before pricing the guard.",
