@@ -87,10 +87,12 @@ def timeline(timelines, *, path=None, title: str | None = None, note: str | None
                                    linewidth=0, gid="gpu", zorder=2)
                 idle = f"GPU idle {tl.gpu_idle_share:.0%} of the step"
                 if tl.timed_idle_share is not None:  # the profiler stretched the step: say both
-                    idle += f" as profiled, about {tl.timed_idle_share:.0%} of a timed one"
+                    idle = f"GPU idle {tl.gpu_idle_share:.0%} as profiled, {tl.timed_idle_share:.0%} timed"
                 ax.set_title(idle, loc="right",
                              color=IDLE_RED, fontsize=9.5, pad=4)
-                head = f"{tl.label} · {tl.kernels} kernels · step {fmt_ms(tl.profiled_ms)} profiled"
+                # the profiled step's length sits in the note under the row when a timed step came with it
+                head = f"{tl.label} · {tl.kernels} kernels" + (
+                    "" if tl.timed_ms else f" · step {fmt_ms(tl.profiled_ms)} profiled")
             else:
                 ax.text(0.01, y_gpu, "no GPU row: operators run on the CPU",
                         transform=blended_transform_factory(ax.transAxes, ax.transData),
