@@ -321,3 +321,11 @@ def test_ranks_that_share_one_memory_have_no_break_even_and_say_so(monkeypatch):
     assert "no break-even" in two_cards_checks.check_crossover(12.0, "qwen3-8b", Stub())
     assert "no break-even" in two_cards_checks.answer_crossover(Stub())
     assert "no break-even" in two_cards_checks.check_slower_link(12.0, Stub())
+
+
+def test_a_break_even_reads_as_one_phrase_finite_or_not():
+    from floorlab.studies.two_cards import NO_BREAK_EVEN
+    from floorlab.studies.two_cards_readings import break_even_text
+
+    assert break_even_text(51.0) == "break-even: 51.0 MB per layer"
+    assert break_even_text(float("inf")) == NO_BREAK_EVEN and "per layer" not in break_even_text(float("inf"))

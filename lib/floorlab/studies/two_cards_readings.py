@@ -2,14 +2,19 @@
 else of this machine's CPU, and then it says that its ranks shared one memory."""
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 
 from floorlab.core.prose import fmt_gbps, sig
 from floorlab.studies.two_cards import TwoCards, mb_text
 
 CPU_CAVEAT = ("These numbers come from this machine's CPU, where the ranks are two processes sharing one memory, not "
-              "two cards: the model then describes this program on this CPU, and says nothing about what a second "
-              "card would do.")
+              "two cards, so they say nothing about what a second card would do.")
+
+
+def break_even_text(mb: float) -> str:
+    """'break-even: 160 MB per layer', or the words for none (ranks that share one memory)."""
+    return f"break-even: {mb_text(mb)} per layer" if math.isfinite(mb) else mb_text(mb)
 
 
 @dataclass
@@ -31,13 +36,18 @@ def crossover_reading(src: TwoCards, *, here: bool) -> CrossoverReading:
     out = CrossoverReading()
     out.lines = [f"from {'this machine' if here else src.run.label}: {fmt_gbps(model.card_gbps)} a card, all-reduce "
                  f"{sig(model.all_reduce_ms * 1e3)} µs, all_gather {sig(model.all_gather_ms * 1e3)} µs",
-                 f"break-even: {mb_text(model.layer_mb())} per layer", "", model.table()]
+                 break_even_text(model.layer_mb()), "", model.table()]
     out.first, params = model.first_winner(), model.crossover_params()
     out.crossing = (f"near {sig(params / 1e9, 2)}B parameters" if params is not None else
                     "below the smallest preset" if out.first != "none" else "beyond every preset")
     if not src.on_gpu:
         shared = src.model(shared=True)
         out.lines += ["", f"with the bandwidth a rank gets while the other streams, {fmt_gbps(shared.rank_gbps)}: "
-                      f"break-even {mb_text(shared.layer_mb())} per layer"]
-        out.caveat = CPU_CAVEAT
+                      + break_even_text(shared.layer_mb())]
+        assumed = (f"The table above assumes each rank streams at {fmt_gbps(model.card_gbps)}, the bandwidth of one "
+                   "process alone")
+        out.caveat = (f"{assumed}; at the bandwidth a rank gets while the other streams, the model has no break-even: "
+                      "by its arithmetic the split loses at every preset. " if not math.isfinite(shared.layer_mb()) else
+                      f"{assumed}; at the bandwidth a rank gets while the other streams, the break-even moves to "
+                      f"{mb_text(shared.layer_mb())} per layer. ") + CPU_CAVEAT
     return out

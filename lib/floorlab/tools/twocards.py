@@ -56,7 +56,7 @@ from floorlab.tools.twocards_rank import (
 KIND = "twocards"
 GPU_PRESETS = ("qwen3-0.6b", "qwen3-1.7b", "qwen3-4b", "qwen3-8b")
 COLLECTIVE_REPEATS = {"cuda": 100, "cpu": 20}
-NO_GRAPHS = "not measured: no CUDA GPU"
+NO_GRAPHS = "not measured: ranks on the CPU"  # graphs need a CUDA GPU for each rank
 JSON_NAME = "run.json"
 
 
@@ -191,7 +191,8 @@ def format_twocards(run: Run) -> str:
     lines = [f"{ranks} ranks over {run.settings.backend} on {run.device.name}, "
              f"torch {run.device.torch}",
              f"bandwidth   one card {run.bandwidths.floor_gbps:.1f} GB/s",
-             f"            per rank alone {gbps(run.facts['bandwidth_alone'])}",
+             f"            per rank alone {gbps(run.facts['bandwidth_alone'])}"
+             + ("" if run.on_gpu else " (one process's figure: a CPU's ranks are not timed one at a time)"),
              f"            per rank, every rank at once {gbps(run.facts['bandwidth_together'])}"]
     for floor in run.floors:
         lines.append(f"floor       {floor.preset}: {floor.arithmetic()}")
