@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from floorlab.core.prose import sig
 from floorlab.core.reference import reference_json
 from floorlab.core.stamp import Stamp
 
@@ -52,8 +53,8 @@ class StoredFusion:
         out = [f"{'preset':<11} {'b':>2}  {'variant':<13} {'x floor':>7} {'vs two':>6} {'µs/layer':>8}"]
         for p in self.pairs:
             for r in (p.two, *p.fused):
-                out.append(f"{p.preset:<11} {p.batch:>2}  {r['variant']:<13} {r['x_floor']:>7.2f} "
-                           f"{r['ms'] / p.two['ms']:>6.2f} {r['beyond_us_per_layer']:>8.1f}")
+                out.append(f"{p.preset:<11} {p.batch:>2}  {r['variant']:<13} {sig(r['x_floor']):>7} "
+                           f"{sig(r['ms'] / p.two['ms']):>6} {sig(r['beyond_us_per_layer']):>8}")
         return out
 
 
