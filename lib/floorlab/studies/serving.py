@@ -55,14 +55,17 @@ def bucket_rows(model, tokens: torch.Tensor, positions: torch.Tensor, floors: di
 
 def speedup_lines(eager: dict[int, Row], graph: dict[int, Row]) -> str:
     """One line per bucket: eager, graph, the speed-up where the spreads allow, graph ÷ floor."""
-    lines = [f"{'batch':>5}  {'eager':>10}  {'graph':>10}  {'speed-up':>9}  {'graph ÷ floor':>13}  bit-identical"]
+    lines = [f"{'batch':>5}  {'eager':>10}  {'graph':>10}  {'speed-up':>9}  {'p10-p90':>11}  {'graph ÷ floor':>13}  "
+             "bit-identical"]
     apart = {b: compare(eager[b], row) for b, row in graph.items()}
     for batch, row in graph.items():
         same = {True: "yes", False: "NO", None: "not checked"}[row.bit_identical]
         speedup = fmt_times(apart[batch].ratio) if apart[batch].meaningful else "overlap"
+        band = ratio_band(eager[batch], row)
         noisy = "".join(f", {r.path} noisy" for r in (eager[batch], row) if r.timing.noisy)
         lines.append(f"{batch:>5}  {fmt_ms(eager[batch].median_ms):>10}  {fmt_ms(row.median_ms):>10}  "
-                     f"{speedup:>9}  {fmt_times(row.x_floor):>13}  {same}{noisy}")
+                     f"{speedup:>9}  {sig(band.low) + '-' + sig(band.high):>11}  {fmt_times(row.x_floor):>13}  "
+                     f"{same}{noisy}")
     if not all(c.meaningful for c in apart.values()):
         lines.append("overlap: eager and graph differ by less than their spreads there, so "
                      "that run cannot tell them apart")
