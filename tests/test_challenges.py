@@ -80,6 +80,10 @@ def test_scale_answer_is_conditioned_on_the_runs_verdict():
     assert host.dispatch and not cpu.dispatch
     assert "gain most" in below_the_floor.answer_scale("small", 0.9, host, small_bytes=1.2e9, layer_ratio=36 / 28)
     assert "not dispatch" in below_the_floor.answer_scale("small", 0.9, cpu, small_bytes=1.2e9, layer_ratio=36 / 28)
+    # with a replay on this machine, the dispatch answer says how much of the gap the replay took away
+    kept = below_the_floor.answer_scale("small", 0.9, host, small_bytes=1.2e9, layer_ratio=36 / 28, replay_removed=0.89)
+    assert "took 89% of this token's gap away" in " ".join(kept.split())
+    assert "gap away" not in below_the_floor.answer_scale("small", 0.9, host, small_bytes=1.2e9, layer_ratio=36 / 28)
 
 
 def test_the_right_8b_floor_passes_with_gathered_embedding_rows():

@@ -10,6 +10,7 @@ The planted tests at the end show that each check can fail.
 from __future__ import annotations
 
 import copy
+import dataclasses
 import json
 
 import pytest
@@ -349,3 +350,21 @@ def test_the_wait_reading_names_a_gemv_no_faster_without_its_wait():
     assert "own start and drain" in said and "`down` ran no faster" in said and "`qkv`" not in said.split("Without")[1]
     assert "ran no faster" not in kernels_readings.wait_reading([row("qkv", 3.5, 3.3)])
     assert "did not time" in kernels_readings.wait_reading([row("qkv", 3.5, None)])
+
+
+@pytest.mark.parametrize("busy_ms, words", [(1.19, "agree within 10%"), (1.5, "not average ones"),
+                                            (0.9, "the ones fusion took away were")])
+def test_the_fixed_price_model_is_read_each_way_it_can_miss(busy_ms, words):
+    assert words in fast_card.prediction_reading(1.21, busy_ms)
+
+
+def test_the_stored_bench_is_the_same_card_only_when_its_device_is():
+    sizes = bigger_models.stored_sizes()
+    same = bigger_models_readings.read_sizes(sizes, BENCH).bench
+    other_run = copy.deepcopy(sizes.run)
+    other_run.device = dataclasses.replace(other_run.device, name="NVIDIA H100 80GB HBM3")
+    other = bigger_models_readings.read_sizes(bigger_models.Sizes(other_run, sizes.source, batch=sizes.batch),
+                                              BENCH).bench
+    if BENCH.device.name == sizes.run.device.name:
+        assert "on the same card" in same
+    assert "another card, not the NVIDIA H100 80GB HBM3" in other and "same card" not in other
