@@ -16,6 +16,7 @@ from floorlab.core.launches import (STEP_MARK, base_name, cuda_note, has_aten_an
                                merged_spans)
 
 STEADY_STEPS = 5  # back-to-back calls a timeline profiles; it keeps the middle one
+PROFILED_AS_TIMED = 0.1  # a profiled step within 10% of the timed one is the same step, drawn
 
 
 @dataclass
@@ -90,7 +91,7 @@ class Timeline:
     def timed_idle_share(self) -> float | None:
         """The GPU's idle share of a timed step (1 - busy ÷ timed), where the profiler stretched or shrank the
         step beyond 10% of it; None where the two agree, or nothing was timed."""
-        if not self.gpu or not self.timed_ms or abs(self.profiled_ms / self.timed_ms - 1) <= 0.1:
+        if not self.gpu or not self.timed_ms or self._profiled_as_timed():
             return None
         return max(0.0, 1 - self.busy_ms / self.timed_ms)
 
@@ -113,13 +114,17 @@ class Timeline:
         """The step's span under the profiler, in ms."""
         return self.span_us / 1000.0
 
+    def _profiled_as_timed(self) -> bool:
+        """True when the profiled step lies within PROFILED_AS_TIMED of the timed one (timed_ms must be set)."""
+        return abs(self.profiled_ms / self.timed_ms - 1) <= PROFILED_AS_TIMED
+
     def profiler_note(self) -> str:
         """One sentence comparing the profiled step with the timed one ('' when timed_ms is unknown)."""
         if not self.timed_ms:
             return ""
         ratio = self.profiled_ms / self.timed_ms
-        if abs(ratio - 1) <= 0.1:
-            how = "within 10% of"
+        if self._profiled_as_timed():
+            how = f"within {PROFILED_AS_TIMED:.0%} of"
         elif ratio > 1:
             how = f"{sig(ratio)}× as long as"
         else:  # one step drawn can beat the timed median on a busy machine
