@@ -233,6 +233,14 @@ def test_kernel_targets_name_the_kernel_that_holds_the_step():
     with_empty = {t["target"]: t for t in evaluate_targets(rows, limits)}
     assert ("their 5 launches, made empty with the same grids, take 5.4 µs a layer alone"
             in with_empty["qwen3-0.6b b1: triton graph <= 1.5x the floor"]["note"])
+    # with the floor known, the launches are set against the room 1.5x leaves a layer: both ways
+    for floor_ms, says in ((0.28, "more than the 5.0 µs a layer beyond the floor that 1.5x leaves"),
+                           (0.56, "within the 10.0 µs a layer beyond the floor that 1.5x leaves")):
+        limits["qwen3-0.6b"]["floor_ms"] = floor_ms
+        note = {t["target"]: t for t in evaluate_targets(rows, limits)}[
+            "qwen3-0.6b b1: triton graph <= 1.5x the floor"]["note"]
+        assert "5.4 µs a layer alone, " + says in note, note
+    del limits["qwen3-0.6b"]["floor_ms"]
     # with a barrier timed inside one launch: the same five dependencies there, a sentence for each way
     # they fall against the 5.4 µs of launches, the band deciding
     for (p10, us, p90), says in (((0.5, 0.6, 0.7), "a persistent step could win back up to 2.4 µs a layer"),

@@ -48,16 +48,19 @@ def _host_bound(row: Row) -> str:
             "step, so the device waits for it")
 
 
-def floor_cause(row: Row, limits: dict | None) -> str:
-    """Why a measured row sits where it does above its floor, in words, from the run's limits."""
+def floor_cause(row: Row, limits: dict | None, most: float | None = None) -> str:
+    """Why a measured row sits where it does above its floor, in words, from the run's limits; most: the
+    target's multiple of the floor, whose room beyond it the book's kernels are set against."""
     causes = [_host_bound(row)]
     if limits and limits.get("batch") == row.batch and "gemv_only_x_floor" in limits:
         if not row.path.startswith("triton"):  # the Triton step has GEMVs of its own
             causes.append(f"the library's GEMVs alone take {limits['gemv_only_x_floor']:.2f}x "
                           "the floor")
         elif isinstance(limits.get("triton_kernels"), list):
+            budget = (None if most is None or "floor_ms" not in limits
+                      else (most, 1e3 * (most - 1) * limits["floor_ms"] / limits.get("num_layers", 1)))
             causes.append(layer_cause(limits["triton_kernels"], limits.get("num_layers", 1),
-                                      barrier=limits.get("grid_barrier")))
+                                      barrier=limits.get("grid_barrier"), budget=budget))
         kernel = limits.get("kernels", {}).get(row.path, {})
         if kernel.get("overhead_us_per_kernel") is not None:
             causes.append(f"its {_kernels(row)} cost {kernel['overhead_us_per_kernel']:.1f} µs each "
@@ -69,19 +72,32 @@ def floor_cause(row: Row, limits: dict | None) -> str:
     return "; ".join(c for c in causes if c)
 
 
-def layer_cause(kernels: list, num_layers: int, barrier: dict | None = None) -> str:
+def layer_cause(kernels: list, num_layers: int, barrier: dict | None = None,
+                budget: tuple[float, float] | None = None) -> str:
     """The book's kernels of one layer (KernelRows or stored dicts) in words: µs beyond their bytes,
-    the kernel that holds most, what their launches take empty, and (barrier: grid_barrier_us's dict)
-    what the same dependencies would take inside one persistent launch."""
+    the kernel that holds most, what their launches take empty against budget (the target's multiple,
+    the µs a layer it leaves beyond the floor), and (barrier: grid_barrier_us's dict) what the same
+    dependencies would take inside one persistent launch."""
     layer = [k for k in kernel_rows(kernels) if k.kernel != "lm_head"]
     worst = sorted(layer, key=lambda k: -k.beyond_us)[:2]
     beyond = sum(k.beyond_us for k in layer)
     empty = "" if any(k.empty_us is None for k in layer) else (
         f"; their {len(layer)} launches, made empty with the same grids, take "
-        f"{sum(k.empty_us for k in layer):.1f} µs a layer alone" + _barrier_clause(layer, barrier))
+        f"{sum(k.empty_us for k in layer):.1f} µs a layer alone" + _budget_clause(layer, budget)
+        + _barrier_clause(layer, barrier))
     return (f"its kernels of one layer take {sum(k.us for k in layer):.1f} µs, {beyond:.1f} beyond their "
             f"bytes ({num_layers * beyond / 1e3:.3f} ms over {num_layers} layers), most in "
             + " and ".join(f"{k.kernel} ({k.beyond_us:.1f} µs)" for k in worst) + empty)
+
+
+def _budget_clause(layer: list[KernelRow], budget: tuple[float, float] | None) -> str:
+    """', ' + the layer's empty launches set against the µs a layer the target leaves beyond the floor, or ''."""
+    if budget is None:
+        return ""
+    most, room_us = budget
+    launches = sum(k.empty_us for k in layer)
+    return (f", {'more than' if launches > room_us else 'within'} the {room_us:.1f} µs a layer beyond the "
+            f"floor that {most:g}x leaves")
 
 
 def _barrier_clause(layer: list[KernelRow], barrier: dict | None) -> str:
@@ -154,7 +170,7 @@ def evaluate_targets(rows: list[Row], limits: dict[str, dict] | None = None) -> 
         row = find_row(rows, preset, batch, path)
         out.append(_judged(f"{preset} b{batch}: {path} <= {most}x the floor", preset, batch, path, most,
                            [(row, path)], lambda: (row.x_floor, row.x_floor <= most,
-                                                   f"{row.x_floor:.2f}x; {floor_cause(row, limits.get(preset))}")))
+                                                   f"{row.x_floor:.2f}x; {floor_cause(row, limits.get(preset), most)}")))
     for preset, path, batch, most in BATCH_TARGETS:
         row, single = find_row(rows, preset, batch, path), find_row(rows, preset, 1, path)
         out.append(_judged(
