@@ -378,11 +378,11 @@ def test_cli_out_folder_is_refused(tmp_path, capsys):
 
 
 @pytest.mark.parametrize("kwargs, message", [
-    ({"batches": [0]}, "every batch size must be a whole number >= 1"),
+    ({"batches": [0]}, "every batch size must be a whole number from 1 to 16"),
     ({"batches": [17]}, "every batch size must be a whole number from 1 to 16"),
-    ({"batches": [2.5]}, "every batch size must be a whole number >= 1"),
+    ({"batches": [2.5]}, "every batch size must be a whole number from 1 to 16"),
     ({"batches": []}, "at least one preset and one batch size"),
-    ({"context": 0}, "context must be a whole number >= 1"),
+    ({"context": 0}, "context must be a whole number from 1 to"),
     ({"repeats": 0}, "repeats must be a whole number >= 1"),
     ({"presets": ["qwen3-9b"]}, "unknown preset 'qwen3-9b'"),
 ])

@@ -49,6 +49,13 @@ def test_a_whole_number_refuses_the_rest(value):
         whole_number(value, "batch")
 
 
+@pytest.mark.parametrize("value", [0, 9, 8.0, np.int64(8), True])
+def test_a_launch_setting_takes_only_a_python_int_in_its_range(value):
+    assert whole_number(8, "num_stages", at_most=8, int_only=True) == 8
+    with pytest.raises(ValueError, match=r"num_stages must be a whole number from 1 to 8 \(a Python int\), got"):
+        whole_number(value, "num_stages", at_most=8, int_only=True)
+
+
 def test_a_yes_no_tensor_is_not_a_number():
     with pytest.raises(ValueError, match="got Tensor tensor[(]True[)]"):
         positive_number(torch.tensor(True), "bandwidth_gbps")

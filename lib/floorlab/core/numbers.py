@@ -54,15 +54,18 @@ def nonnegative_number(value, name: str, hint: str = "") -> float:
     return number(value, name, hint=hint, at_least=0.0)
 
 
-def whole_number(value, name: str, *, at_least: int = 1, hint: str = "") -> int:
-    """value as an int >= at_least (a batch, a count of tokens or kernels), or a ValueError; 8.0 is taken."""
+def whole_number(value, name: str, *, at_least: int = 1, at_most: int | None = None, int_only: bool = False,
+                 hint: str = "") -> int:
+    """value as an int from at_least (to at_most when given): a batch, a count of tokens or kernels, or a
+    ValueError; 8.0 is taken unless int_only (a Triton launch setting, where 8.0 would be a float constant)."""
     try:
         whole = None if is_bool(value) or isinstance(value, (str, bytes)) else int(value)
-        exact = whole == value
+        exact = whole == value and (type(value) is int or not int_only)
     except (TypeError, ValueError, OverflowError, RuntimeError):
         exact = False
-    if not exact or whole < at_least:
-        raise _refuse(name, f"a whole number >= {at_least}", value, hint)
+    if not exact or whole < at_least or (at_most is not None and whole > at_most):
+        bound = f"from {at_least} to {at_most}" if at_most is not None else f">= {at_least}"
+        raise _refuse(name, f"a whole number {bound}" + (" (a Python int)" if int_only else ""), value, hint)
     return whole
 
 

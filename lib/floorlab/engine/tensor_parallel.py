@@ -107,9 +107,8 @@ class TPDecoder(Qwen3Decoder):
                  max_context: int = 256, device="cpu", dtype: torch.dtype = torch.bfloat16):
         full = check_split(shape, ranks)
         ranks = int(ranks)
-        rank = whole_number(rank, "rank", at_least=0, hint=f"ranks count from 0 to {ranks - 1}")
-        if rank >= ranks:
-            raise ValueError(f"rank must be a whole number from 0 to {ranks - 1}, got {rank}")
+        rank = whole_number(rank, "rank", at_least=0, at_most=ranks - 1,
+                            hint=f"ranks count from 0 to {ranks - 1}")
         super().__init__(shard_shape(full, ranks), max_batch=max_batch,
                          max_context=max_context, device=device, dtype=dtype)
         self.full_shape, self.rank, self.ranks, self.group = full, rank, ranks, group

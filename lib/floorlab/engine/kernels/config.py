@@ -4,22 +4,22 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field, replace
 
-from floorlab.core.numbers import instance, shown
+from floorlab.core.numbers import instance, shown, whole_number
 from floorlab.core.shapes import Qwen3Shape, get_shape
 
 GEMV_NAMES = ("qkv", "o_proj", "gate_up", "down", "lm_head")
 TINY = Qwen3Shape(64, 96, 2, 4, 2, 16, 97, False, rope_theta=10000.0, name="tiny")  # small enough to interpret
 
 
-def _check_int(config, name: str, wanted: str, *, least: int = 1, most: int = 2**31,
+def _check_int(config, name: str, hint: str = "", *, least: int = 1, most: int = 2**31,
                power_of_two: bool = False) -> None:
-    """Refuse a launch setting that is not a Python int from least to most (Triton takes it as a constant)."""
+    """Refuse a launch setting that is not a Python int from least to most, or (power_of_two) not a power of
+    two, through core.numbers' one whole-number check (Triton takes it as a constant)."""
     value = getattr(config, name)
-    if type(value) is not int or not least <= value <= most or (power_of_two and value & (value - 1)):
-        raise ValueError(f"{type(config).__name__}.{name} must be {wanted}, got {shown(value)}")
-
-
-POWER_OF_TWO = "a power of two >= 1 (Triton tiles are powers of two)"
+    label = f"{type(config).__name__}.{name}"
+    whole_number(value, label, at_least=least, at_most=most, int_only=True, hint=hint)
+    if power_of_two and value & (value - 1):
+        raise ValueError(f"{label} must be a power of two (Triton tiles are powers of two), got {shown(value)}")
 
 
 @dataclass(frozen=True)
@@ -40,9 +40,9 @@ class GemvConfig:
     def check(self) -> "GemvConfig":
         """Return self after checking every field; raises ValueError saying how to fix a bad one."""
         for name in ("rows_per_program", "block_k", "num_warps"):
-            _check_int(self, name, POWER_OF_TWO, power_of_two=True)
-        _check_int(self, "num_stages", "a whole number from 1 to 8 (K tiles in flight)", most=8)
-        _check_int(self, "split_k", "a whole number >= 1 (1 means no split)")
+            _check_int(self, name, power_of_two=True)
+        _check_int(self, "num_stages", "K tiles in flight", most=8)
+        _check_int(self, "split_k", "1 means no split")
         rules = (
             (self.dot and (self.rows_per_program < 16 or self.block_k < 16),
              f"dot=True needs rows_per_program >= 16 and block_k >= 16 (a tensor-core tile), got "
@@ -77,11 +77,11 @@ class AttentionConfig:
 
     def check(self) -> "AttentionConfig":
         """Return self after checking every field; raises ValueError saying how to fix a bad one."""
-        _check_int(self, "block_t", "a power of two >= 16 (a tensor-core tile)", least=16, power_of_two=True)
-        _check_int(self, "num_warps", POWER_OF_TWO, power_of_two=True)
-        _check_int(self, "splits", "a whole number from 1 to 64", most=64)
+        _check_int(self, "block_t", "a tensor-core tile", least=16, power_of_two=True)
+        _check_int(self, "num_warps", power_of_two=True)
+        _check_int(self, "splits", most=64)
         if self.o_proj_rows:
-            _check_int(self, "o_proj_rows", POWER_OF_TWO, power_of_two=True)
+            _check_int(self, "o_proj_rows", power_of_two=True)
             if self.splits != 1:
                 raise ValueError(f"AttentionConfig(o_proj_rows={self.o_proj_rows}) attends the whole context in "
                                  f"each program; pass splits=1 with it (got {self.splits}), or o_proj_rows=0")

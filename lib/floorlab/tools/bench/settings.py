@@ -113,12 +113,6 @@ def default_presets(device: torch.device, batches, context: int = DEFAULT_CONTEX
     return tuple(kept) or GPU_PRESETS[:1]
 
 
-def _at_most(value: int, highest: int, name: str, hint: str) -> int:
-    if value > highest:
-        raise ValueError(f"{name} must be a whole number from 1 to {highest}, got {value}; {hint}")
-    return value
-
-
 def make_settings(presets=None, batches=None, context: int = DEFAULT_CONTEXT, *,
                   repeats: int | None = None, warmup: int | None = None, device=None,
                   skip_transformers: bool = False, skip_fused: bool = False,
@@ -137,10 +131,9 @@ def make_settings(presets=None, batches=None, context: int = DEFAULT_CONTEXT, *,
     if transformers_for is not None:
         transformers_for = presets_in(transformers_for, shapes, "transformers_for")
     bucket = f"the largest graph bucket is {MAX_BATCH}; pass sizes such as 1 or 8"
-    batches = [_at_most(whole_number(b, "every batch size", hint=bucket), MAX_BATCH, "every batch size", bucket)
-               for b in batches]
+    batches = [whole_number(b, "every batch size", at_most=MAX_BATCH, hint=bucket) for b in batches]
     prompt = "it counts the prompt tokens already in the cache"
-    context = _at_most(whole_number(context, "context", hint=prompt), MAX_CONTEXT, "context", prompt)
+    context = whole_number(context, "context", at_most=MAX_CONTEXT, hint=prompt)
     if repeats is not None:
         repeats = whole_number(repeats, "repeats", hint="it counts the timed steps per row")
     if warmup is not None:

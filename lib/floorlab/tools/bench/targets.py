@@ -169,8 +169,8 @@ def evaluate_targets(rows: list[Row], limits: dict[str, dict] | None = None) -> 
     for preset, batch, path, most in FLOOR_TARGETS:
         row = find_row(rows, preset, batch, path)
         out.append(_judged(f"{preset} b{batch}: {path} <= {most}x the floor", preset, batch, path, most,
-                           [(row, path)], lambda: (row.x_floor, row.x_floor <= most,
-                                                   f"{row.x_floor:.2f}x; {floor_cause(row, limits.get(preset), most)}")))
+                           [(row, path)], lambda: (row.x_floor, row.x_floor <= most, f"{row.x_floor:.2f}x; "
+                                                   f"{floor_cause(row, limits.get(preset), most)}")))
     for preset, path, batch, most in BATCH_TARGETS:
         row, single = find_row(rows, preset, batch, path), find_row(rows, preset, 1, path)
         out.append(_judged(
