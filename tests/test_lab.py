@@ -214,7 +214,7 @@ def test_the_chapter_runs_in_jupyterlab_and_its_prose_numbers_render(lab_server,
     not_run = [c["index"] for c in cells if c["type"] == "code" and c["executionCount"] is None]
     assert not not_run, f"{CHAPTER.name}: Run All did not run code cells {not_run}"
     raw = [c["index"] for c in cells if c["type"] == "markdown" and "{eval}" in c["text"]]
-    assert not raw, f"{CHAPTER.name}: markdown cells {raw} show {{eval}}: run python -m floorlab.tools.prose_cells"
+    assert not raw, f"{CHAPTER.name}: markdown cells {raw} show {{eval}}: write each as a prose cell"
     assert " ".join(early["output"].split()) == " ".join(cells[first]["output"].split()), (
         f"{CHAPTER.name}: prose cell {first} read {early['output'][:300]!r} when it had run, "
         f"but {cells[first]['output'][:300]!r} after Run All")
