@@ -168,6 +168,9 @@ def test_at_the_layer_bytes_found_eager_is_the_threshold_times_a_replay(stored_v
     stream_ms = model.layer_bytes() / (model.bandwidth_gbps * 1e9) * 1e3
     fixed_ms = model.kernels_per_layer * model.overhead_us / 1e3
     assert model.issue_ms_per_layer / (stream_ms + fixed_ms) == pytest.approx(sizes.THRESHOLD)
+    # the worked answer's predicted column applies the same rule to each shape's printed GB per layer
+    assert model.layer_speedup(model.layer_bytes()) == pytest.approx(sizes.THRESHOLD)
+    assert model.layer_speedup(1e15) == 1.0  # a layer that streams past the host's issue time: no gain
     assert model.layer_bytes(threshold=1e9) == 0.0  # a threshold no step reaches: every size
 
 

@@ -266,6 +266,11 @@ class CostModel:
         """ms a layer's bytes must stream for eager ÷ replay = issue ÷ (stream + fixed) to fall to threshold."""
         return max(self.issue_ms_per_layer / threshold - self.fixed_ms_per_layer, 0.0)
 
+    def layer_speedup(self, layer_bytes: float) -> float:
+        """Eager ÷ replay of a layer of layer_bytes: issue ÷ (stream + fixed), at least 1 (the worked answer's rule)."""
+        replay_ms = layer_bytes / (self.bandwidth_gbps * 1e6) + self.fixed_ms_per_layer
+        return max(self.issue_ms_per_layer, replay_ms) / replay_ms
+
     def layer_bytes(self, threshold: float = THRESHOLD) -> float:
         """Bytes per layer from which eager takes less than threshold × a replay."""
         return self.stream_ms_per_layer(threshold) * 1e-3 * self.bandwidth_gbps * 1e9

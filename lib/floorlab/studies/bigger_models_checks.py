@@ -84,10 +84,11 @@ def answer_graphs_matter(model, expected: GraphsMatterAnswer, sizes) -> str:
         "per layer",
         "",
         f"{'preset':<11}{'GB per layer':>14}{'eager ÷ replay, predicted':>27}{'measured':>12}",
+        "(predicted for a layer of that size by the rule above; measured for the whole step)",
     ]
     for name, size in expected.layer_bytes_by_preset.items():
         measured = times_text(sizes.speedup_band(name), sizes.speedup(name)) if name in sizes.presets else "-"
-        lines.append(f"{name:<11}{sig(size / 1e9):>14}{sig(model.speedup(name)):>26}×{measured:>12}")
+        lines.append(f"{name:<11}{sig(size / 1e9):>14}{sig(model.layer_speedup(size)):>26}×{measured:>12}")
     lines.append("")
     firsts = {expected.first_preset} | {first for _, first in expected.band.values()}
     if expected.band:
