@@ -111,7 +111,7 @@ class TPDecoder(Qwen3Decoder):
                             hint=f"ranks count from 0 to {ranks - 1}")
         super().__init__(shard_shape(full, ranks), max_batch=max_batch,
                          max_context=max_context, device=device, dtype=dtype)
-        self.full_shape, self.rank, self.ranks, self.group = full, rank, ranks, group
+        self.rank, self.ranks, self.group = rank, ranks, group
         self.vocab_per_rank = full.vocab_size // ranks
         # the output head's slice: rows of the input table when tied, its own weight otherwise
         self.head = None if full.tie_word_embeddings else nn.Parameter(
