@@ -156,6 +156,16 @@ def test_the_bucket_check_judges_budget_and_speed():
     assert "tuple" in serving_buckets.check_bucket_choice("8", hist, COSTS, **kw)
     answer = serving_buckets.answer_bucket_choice(hist, COSTS, **kw)
     assert str(best.buckets) in answer
+    # batch 19 lies past the measured buckets: the answer says its times come from the straight lines,
+    # and sets the stream's own eager steps there beside them
+    assert "the straight lines past batch 16 put an eager step there at" in answer and "stream's" not in answer
+    assert "only if a bucket reaches 19" in answer  # max_bucket 20 allows one
+    capped = serving_buckets.answer_bucket_choice(hist, COSTS, budget_mb=budget, max_bucket=16)
+    assert "Batch 19 lies past the largest bucket allowed (16), so its steps run eagerly" in capped
+    stream = StreamCost("graphs", (1, 2, 4, 8, 16), [StreamStep(19, None, 9.0), StreamStep(19, None, 8.0),
+                                                     StreamStep(19, None, 8.5), StreamStep(3, 4, 1.0)])
+    answer = serving_buckets.answer_bucket_choice(hist, COSTS, stream=stream, **kw)
+    assert "(the stream's 3 eager steps there took 8.50 ms)" in answer
 
 
 def test_the_bucket_cell_takes_a_numpy_array_and_an_unreadable_answer():

@@ -3,6 +3,7 @@ the best choice within a memory budget, and the challenge that asks the reader f
 from __future__ import annotations
 
 from dataclasses import dataclass
+from statistics import median
 
 from floorlab.core.checks import NOT_ATTEMPTED, Unreadable, checked, read_number
 from floorlab.core.prose import fmt_ms, sig
@@ -163,8 +164,9 @@ def check_bucket_choice(my_buckets, histogram: dict[int, int], costs, *, budget_
 
 
 def answer_bucket_choice(histogram: dict[int, int], costs, *, budget_mb: float, max_bucket: int,
-                         default=(1, 2, 4, 8, 16)) -> str:
-    """The worked answer: the best choice within budget, set beside the default buckets."""
+                         default=(1, 2, 4, 8, 16), stream=None) -> str:
+    """The worked answer: the best choice within budget, set beside the default buckets; stream (a StreamCost):
+    its eager steps at the largest batch, beside the straight line's estimate where that lies past the buckets."""
     rows = {"best within budget": best_buckets(histogram, costs, budget_mb=budget_mb,
                                                max_bucket=max_bucket),
             "the default buckets": score_buckets(default, histogram, costs)}
@@ -173,7 +175,18 @@ def answer_bucket_choice(histogram: dict[int, int], costs, *, budget_mb: float, 
         lines.append(f"{name:20s} {sig(s.mean_ms):>8} {sig(s.memory_mb):>7} {s.padded_share:7.0%} "
                      f"{s.fallback_share:6.0%}  {s.buckets}")
     largest = max(histogram)
-    lines.append(f"Every step up to batch {largest} runs in a graph only if a bucket reaches "
-                 f"{largest}; an eager step costs {sig(costs.eager_step_ms(largest))} ms there "
-                 f"against a replay's {sig(costs.graph_step_ms(largest))} ms.")
+    eager_ms, replay_ms = sig(costs.eager_step_ms(largest)), sig(costs.graph_step_ms(largest))
+    if largest <= max(costs.eager_ms):
+        cost = f"an eager step costs {eager_ms} ms there against a replay's {replay_ms} ms"
+    else:
+        cost = (f"the straight lines past batch {max(costs.eager_ms)} put an eager step there at {eager_ms} ms "
+                f"and a replay at {replay_ms} ms")
+        ran = [step.ms for step in (stream.steps if stream else ()) if step.batch == largest and step.bucket is None]
+        if ran:
+            cost += f" (the stream's {len(ran)} eager step{'s' * (len(ran) > 1)} there took {sig(median(ran))} ms)"
+    if largest > max_bucket:
+        lines.append(f"Batch {largest} lies past the largest bucket allowed ({max_bucket}), so its steps run eagerly "
+                     f"whatever the choice; {cost}.")
+    else:
+        lines.append(f"Every step up to batch {largest} runs in a graph only if a bucket reaches {largest}; {cost}.")
     return "\n".join(lines)
