@@ -358,10 +358,10 @@ def test_cli_unknown_preset_lists_known_ones(capsys):
 @pytest.mark.parametrize("argv, message", [
     (["--batches", "0"], "from 1 to 16"),
     (["--batches", "17"], "from 1 to 16"),
-    (["--batches", "eight"], "whole number such as 1 or 8"),
-    (["--context", "0"], "context must be from 1 to 8192"),
+    (["--batches", "eight"], "from 1 to 16, got eight; for example 1 or 8"),
+    (["--context", "0"], "context must be a whole number from 1 to 8192, got 0"),
     (["--context", "many"], "context must be a whole number"),
-    (["--repeats", "0"], "repeats must be >= 1"),
+    (["--repeats", "0"], "repeats must be a whole number >= 1, got 0"),
     (["--out", "bench.txt"], "should end in .json"),
     (["--presets", ","], "no preset given"),
 ])

@@ -438,13 +438,13 @@ def test_kernel_sweep_runs_on_a_tiny_shape(tmp_path, capsys):
 
 
 @pytest.mark.parametrize("flags, error", [
-    (["--batches", "0"], "--batches must be >= 1, got 0"),
-    (["--batches", "1", "0"], "--batches must be >= 1, got 0"),
-    (["--batches", "x"], "--batches must be a whole number such as 1 or 8, got 'x'"),
-    (["--repeats", "0"], "--repeats must be >= 1, got 0"),
-    (["--repeats", "2.5"], "--repeats must be a whole number such as 20, got '2.5'"),
-    (["--configs", "0"], "--configs must be >= 1, got 0"),
-    (["--context", "0"], "--context must be >= 1, got 0"),
+    (["--batches", "0"], "--batches must be a whole number >= 1, got 0"),
+    (["--batches", "1", "0"], "--batches must be a whole number >= 1, got 0"),
+    (["--batches", "x"], "--batches must be a whole number >= 1, got x; for example 1 or 8"),
+    (["--repeats", "0"], "--repeats must be a whole number >= 1, got 0"),
+    (["--repeats", "2.5"], "--repeats must be a whole number >= 1, got 2.5; for example 20"),
+    (["--configs", "0"], "--configs must be a whole number >= 1, got 0"),
+    (["--context", "0"], "--context must be a whole number >= 1, got 0"),
     (["--presets", "qwen3-9b"], "unknown preset 'qwen3-9b'; use one of: qwen3-0.6b"),
 ])
 def test_kernel_sweep_refuses_bad_flags_before_it_times_anything(flags, error, capsys, monkeypatch):

@@ -79,7 +79,7 @@ def test_the_table_reads_a_stored_chapter_run():
 
 
 @pytest.mark.parametrize("argv, says", [
-    (["measure", "--repeats", "0"], "--repeats must be >= 1"),
+    (["measure", "--repeats", "0"], "--repeats must be a whole number >= 1, got 0"),
     (["measure", "--warmup", "x"], "--warmup must be a whole number"),
     (["measure", "--device", "tpu"], "invalid choice"),
     ([], "name a command"),
@@ -111,7 +111,7 @@ def test_asking_for_cuda_without_a_gpu_says_so(capsys):
 def test_bench_is_still_reachable_both_ways(capsys):
     with pytest.raises(SystemExit) as exit_:
         main(["bench", "--repeats", "0"])
-    assert exit_.value.code == 2 and "repeats must be >= 1" in capsys.readouterr().err
+    assert exit_.value.code == 2 and "repeats must be a whole number >= 1" in capsys.readouterr().err
     done = subprocess.run([sys.executable, "-m", "floorlab.tools.bench", "--help"], capture_output=True,
                           text=True, timeout=120)
     assert done.returncode == 0 and "--skip-fused" in done.stdout

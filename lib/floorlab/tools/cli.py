@@ -10,6 +10,7 @@ from pathlib import Path
 from floorlab.core import paths
 from floorlab.core.device import describe_device, device_slug
 from floorlab.core.files import folder_problem, save_or_keep
+from floorlab.core.numbers import shown, whole_number
 
 COMMANDS = {"measure": "measure this card in a minute or two: floor, eager, graph replay",
             "doctor": "check this machine before a workshop: GPU, memory, versions, run times",
@@ -24,17 +25,17 @@ PASSTHROUGH = {"bench": "floorlab.tools.bench.cli", "sweep": "floorlab.tools.swe
 
 
 def whole_arg(label: str, lowest: int, highest: int | None, example: str):
-    """An argparse type: a whole number from lowest to highest, or an error saying so."""
+    """An argparse type: a whole number from lowest to highest (core.numbers.whole_number), or an error
+    that quotes the text as typed."""
     def parse(text: str) -> int:
         try:
             value = int(text)
         except ValueError:
-            raise argparse.ArgumentTypeError(
-                f"{label} must be a whole number such as {example}, got {text!r}") from None
-        if value < lowest or (highest is not None and value > highest):
-            bound = f"from {lowest} to {highest}" if highest is not None else f">= {lowest}"
-            raise argparse.ArgumentTypeError(f"{label} must be {bound}, got {value}")
-        return value
+            value = text
+        try:
+            return whole_number(value, label, at_least=lowest, at_most=highest, hint=f"for example {example}")
+        except ValueError as err:
+            raise argparse.ArgumentTypeError(str(err).replace(f"got {shown(value)}", f"got {text}")) from None
     return parse
 
 

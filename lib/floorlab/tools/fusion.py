@@ -3,18 +3,19 @@ from a CUDA graph in rounds (A B C, A B C, ...) so the spread between rounds say
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from dataclasses import replace
 
 import torch
 
 from floorlab.core.bandwidth import measure_bandwidths
+from floorlab.core.files import save_or_keep
 from floorlab.core.roofline import bytes_per_step, floor_ms
 from floorlab.core.runs import run_stamp
 from floorlab.core.shapes import get_shape
 from floorlab.engine.kernels import default_config, shape_kwargs
 from floorlab.engine.model import build_model
+from floorlab.tools.cli import whole_arg
 from floorlab.tools.sweep_steps import VARIANT_CONTEXT, VARIANT_MAX_CONTEXT, prefilled, time_configs
 
 ROUNDS = 3
@@ -78,9 +79,9 @@ def main(argv=None) -> int:
     parser = argparse.ArgumentParser(prog="python -m floorlab.tools.fusion",
                                      description="Attention and o_proj as two kernels or one, side by side.")
     parser.add_argument("--presets", nargs="+", default=["qwen3-0.6b", "qwen3-8b"])
-    parser.add_argument("--batches", nargs="+", type=int, default=[1, 8])
-    parser.add_argument("--warmup", type=int, default=20)
-    parser.add_argument("--repeats", type=int, default=200)
+    parser.add_argument("--batches", nargs="+", type=whole_arg("--batches", 1, None, "1 8"), default=[1, 8])
+    parser.add_argument("--warmup", type=whole_arg("--warmup", 0, None, "20"), default=20)
+    parser.add_argument("--repeats", type=whole_arg("--repeats", 1, None, "200"), default=200)
     parser.add_argument("--out", default="fusion.json")
     args = parser.parse_args(argv)
     if not torch.cuda.is_available():
@@ -88,9 +89,9 @@ def main(argv=None) -> int:
         return 2
     result = time_fusion(args.presets, sorted(set(args.batches)), device=torch.device("cuda"),
                          warmup=args.warmup, repeats=args.repeats)
-    with open(args.out, "w") as f:
-        json.dump(result, f, indent=1)
     print(format_rows(result["rows"]))
+    where, note = save_or_keep(result, args.out)
+    print(note or f"wrote {where}", file=sys.stderr if note else sys.stdout)
     return 0
 
 

@@ -7,6 +7,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from floorlab.core import paths
+from floorlab.core.files import write_whole
 from floorlab.core.prose import fmt_ms
 from floorlab.core.reference import reference_run
 from floorlab.core.roofline import floor_ms, gap_ms, overhead_us_per_kernel, per_launch_us
@@ -157,8 +158,6 @@ def write_napkin_js(path, figures_dir=None, gallery_dir=None) -> Path:
     """Write the shapes and the presets to path (folders made) as window.FLOORLAB_NAPKIN; returns the path."""
     data = {"shapes": shape_table(), "presets": [asdict(p) for p in presets(figures_dir, gallery_dir)]}
     body = json.dumps(data, indent=1, sort_keys=True, ensure_ascii=False)
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(f"// Written by floorlab.tools.napkin when the site was built; do not edit.\n"
-                    f"window.{GLOBAL_NAME} = {body};\n", encoding="utf-8")
-    return path
+    text = (f"// Written by floorlab.tools.napkin when the site was built; do not edit.\n"
+            f"window.{GLOBAL_NAME} = {body};\n").encode("utf-8")
+    return write_whole(path, lambda stream: stream.write(text))
