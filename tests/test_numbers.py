@@ -111,3 +111,5 @@ def test_wrap_keeps_to_the_column_and_never_breaks_at_a_hyphen():
                or "run.json" in line for line in lines[1:])
     assert "/tmp/floorlab-two-cards-jy0rl1ol/run.json" in wrap(text)
     assert wrap("short\n\nkept") == "short\n\nkept"
+    table = wrap("bandwidth   one card\n            per rank alone " + "46.9, " * 20 + "GB/s").splitlines()
+    assert len(table) > 2 and all(line.startswith(" " * 14) for line in table[2:])  # under its own column

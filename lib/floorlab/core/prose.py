@@ -70,10 +70,13 @@ def prose(markdown: str) -> None:
 
 
 def wrap(text: str, width: int = COLUMN) -> str:
-    """Text re-wrapped to the site's column, paragraph by paragraph (lines kept where they break)."""
+    """Text re-wrapped to the site's column, paragraph by paragraph (lines kept where they break); a long line
+    goes on two spaces under its own indent, so an aligned column stays aligned."""
     instance(text, str, "text", hint="pass the text to wrap; str(value) turns a number into text")
     width = whole_number(width, "width", hint=f"pass a line width in characters, e.g. {COLUMN}")
-    return "\n".join(textwrap.fill(line, width, subsequent_indent="  ", break_on_hyphens=False)
+    def indent(line: str) -> str:
+        return " " * min(len(line) - len(line.lstrip()) + 2, width // 2)
+    return "\n".join(textwrap.fill(line, width, subsequent_indent=indent(line), break_on_hyphens=False)
                      if len(line) > width else line for line in text.splitlines())
 
 
