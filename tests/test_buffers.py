@@ -281,3 +281,12 @@ def test_copy_mistakes_leave_out_what_the_printed_numbers_cannot_tell_apart():
     copy_us, _, wrong = _copy_case(logit_bytes=4)  # half the bytes: two mistakes, one number
     assert wrong["each byte counted once, not read and then written, or with 2 bytes per "
                  "logit where these logits take 4"] == copy_us / 2
+
+
+def test_the_swap_is_told_both_when_the_top_tokens_differ_and_when_they_match_by_luck():
+    from floorlab.studies.shared_buffers import Kept
+
+    a, b = torch.tensor([[0.0, 3.0, 1.0]]), torch.tensor([[2.0, 0.0, 1.0]])
+    assert "is 0 where A's own answer was 1" in Kept("view", a, b, [b]).swap_sentence()
+    same = Kept("view", a, torch.tensor([[0.0, 5.0, 4.0]]), [b]).swap_sentence()
+    assert "happens to be 1, A's own answer too" in same and "luck" in same

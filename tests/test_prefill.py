@@ -502,3 +502,21 @@ def test_the_observed_knee_is_read_against_both_predictions(observed, words):
     knees = Knees("eager", roofline_tokens=263, step_ms=6.2, fixed_cost_tokens=3217, observed_tokens=observed,
                   longest_tokens=4096)
     assert words in nearer_reading(knees)
+
+
+@pytest.mark.parametrize("straight_tokens, at_fixed, words, answer", [
+    (31.0, 0.001, "Attention moves nothing here: at 31 tokens it is under 1%", "about the same prompt"),
+    (4000.0, 0.2, "Attention makes the difference", "too many: at 31 tokens attention is already 20%"),
+])
+def test_the_knee_says_whether_attention_moves_it(straight_tokens, at_fixed, words, answer):
+    from floorlab.studies.prefill import Knees
+    from floorlab.studies.prefill_readings import knee_reading, without_attention_answer
+
+    knees = Knees("eager", roofline_tokens=10, step_ms=6.2, fixed_cost_tokens=31, observed_tokens=21,
+                  longest_tokens=4096)
+    straight = straight_tokens / knees.roofline_tokens
+    ratios = {"straight_tokens": straight_tokens, "straight": straight, "step": straight,
+              "at_fixed": at_fixed, "at_roof": at_fixed / 3}
+    agreement, attention = knee_reading(ratios, knees)
+    assert agreement == "close to" and words in attention and "0% of a prefill's at" not in attention
+    assert answer in without_attention_answer(ratios, knees)

@@ -135,19 +135,45 @@ def converge_reading(eager, graphed, where: str) -> str:
     return f"{where}, {short}; at {eager[-1].prompt_tokens:,} tokens {long}"
 
 
+def share_text(share: float) -> str:
+    """A share of the FLOPs as a sentence prints it: a whole percent, or 'under 1%' for a smaller one."""
+    return f"{share:.0%}" if share >= 0.005 else "under 1%"
+
+
+def attention_moves_knee(ratios: dict, knees) -> bool:
+    """True when leaving attention out moves the fixed-cost prediction by AGREE or more of it."""
+    return abs(ratios["straight_tokens"] / knees.fixed_cost_tokens - 1) >= AGREE
+
+
 def knee_reading(ratios: dict, knees) -> tuple[str, str]:
-    """(agreement, attention): whether the matrix products alone predict the fixed-cost knee to within AGREE, and what
-    attention adds."""
+    """(agreement, attention): whether the matrix products alone predict the fixed-cost knee to within AGREE, and
+    whether attention moves that prediction at all."""
+    at_fixed = share_text(ratios["at_fixed"])
+    if not attention_moves_knee(ratios, knees):
+        agreement = "close to" if abs(ratios["straight"] / ratios["step"] - 1) < AGREE else "still far from"
+        return agreement, (
+            f"Attention moves nothing here: at {knees.fixed_cost_tokens:,} tokens it is {at_fixed} of a "
+            "prefill's FLOPs, so the matrix products alone make the prediction, and a prompt this short is "
+            "priced by its fixed cost.")
     if abs(ratios["straight"] / ratios["step"] - 1) < AGREE:
         return "close to", (
             "Attention makes the difference. Its FLOPs grow with the square of the prompt, from "
-            f"{ratios['at_roof']:.0%} of a prefill's at {knees.roofline_tokens:,} tokens to "
-            f"{ratios['at_fixed']:.0%} at {knees.fixed_cost_tokens:,}, so the arithmetic "
-            "overtakes a large fixed cost sooner than a straight line would.")
+            f"{share_text(ratios['at_roof'])} of a prefill's at {knees.roofline_tokens:,} tokens to "
+            f"{at_fixed} at {knees.fixed_cost_tokens:,}, so the arithmetic overtakes a large fixed cost "
+            "sooner than a straight line would.")
     return "still far from", (
         f"So on this machine more than attention parts them: at {knees.fixed_cost_tokens:,} "
-        f"tokens attention is {ratios['at_fixed']:.0%} of a prefill's FLOPs, and predictions this "
+        f"tokens attention is {at_fixed} of a prefill's FLOPs, and predictions this "
         "short also round to whole tokens.")
+
+
+def without_attention_answer(ratios: dict, knees) -> str:
+    """What leaving attention out does to challenge 3's answer: too many tokens, or the same prompt."""
+    if attention_moves_knee(ratios, knees):
+        return (f"{ratios['straight_tokens']:,.0f} tokens, too many: at {knees.fixed_cost_tokens:,} tokens "
+                f"attention is already {share_text(ratios['at_fixed'])} of the FLOPs.")
+    return (f"{ratios['straight_tokens']:,.0f} tokens, about the same prompt: at {knees.fixed_cost_tokens:,} "
+            f"tokens attention is {share_text(ratios['at_fixed'])} of the FLOPs, too little to move the answer.")
 
 
 def nearer_reading(knees) -> str:

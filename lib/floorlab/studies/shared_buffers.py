@@ -91,6 +91,17 @@ class Kept:
                  if out.shape == self.kept.shape and torch.equal(out, self.kept)]
         return found[-1] if found else None
 
+    def swap_sentence(self) -> str:
+        """What the caller samples from what it kept, against the first request's own top token: two sentences."""
+        now, then = int(self.kept.argmax()), int(self.at_the_time.argmax())
+        if now != then:
+            return (f"the token it samples from them is {now} where A's own answer was {then}. In a server, "
+                    "that becomes one user's answer written into another user's reply, in fluent text.")
+        return (f"the token it samples from them happens to be {then}, A's own answer too: this run's random "
+                "weights favour that token for both requests. The logits under it are B's all the same, so the "
+                "match is luck. With other requests, or a sampler that looks past the top token, one user's "
+                "answer gets written into another user's reply, in fluent text.")
+
 
 def keep_first(runner: GraphRunner, first: Request, later: list[Request], *,
                keep: str = "view") -> Kept:
