@@ -531,11 +531,25 @@ def test_speedups_are_said_only_beyond_the_spreads():
     assert text == ("the replay is 4.00× as fast as eager at batch 1 and no faster than eager "
                     "beyond the spreads at batch 16; the speed-up shrank as the batch grew, to "
                     "0.286× of its value at batch 1")
+    assert "the host's load" not in text
+    slow_first = {1: _row("eager", 1, 16.0), 16: _row("eager", 16, 8.0)}
+    said = speedup_sentence(slow_first, {1: _row("graph", 1, 2.0), 16: _row("graph", 16, 2.0)}, (1, 16))
+    assert "shrank as the batch grew" in said and "ran slower than at batch 16" in said
     lines = speedup_lines(eager, graph).splitlines()
     assert "4.00×" in lines[1] and "overlap" not in lines[1] and "noisy" not in lines[1]
     assert "overlap" in lines[2] and lines[2].endswith("eager noisy")
     assert lines[-1].startswith("overlap: eager and graph differ by less than their spreads")
     assert "overlap" not in speedup_lines({1: eager[1]}, {1: graph[1]})
+
+
+def test_the_padding_priced_by_the_slope_is_vouched_for_only_where_the_slope_is_a_rows_price():
+    from floorlab.studies.serving import marginal_price_sentence
+
+    rising = {b: _row("eager", b, 10.0 + b) for b in (1, 2, 4, 8, 16)}
+    assert marginal_price_sentence(rising, 78, 200.0).startswith("Priced that way the padding cost 78 × ")
+    dipping = {**rising, 8: _row("eager", 8, 5.0)}
+    said = marginal_price_sentence(dipping, 78, 200.0)
+    assert "measures the load" in said and "would cost 78 × " in said and "cannot vouch for" in said
 
 
 def test_the_slope_note_says_when_the_slope_is_not_a_rows_price():

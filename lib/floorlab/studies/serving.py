@@ -80,9 +80,13 @@ def speedup_sentence(eager: dict[int, Row], graph: dict[int, Row], batches) -> s
         f"no faster than eager beyond the spreads at batch {batch}") for i, batch in enumerate(batches)]
     first, last = batches[0], batches[-1]
     bands = [ratio_band(eager[b], graph[b]) for b in (first, last)]
+    faster = [b for b in batches[1:] if compare(eager[first], eager[b]).outcome == "more"]
+    load = (f", though eager at batch {first} ran slower than at batch {faster[0]}, beyond the spreads, which more "
+            f"rows cannot cause: the host's load set batch {first}'s eager pace, so the shrink is the load's as much "
+            "as the batch's") if faster else ""
     return "the replay is " + " and ".join(parts) + "; " + compare(bands[1], bands[0]).verdict(
         "the speed-up grew with the batch, beyond the spreads, against the expectation",
-        f"the speed-up shrank as the batch grew, to {{ratio}} of its value at batch {first}",
+        f"the speed-up shrank as the batch grew, to {{ratio}} of its value at batch {first}{load}",
         f"the spreads cannot tell whether the speed-up changed from batch {first} to {last}")
 
 
@@ -109,6 +113,19 @@ def slope_note(rows: dict[int, Row]) -> str:
     return compare(rows[batches[0]], rows[batches[-1]]).verdict("", "", (
         f"Here batch {batches[0]} and batch {batches[-1]} differ by less than their spreads, so a "
         "row costs too little for this run to see, and the slope is inside the noise."))
+
+
+def marginal_price_sentence(rows: dict[int, Row], padded_rows: int, total_ms: float) -> str:
+    """The slope's price of the padding as arithmetic, after slope_note; said as a figure the run cannot vouch
+    for where the slope measures the load or the noise."""
+    row_ms = ms_per_row(rows)
+    cost = (f"{padded_rows:,} × {sig(row_ms * 1e3)} µs = {fmt_ms(padded_rows * row_ms)}, "
+            f"{padded_rows * row_ms / total_ms:.1%} of the stream")
+    note = slope_note(rows)
+    if note:
+        return (f"{note} Priced that way all the same, the padding would cost {cost}, a figure this run "
+                "cannot vouch for.")
+    return f"Priced that way the padding cost {cost}."
 
 
 def ms_per_row(rows: dict[int, Row]) -> float:
