@@ -353,3 +353,13 @@ def test_the_32b_multiple_names_the_fitted_presets_kernels(stored_view):
     assert verdict.startswith("not yet") and mistake in verdict
     [same] = model.multiple_mistakes("qwen3-8b").values()  # the fitted preset: no mistake to make
     assert same == pytest.approx(model.graph_ms("qwen3-8b") / model.floor_ms("qwen3-8b"))
+
+
+def test_the_stored_sizes_are_named_as_stored_and_the_bench_growth_is_set_against_the_layers():
+    from floorlab.core.reference import reference_run
+    from floorlab.studies.bigger_models_readings import read_sizes
+
+    reading = read_sizes(sizes.stored_sizes(), reference_run("h200-bench"))
+    assert "this run" not in (reading.floor_wins + reading.gain + reading.replay)
+    assert reading.floor_wins.startswith("On the stored run") and reading.gain.startswith("On the stored run")
+    assert "than the layers' 1.29×" in reading.bench or "about the layers' 1.29×" in reading.bench

@@ -22,6 +22,7 @@ class SizeReadings:
 
     first: str
     last: str
+    run: str = "this run"  # "this run", or "the stored run" where the sizes are not the reader's
     lines: list[str] = field(default_factory=list)  # printed under the table: claim, then seen
     replay: str = ""
     price: str = ""
@@ -39,7 +40,7 @@ class SizeReadings:
 def read_sizes(sizes: Sizes, bench: Run | None = None) -> SizeReadings:
     """The sentences a run of sizes supports (bench: the stored bench, read beside it)."""
     first, last = sizes.presets[0], sizes.presets[-1]
-    out = SizeReadings(first, last)
+    out = SizeReadings(first, last, "this run" if sizes.source.here else "the stored run")
     if sizes.graph(first) is None or sizes.graph(last) is None or first == last:
         out.replay = "This run has no replay at two sizes, so it cannot say how a replay changes with size."
         return out
@@ -50,22 +51,22 @@ def read_sizes(sizes: Sizes, bench: Run | None = None) -> SizeReadings:
 
 
 def _replay_lines(sizes: Sizes, out: SizeReadings) -> None:
-    first, last = out.first, out.last
+    first, last, run = out.first, out.last, out.run
     fall = compare(x_floor_band(sizes, last), x_floor_band(sizes, first))
     a, b = sizes.graph(first).x_floor, sizes.graph(last).x_floor
     out.lines += ["claim: a replay's multiple of the floor falls as the model grows",
                   f"seen:  {first} {fmt_times(a)} → {last} {fmt_times(b)}, p10-p90 bands "
                   + fall.verdict("apart: it rose", "apart", "overlapping")]
     out.replay = fall.verdict(
-        "Their p10-p90 bands lie apart, and the multiple rose: on this run the larger model sits further from its "
+        f"Their p10-p90 bands lie apart, and the multiple rose: on {run} the larger model sits further from its "
         "floor, the opposite of the claim.",
         "Replays are steady, and their p10-p90 bands lie apart, so that fall is real.",
-        "Their p10-p90 bands overlap, so this run cannot say that the multiple fell.")
+        f"Their p10-p90 bands overlap, so {run} cannot say that the multiple fell.")
     out.floor_wins = fall.verdict(
-        "On this run it did not: the larger model's replay sat further from its floor.",
-        "On this run it did: the floor wins. It wins slowly, because every layer brings its own kernels, and each "
+        f"On {run} it did not: the larger model's replay sat further from its floor.",
+        f"On {run} it did: the floor wins. It wins slowly, because every layer brings its own kernels, and each "
         "kernel keeps a price of its own.",
-        "On this run the spreads are too wide to show it.")
+        f"On {run} the spreads are too wide to show it.")
     us = sizes.per_kernel_us(first), sizes.per_kernel_us(last)
     if None in us:
         return
@@ -105,37 +106,49 @@ def _eager_lines(sizes: Sizes, out: SizeReadings, bench: Run | None) -> None:
     out.lines.append(f"       the stored bench ({bench.label}): " + seen.says(f"eager at {last}", f"eager at {first}"))
     here = sizes.run.device.name
     card = "the same card" if bench.device.name == here else f"another card, not the {here}"
+    per_layer = compare(ratio_band(*bench_eager[::-1]), Band.exact(layers[1] / layers[0])).verdict(
+        f" That is more than the layers' {sig(layers[1] / layers[0])}× alone: there the bytes, or a host busy "
+        "with other work, added to a price per layer.",
+        f" That is less than the layers' {sig(layers[1] / layers[0])}×, so part of that step did not grow "
+        "with the layers.",
+        f" That is about the layers' {sig(layers[1] / layers[0])}×: a host paying for each layer.")
     out.bench = (f"The stored bench ({bench.label}) timed the same engine on {card}: there "
                  + seen.says(f"eager at {last}", f"eager at {first}")
                  + f", with {layers[1]} layers against {layers[0]}.") + seen.verdict(
-        " A host paying for each layer takes longer at the larger size, as it did there.",
+        per_layer,
         " A host paying for each layer would have taken longer at the larger size, so that run does not show it "
         "doing so.", "")
 
 
 def _advantage(sizes: Sizes, out: SizeReadings, bench: Run | None) -> None:
-    first, last = out.first, out.last
+    first, last, run = out.first, out.last, out.run
     bands = {p: ratio_band(sizes.eager(p), sizes.graph(p)) for p in sizes.presets}
     weakest = min(bands, key=lambda p: bands[p].low)  # the size where a replay's lead is least sure
     w = bands[weakest]
     lead = compare(w, Band.exact(1.0)).verdict(
-        f"A replay beats eager at every size here: even eager's fastest tenth takes {fmt_times(w.low)} a replay's "
+        f"A replay beats eager at every size on {run}: even eager's fastest tenth takes {fmt_times(w.low)} a replay's "
         "slowest. ",
         f"At {weakest} eager beats a replay, the bands apart ({fmt_times(w.median)} at the medians), so a replay "
         "does not win everywhere. ",
-        f"At {weakest} this run cannot tell eager and a replay apart ({fmt_times(w.median)} at the medians, the "
+        f"At {weakest} {run} cannot tell eager and a replay apart ({fmt_times(w.median)} at the medians, the "
         "bands overlapping), so it cannot say a replay wins everywhere. ")
     a, b = bands[first], bands[last]
     span = f"{sig(a.low, 2)}-{sig(a.high, 2)}× at {first}, {sig(b.low, 2)}-{sig(b.high, 2)}× at {last}"
     move = compare(b, a)
     ends = f"from {fmt_times(a.median)} at {first} to {fmt_times(b.median)} at {last}, the bands apart."
+    outside = [p for p in sizes.presets[1:-1] if compare(bands[p], a).outcome == compare(bands[p], b).outcome
+               and compare(bands[p], a).meaningful]
+    if outside and move.meaningful:
+        p = outside[0]
+        ends = ends[:-1] + (f", though not steadily: at {p} it was {fmt_times(bands[p].median)}, beyond the "
+                            "bands of both ends.")
     out.advantage = lead + move.verdict(
         f"The advantage grows with size, {ends}", f"The advantage shrinks with size, {ends}",
-        f"The spreads do not let this run say whether that advantage grows or shrinks with size: {span}.")
+        f"The spreads do not let {run} say whether that advantage grows or shrinks with size: {span}.")
     out.gain = move.verdict(
-        f"On this run the larger model, {last}, gained more from graphs than {first}.",
-        f"On this run the small model, {first}, gained more from graphs than {last}.",
-        f"On this run the spreads do not say whether {first} or {last} gained more from graphs.")
+        f"On {run} the larger model, {last}, gained more from graphs than {first}.",
+        f"On {run} the small model, {first}, gained more from graphs than {last}.",
+        f"On {run} the spreads do not say whether {first} or {last} gained more from graphs.")
     if move.meaningful or not bench:
         return
     pairs = [(bench.find(BENCH_EAGER, p, sizes.batch), bench.find(BENCH_GRAPH, p, sizes.batch))
