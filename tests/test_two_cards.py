@@ -214,6 +214,34 @@ def test_the_study_reads_the_run_and_draws_its_bars(cpu_run, tmp_path):
     assert "GB/s" in two_cards.memory_says(tc, "tiny")
 
 
+def test_a_noisy_all_reduce_gives_the_break_even_at_both_ends_of_its_band(cpu_run):
+    from floorlab.core.timing import Timing
+    from floorlab.studies.two_cards_readings import crossover_reading
+
+    run = cpu_run[0]
+    row = run.row("all-reduce", "tiny/tp2")
+    steady = Timing(0.5, 0.49, 0.51, 0.48, 0.52, [0.5])
+    noisy = Timing(0.5, 0.25, 2.5, 0.2, 3.0, [0.5])
+    kept = row.timing
+    try:
+        for timing, said in ((steady, False), (noisy, True)):
+            row.timing = timing
+            reading = crossover_reading(two_cards.TwoCards(run), here=True)
+            assert ("at either end the break-even" in reading.text()) is said
+    finally:
+        row.timing = kept  # the run is shared by the module's tests
+    line = next(line for line in reading.lines if "either end" in line)
+    assert "p10-p90 is 250-2" in line and "450% of its median" in line, line
+
+
+def test_the_model_check_says_where_the_split_ran_outside_the_model_s_time():
+    row = {"preset": "small", "card_ms": 14.3, "predicted_ms": 19.8, "measured_ms": 39.9, "predicted": "slower",
+           "measured": "slower", "agrees": True, "in_band": False}
+    text = two_cards.format_checked([row])
+    assert "small: the split took 2.02× the model's time" in text and "its direction held, its size did not" in text
+    assert "model's time" not in two_cards.format_checked([{**row, "in_band": True}])
+
+
 def test_the_crossover_challenge_refuses_the_plausible_mistakes(cpu_run):
     tc = two_cards.TwoCards(cpu_run[0])
     model = tc.model()

@@ -280,7 +280,8 @@ def checked_against(tc: TwoCards, model: Crossover) -> list[dict]:
         predicted = compare(predicted_ms, card.median_ms).verdict("slower", "faster", "the same")
         out.append({"preset": preset, "card_ms": card.median_ms, "predicted_ms": predicted_ms,
                     "measured_ms": split.median_ms, "predicted": predicted, "measured": measured,
-                    "agrees": None if measured == "cannot tell" else measured == predicted})
+                    "agrees": None if measured == "cannot tell" else measured == predicted,
+                    "in_band": split.timing.p10_ms <= predicted_ms <= split.timing.p90_ms})
     return out
 
 
@@ -290,6 +291,12 @@ def format_checked(rows: list[dict]) -> str:
     for r in rows:
         lines.append(f"{r['preset']:<12}{sig(r['card_ms']):>10}{sig(r['predicted_ms']) + ' ' + r['predicted']:>18}"
                      f"{sig(r['measured_ms']):>10}  {r['measured']}")
+    for r in rows:
+        if not r.get("in_band", True) and r["predicted_ms"] > 0:
+            held = {True: "its direction held, its size did not", False: "neither its direction nor its size held",
+                    None: "the spreads cannot check its direction"}[r["agrees"]]
+            lines.append(f"{r['preset']}: the split took {fmt_times(r['measured_ms'] / r['predicted_ms'])} the "
+                         f"model's time, outside its own p10-p90 band: {held}")
     return "\n".join(lines)
 
 

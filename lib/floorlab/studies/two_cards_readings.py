@@ -36,7 +36,14 @@ def crossover_reading(src: TwoCards, *, here: bool) -> CrossoverReading:
     out = CrossoverReading()
     out.lines = [f"from {'this machine' if here else src.run.label}: {fmt_gbps(model.card_gbps)} a card, all-reduce "
                  f"{sig(model.all_reduce_ms * 1e3)} µs, all_gather {sig(model.all_gather_ms * 1e3)} µs",
-                 break_even_text(model.layer_mb()), "", model.table()]
+                 break_even_text(model.layer_mb())]
+    reduce = src.collective(src.presets[-1])
+    if reduce.noisy and math.isfinite(model.layer_mb()):
+        low, high = (model.layer_mb() * ms / reduce.median_ms for ms in (reduce.p10_ms, reduce.p90_ms))
+        out.lines.append(f"  (the all-reduce's p10-p90 is {sig(reduce.p10_ms * 1e3)}-{sig(reduce.p90_ms * 1e3)} µs, "
+                         f"{reduce.spread_ms / reduce.median_ms:.0%} of its median: at either end the break-even "
+                         f"would be {sig(low)} or {sig(high)} MB per layer)")
+    out.lines += ["", model.table()]
     out.first, params = model.first_winner(), model.crossover_params()
     out.crossing = (f"near {sig(params / 1e9, 2)}B parameters" if params is not None else
                     "below the smallest preset" if out.first != "none" else "beyond every preset")
