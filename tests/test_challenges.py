@@ -17,6 +17,8 @@ def test_ops_per_layer_check_covers_starter_right_and_wrong():
     assert below_the_floor.check_ops_per_layer(10, 30.0, True, **kw).startswith("not yet")
     assert below_the_floor.check_ops_per_layer(100, 1.7, True, **kw).startswith("not yet")
     assert "16.7 µs" in below_the_floor.answer_ops_per_layer(issue_ms=None, eager_ms=7.8, **kw)
+    assert "10.0 operators per layer" in below_the_floor.answer_ops_per_layer(issue_ms=None, eager_ms=7.8,
+                                                                              counted="operators", **kw)
     kw["dispatch"] = False  # the run's own verdict decides, not a threshold inside the check
     assert below_the_floor.check_ops_per_layer(10, 16.68, False, **kw).startswith("right")
 

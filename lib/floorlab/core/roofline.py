@@ -8,7 +8,7 @@ from dataclasses import asdict, dataclass
 
 from floorlab.core.host import SEED_DISPATCH_US, DispatchComparison
 from floorlab.core.numbers import element_bytes, nonnegative_number, number, positive_number, shown, whole_number
-from floorlab.core.prose import fmt_gb, fmt_gbps, fmt_ms
+from floorlab.core.prose import fmt_gb, fmt_gbps, fmt_ms, sig
 
 BYTES_PER_GB = 1e9
 BELOW_FLOOR_RATIO = 0.95  # a 5% allowance for timer noise before a result counts as below the floor
@@ -262,7 +262,7 @@ def diagnose_gap(*, eager_ms: float, floor_ms: float, launches: int,
     us = per_launch_us(gap, launches)
     verdict = gap_verdict(eager_ms=eager_ms, floor_ms=floor_ms, launches=launches,
                           issue_ms=issue_ms, busy_ms=busy_ms, dispatch=dispatch)
-    head = f"gap per launch: {gap:.3f} ms ÷ {launches} = {us:.1f} µs"
+    head = f"gap per launch: {fmt_ms(gap)} ÷ {launches:,} = {sig(us)} µs"
     lines = [f"{head}.", dispatch.says()] if dispatch is not None else [
         f"{head} (the laptop study quoted {DISPATCH_US[0]:.0f}-{DISPATCH_US[1]:.0f} µs for an eager dispatch; "
         "this run measured none of its own)."]
@@ -272,11 +272,11 @@ def diagnose_gap(*, eager_ms: float, floor_ms: float, launches: int,
                      "the launches are cheap beside them.")
     elif verdict == "dispatch" and issue_ms is not None and issue_ms >= BUSY_SHARE * eager_ms:
         share = "as long as" if issue_ms >= eager_ms else f"{issue_ms / eager_ms:.0%} of"
-        lines.append(f"The host needs {issue_ms:.2f} ms just to issue the step, {share} "
-                     f"the {eager_ms:.2f} ms the step takes: the device waits for the CPU. "
+        lines.append(f"The host needs {fmt_ms(issue_ms)} just to issue the step, {share} "
+                     f"the {fmt_ms(eager_ms)} the step takes: the device waits for the CPU. "
                      "Verdict: the floor holds and the gap is dispatch.")
         if busy_ms is not None:
-            lines.append(f"The device is busy for {busy_ms:.2f} ms of it, "
+            lines.append(f"The device is busy for {fmt_ms(busy_ms)} of it, "
                          f"{busy_ms / floor_ms:.1f}× the floor: after the launches, "
                          "its own kernels are the next cost.")
     elif verdict == "dispatch" and dispatch is not None:
@@ -285,7 +285,7 @@ def diagnose_gap(*, eager_ms: float, floor_ms: float, launches: int,
         lines.append("That is about what a dispatch costs. Verdict: the gap is consistent "
                      "with launch overhead, as in the laptop study.")
     else:
-        lines.append(f"The operators are busy for {busy_ms:.2f} ms of the {eager_ms:.2f} ms step"
+        lines.append(f"The operators are busy for {fmt_ms(busy_ms)} of the {fmt_ms(eager_ms)} step."
                      if busy_ms is not None else "That is more than a dispatch costs here.")
         lines.append("Launches cannot fill the gap. Verdict: the time is inside the operators "
                      "themselves, which run well below the streaming bandwidth.")

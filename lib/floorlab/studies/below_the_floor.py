@@ -97,21 +97,22 @@ def _dispatch_cost(host_us: float | None) -> str:
 
 def answer_ops_per_layer(*, gap_ms: float, num_layers: int, counted_per_layer: float,
                          issue_ms: float | None, eager_ms: float, dispatch: bool,
-                         host_us: float | None = None) -> str:
-    """The worked answer to challenge 1, from the measured counts and this run's verdict."""
+                         host_us: float | None = None, counted: str = "kernels") -> str:
+    """The worked answer to challenge 1, from the measured counts (counted: "kernels" on a GPU, "operators" on a
+    CPU, each launched by the host) and this run's verdict."""
     launches = round(counted_per_layer * num_layers)
     us = per_launch_us(gap_ms, launches)
     verdict = ("the host busy issuing for most of the step, the gap is dispatch "
                "(my_gap_is_dispatch = True)." if dispatch else
                "the operators busy for most of the step, something besides dispatch is in the gap: "
                "operators that run below streaming bandwidth (my_gap_is_dispatch = False).")
-    lines = [f"The profiler counted {counted_per_layer:.1f} kernels per layer, "
-             f"{launches} per step over {num_layers} layers.",
-             f"gap ÷ launches = {gap_ms:.2f} ms ÷ {launches} = {us:.1f} µs per launch.",
+    lines = [f"The profiler counted {sig(counted_per_layer)} {counted} per layer, "
+             f"{launches:,} per step over {num_layers} layers.",
+             f"gap ÷ launches = {fmt_ms(gap_ms)} ÷ {launches:,} = {sig(us)} µs per launch.",
              f"Set beside {_dispatch_cost(host_us)}, and with {verdict}"]
     if issue_ms is not None:
-        lines.append(f"Cross-check: the host needed {issue_ms:.2f} ms to issue one step, "
-                     f"against {eager_ms:.2f} ms for the whole step.")
+        lines.append(f"Cross-check: the host needed {fmt_ms(issue_ms)} to issue one step, "
+                     f"against {fmt_ms(eager_ms)} for the whole step.")
     return "\n".join(lines)
 
 
