@@ -361,6 +361,9 @@ def test_the_stored_runs_say_how_far_apart_they_are():
     assert "h200-bench" in eager_moves.medians_ms and len(eager_moves.medians_ms) >= 3
     assert eager_moves.ratio > graph_moves.ratio  # eager is the host's pace; the replay holds still
     assert all(note.startswith("warning") for note in fast_card.noisy_rows(bench, batch=1))
+    from floorlab.core.timing import Timing
+    tiny = fast_card.PathDifference("x", Timing(1.0, 0.9, 1.1, 0.9, 1.1), Timing(1.000334, 0.9, 1.1, 0.9, 1.1))
+    assert "under 0.1% higher" in tiny.says() and "<0.1%" in tiny.line() and "0.0334" not in tiny.line()
 
 
 def test_read_bool_takes_every_kind_of_boolean_and_refuses_the_rest():

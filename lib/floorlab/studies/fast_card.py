@@ -93,8 +93,14 @@ class PathDifference:
     comparison = property(lambda self: compare(self.bench, self.chapter))
     change = property(lambda self: self.comparison.ratio - 1)  # the bench's median over the chapter's, less one
 
+    @property
+    def share(self) -> str:
+        """The change as a percent of three figures, or 'under 0.1%' (less than a timer can vouch for)."""
+        percent = abs(self.change) * 100
+        return f"{sig(percent)}%" if percent >= 0.1 else "under 0.1%"
+
     def says(self) -> str:
-        share = f"{sig(abs(self.change) * 100)}%"
+        share = self.share
         way = "higher" if self.change > 0 else "lower"
         return self.comparison.verdict(
             f"the {self.what} is {share} higher in the bench's run, beyond both runs' spreads",
@@ -104,7 +110,8 @@ class PathDifference:
     def line(self) -> str:
         verdict = self.comparison.verdict("apart", "apart", "within the spreads")
         return (f"{self.what:<14} {sig(self.chapter.median_ms):>9} {sig(self.bench.median_ms):>9}"
-                f" ms  {'+' if self.change >= 0 else '-'}{sig(abs(self.change) * 100) + '%':>6}  {verdict}")
+                f" ms  {('+' if self.change >= 0 else '-') + self.share if abs(self.change) >= 1e-3 else '<0.1%':>7}"
+                f"  {verdict}")
 
 
 def floor_timing(run: Run, preset: str, batch: int) -> Timing:
