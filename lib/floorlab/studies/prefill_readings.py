@@ -189,5 +189,5 @@ def nearer_reading(knees) -> str:
     if fixed * NEARER <= roof:
         return ("Here it sits nearer the fixed cost's: a short prefill is mostly the fixed cost of its launches, and "
                 "the arithmetic must grow to match it.")
-    return ("Here it sits about as near one as the other, on a scale of ratios, so this run cannot say which it "
-            "follows.")
+    return ("Here it sits between them, nearer neither by a factor of two on a scale of ratios, so this run cannot "
+            "say which it follows.")
