@@ -549,7 +549,7 @@ def test_the_padding_priced_by_the_slope_is_vouched_for_only_where_the_slope_is_
     assert marginal_price_sentence(rising, 78, 200.0).startswith("Priced that way the padding cost 78 × ")
     dipping = {**rising, 8: _row("eager", 8, 5.0)}
     said = marginal_price_sentence(dipping, 78, 200.0)
-    assert "measures the load" in said and "would cost 78 × " in said and "cannot vouch for" in said
+    assert "slope measures it, not a row" in said and "would cost 78 × " in said and "cannot vouch for" in said
 
 
 def test_the_slope_note_says_when_the_slope_is_not_a_rows_price():
@@ -559,7 +559,7 @@ def test_the_slope_note_says_when_the_slope_is_not_a_rows_price():
     assert slope_note(rising) == ""
     drifting = {**rising, 4: _row("eager", 4, 40.0)}  # batch 4 slower than 8 and 16
     assert "batch 8 ran faster than batch 4" in slope_note(drifting)
-    assert "load changed" in slope_note(drifting)
+    assert "the machine's load" in slope_note(drifting)
     flat = {b: _row("eager", b, 10.0, spread=0.2) for b in (1, 16)}
     assert "inside the noise" in slope_note(flat)
 

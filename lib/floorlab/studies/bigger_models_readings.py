@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from floorlab.core.prose import fmt_times, sig
 from floorlab.core.runs import Run
 from floorlab.core.shapes import get_shape
+from floorlab.core.timelines import PROFILED_AS_TIMED
 from floorlab.core.timing import Band, compare, ratio_band
 from floorlab.studies.bigger_models import BENCH_EAGER, BENCH_GRAPH, Sizes
 
@@ -73,10 +74,13 @@ def _replay_lines(sizes: Sizes, out: SizeReadings) -> None:
     kernels = sizes.timeline(first).kernels, sizes.timeline(last).kernels
     out.lines.append(f"       beyond the floor: {kernels[0]} kernels × {sig(us[0].median)} µs → {kernels[1]} "
                      f"kernels × {sig(us[1].median)} µs")
-    moved = f"The price per kernel came out {{ratio}} its value at {first}, beyond the spreads."
-    out.price = compare(us[1], us[0]).verdict(
-        moved, moved, "Within the spreads the price per kernel did not change while the floor rose: a fixed cost on "
-        "a growing floor, which is why a replay closes in on its floor.")
+    # each price comes from one profiled step, with no spread of its own: PROFILED_AS_TIMED is what it vouches for
+    vouch = f"the {PROFILED_AS_TIMED:.0%} that one profiled step at each size can vouch for"
+    profiled = Band(us[1].median, *(us[1].median * (1 + k * PROFILED_AS_TIMED) for k in (-1, 1)))
+    moved = f"The price per kernel came out {{ratio}} its value at {first}, more than {vouch}."
+    out.price = compare(profiled, Band.exact(us[0].median)).verdict(
+        moved, moved, f"Within {vouch}, the price per kernel did not change while the floor rose: a fixed cost on a "
+        "growing floor, which is why a replay closes in on its floor.")
 
 
 def _eager_lines(sizes: Sizes, out: SizeReadings, bench: Run | None) -> None:
@@ -97,8 +101,8 @@ def _eager_lines(sizes: Sizes, out: SizeReadings, bench: Run | None) -> None:
         untold = (f"At {', '.join(noisy)} its p10-p90 band spans up to {widest:.0%} of its median: the host was "
                   "busy with other work, and its delays set those times. " + untold)
     grown = (f"Between {first} and {last} the bytes grew {sig(growth)}-fold and the layers from {layers[0]} to "
-             f"{layers[1]}, while {said}.")
-    out.eager = change.verdict(grown, grown, untold)
+             f"{layers[1]}, while {said}." + against_layers(ratio_band(sizes.eager(last), sizes.eager(first)), layers))
+    out.eager = change.verdict(grown, grown, untold) + _same_layers(sizes, eagers)
     bench_eager = [bench.find(BENCH_EAGER, p, sizes.batch) for p in (first, last)] if bench else []
     if not bench_eager or not all(bench_eager):
         return
@@ -106,18 +110,38 @@ def _eager_lines(sizes: Sizes, out: SizeReadings, bench: Run | None) -> None:
     out.lines.append(f"       the stored bench ({bench.label}): " + seen.says(f"eager at {last}", f"eager at {first}"))
     here = sizes.run.device.name
     card = "the same card" if bench.device.name == here else f"another card, not the {here}"
-    per_layer = compare(ratio_band(*bench_eager[::-1]), Band.exact(layers[1] / layers[0])).verdict(
-        f" That is more than the layers' {sig(layers[1] / layers[0])}× alone: there the bytes, or a host busy "
-        "with other work, added to a price per layer.",
-        f" That is less than the layers' {sig(layers[1] / layers[0])}×, so part of that step did not grow "
-        "with the layers.",
-        f" That is about the layers' {sig(layers[1] / layers[0])}×: a host paying for each layer.")
+    per_layer = against_layers(ratio_band(*bench_eager[::-1]), layers)
     out.bench = (f"The stored bench ({bench.label}) timed the same engine on {card}: there "
                  + seen.says(f"eager at {last}", f"eager at {first}")
                  + f", with {layers[1]} layers against {layers[0]}.") + seen.verdict(
         per_layer,
         " A host paying for each layer would have taken longer at the larger size, so that run does not show it "
         "doing so.", "")
+
+
+def against_layers(growth: Band, layers: tuple[int, int]) -> str:
+    """One sentence setting an eager step's growth between two sizes (a ratio band) against their layers' ratio."""
+    times = f"{sig(layers[1] / layers[0])}×"
+    return compare(growth, Band.exact(layers[1] / layers[0])).verdict(
+        f" That is more than the layers' {times} alone, beyond the spreads: the bytes, or a host busy with other "
+        "work, added to a price per layer.",
+        f" That is less than the layers' {times}, beyond the spreads, so part of the step did not grow with the "
+        "layers.",
+        f" That is about the layers' {times}, within the spreads: a host paying for each layer.")
+
+
+def _same_layers(sizes: Sizes, eagers) -> str:
+    """A sentence when two sizes with the same layers ran eager steps apart beyond the spreads, else ''."""
+    presets = sizes.presets
+    for i, a in enumerate(presets):
+        for b in presets[i + 1:]:
+            n = get_shape(a).num_layers
+            seen = compare(eagers[presets.index(b)], eagers[i])
+            if get_shape(b).num_layers == n and seen.meaningful:
+                moved = (f" Both {a} and {b} have {n} layers, yet eager at {b} takes {{ratio}} the time of eager at "
+                         f"{a}, beyond the spreads: there the bytes, or the host's load, moved the eager step too.")
+                return seen.verdict(moved, moved, "")
+    return ""
 
 
 def _advantage(sizes: Sizes, out: SizeReadings, bench: Run | None) -> None:
@@ -135,12 +159,14 @@ def _advantage(sizes: Sizes, out: SizeReadings, bench: Run | None) -> None:
     a, b = bands[first], bands[last]
     span = f"{sig(a.low, 2)}-{sig(a.high, 2)}× at {first}, {sig(b.low, 2)}-{sig(b.high, 2)}× at {last}"
     move = compare(b, a)
-    ends = f"from {fmt_times(a.median)} at {first} to {fmt_times(b.median)} at {last}, the bands apart."
+    def shown(band: Band) -> str:
+        return f"{sig(band.low, 2)}-{sig(band.high, 2)}×" if band.noisy else fmt_times(band.median)
+    ends = f"from {shown(a)} at {first} to {shown(b)} at {last}, the bands apart."
     outside = [p for p in sizes.presets[1:-1] if compare(bands[p], a).outcome == compare(bands[p], b).outcome
                and compare(bands[p], a).meaningful]
     if outside and move.meaningful:
         p = outside[0]
-        ends = ends[:-1] + (f", though not steadily: at {p} it was {fmt_times(bands[p].median)}, beyond the "
+        ends = ends[:-1] + (f", though not steadily: at {p} it was {shown(bands[p])}, beyond the "
                             "bands of both ends.")
     out.advantage = lead + move.verdict(
         f"The advantage grows with size, {ends}", f"The advantage shrinks with size, {ends}",

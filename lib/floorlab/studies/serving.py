@@ -82,8 +82,8 @@ def speedup_sentence(eager: dict[int, Row], graph: dict[int, Row], batches) -> s
     bands = [ratio_band(eager[b], graph[b]) for b in (first, last)]
     faster = [b for b in batches[1:] if compare(eager[first], eager[b]).outcome == "more"]
     load = (f", though eager at batch {first} ran slower than at batch {faster[0]}, beyond the spreads, which more "
-            f"rows cannot cause: the host's load set batch {first}'s eager pace, so the shrink is the load's as much "
-            "as the batch's") if faster else ""
+            f"rows cannot cause: something besides the rows, most likely the host's load, set batch {first}'s eager "
+            "pace, so the shrink is not the batch's alone") if faster else ""
     return "the replay is " + " and ".join(parts) + "; " + compare(bands[1], bands[0]).verdict(
         "the speed-up grew with the batch, beyond the spreads, against the expectation",
         f"the speed-up shrank as the batch grew, to {{ratio}} of its value at batch {first}{load}",
@@ -108,8 +108,9 @@ def slope_note(rows: dict[int, Row]) -> str:
     for a, b in itertools.combinations(batches, 2):
         if compare(rows[a], rows[b]).outcome == "more":
             return compare(rows[a], rows[b]).verdict(
-                f"Here batch {b} ran faster than batch {a}, beyond both spreads, which one more row cannot cause: "
-                "the machine's load changed during the run, so that slope measures the load, not a row.", "", "")
+                f"Here batch {b} ran faster than batch {a}, beyond both spreads, which more rows alone cannot cause: "
+                "something besides the rows set those times (the machine's load, or other kernels chosen at another "
+                "shape), so that slope measures it, not a row.", "", "")
     return compare(rows[batches[0]], rows[batches[-1]]).verdict("", "", (
         f"Here batch {batches[0]} and batch {batches[-1]} differ by less than their spreads, so a "
         "row costs too little for this run to see, and the slope is inside the noise."))
