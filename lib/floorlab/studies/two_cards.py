@@ -6,7 +6,7 @@ import math
 from dataclasses import dataclass
 
 from floorlab.core.bandwidth import Bandwidths
-from floorlab.core.prose import fmt_gbps, fmt_ms, fmt_times, sig
+from floorlab.core.prose import fmt_gbps, fmt_ms, fmt_times, sig, wrap
 from floorlab.core.reference import reference_run
 from floorlab.core.roofline import BYTES_PER_GB, Floor, bytes_per_step, floor_ms
 from floorlab.core.runs import Row, Run, row_key
@@ -295,8 +295,8 @@ def format_checked(rows: list[dict]) -> str:
         if not r.get("in_band", True) and r["predicted_ms"] > 0:
             held = {True: "its direction held, its size did not", False: "neither its direction nor its size held",
                     None: "the spreads cannot check its direction"}[r["agrees"]]
-            lines.append(f"{r['preset']}: the split took {fmt_times(r['measured_ms'] / r['predicted_ms'])} the "
-                         f"model's time, outside its own p10-p90 band: {held}")
+            lines.append(wrap(f"{r['preset']}: the split took {fmt_times(r['measured_ms'] / r['predicted_ms'])} the "
+                              f"model's time, outside its own p10-p90 band: {held}"))
     return "\n".join(lines)
 
 
