@@ -238,7 +238,7 @@ def test_the_model_check_says_where_the_split_ran_outside_the_model_s_time():
     row = {"preset": "small", "card_ms": 14.3, "predicted_ms": 19.8, "measured_ms": 39.9, "predicted": "slower",
            "measured": "slower", "agrees": True, "in_band": False}
     text = two_cards.format_checked([row])
-    assert "small: the split took 2.02× the model's time" in text and "its direction held, its size did not" in text
+    assert "small: the split took 2.02× the model's time" in text and "direction held, its size did not" in text
     assert "model's time" not in two_cards.format_checked([{**row, "in_band": True}])
 
 
