@@ -153,8 +153,7 @@ def knee_reading(ratios: dict, knees) -> tuple[str, str]:
         agreement = "close to" if abs(ratios["straight"] / ratios["step"] - 1) < AGREE else "still far from"
         return agreement, (
             f"Attention moves nothing here: at {knees.fixed_cost_tokens:,} tokens it is {at_fixed} of a "
-            "prefill's FLOPs, so the matrix products alone make the prediction, and a prompt this short is "
-            "priced by its fixed cost.")
+            "prefill's FLOPs, so the matrix products alone make the prediction.")
     if abs(ratios["straight"] / ratios["step"] - 1) < AGREE:
         return "close to", (
             "Attention makes the difference. Its FLOPs grow with the square of the prompt, from "
