@@ -363,3 +363,35 @@ def test_the_stored_sizes_are_named_as_stored_and_the_bench_growth_is_set_agains
     assert "this run" not in (reading.floor_wins + reading.gain + reading.replay)
     assert reading.floor_wins.startswith("On the stored run") and reading.gain.startswith("On the stored run")
     assert "than the layers' 1.29×" in reading.bench or "about the layers' 1.29×" in reading.bench
+
+
+@pytest.mark.parametrize("growth, words", [
+    ((3.24, 3.0, 3.5), "more than the layers' 1.29× alone"),
+    ((1.0, 0.98, 1.02), "less than the layers' 1.29×"),
+    ((1.3, 1.1, 1.5), "about the layers' 1.29×"),
+])
+def test_an_eager_growth_is_set_against_the_layers_every_way(growth, words):
+    from floorlab.core.timing import Band
+    from floorlab.studies.bigger_models_readings import against_layers
+
+    assert words in against_layers(Band(*growth), (28, 36))
+
+
+def test_the_price_per_kernel_and_equal_layers_are_read_from_a_simulated_run():
+    import copy
+
+    from floorlab.studies.bigger_models_readings import read_sizes
+
+    view = sizes.stored_sizes()
+    steady = read_sizes(view)
+    assert "Within the 10%" in steady.price or "more than the 10%" in steady.price
+    first, second = view.presets[:2]
+    assert get_shape(first).num_layers == get_shape(second).num_layers  # 0.6B and 1.7B: 28 layers each
+    same = copy.deepcopy(view)
+    same.run.find("eager", second, 1).timing = copy.deepcopy(view.eager(first).timing)
+    assert "have 28 layers, yet" not in read_sizes(same).eager
+    slower = copy.deepcopy(view)
+    timing = slower.run.find("eager", second, 1).timing
+    for field in ("median_ms", "p10_ms", "p90_ms", "min_ms", "max_ms"):
+        setattr(timing, field, getattr(view.eager(first).timing, field) * 3)
+    assert f"Both {first} and {second} have 28 layers, yet" in read_sizes(slower).eager
