@@ -109,9 +109,9 @@ class PathDifference:
 
     def line(self) -> str:
         verdict = self.comparison.verdict("apart", "apart", "within the spreads")
+        share = "<0.1%" if self.share.startswith("under") else ("+" if self.change >= 0 else "-") + self.share
         return (f"{self.what:<14} {sig(self.chapter.median_ms):>9} {sig(self.bench.median_ms):>9}"
-                f" ms  {('+' if self.change >= 0 else '-') + self.share if abs(self.change) >= 1e-3 else '<0.1%':>7}"
-                f"  {verdict}")
+                f" ms  {share:>7}  {verdict}")
 
 
 def floor_timing(run: Run, preset: str, batch: int) -> Timing:
